@@ -1,0 +1,18 @@
+// The subcommands of specula-cli. Each file adds one subcommand to the app; its
+// callback does the work and reports failure by throwing CommandFailed (exit code and
+// message) or any std::exception (exit code 1).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace specula::cli {
+
+struct CommandFailed : std::runtime_error {
+  CommandFailed(const std::string& message, int exit_code)
+      : std::runtime_error(message), code(exit_code) {}
+  int code;
+};
+
+}  // namespace specula::cli

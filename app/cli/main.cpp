@@ -1,0 +1,23 @@
+// specula-cli: one binary, several subcommands; argument parsing and wiring only.
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"specula-cli: multi-candidate code generation with batched speculative decoding"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "specula-cli 0.1.0");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const specula::cli::CommandFailed& e) {
+    if (*e.what()) std::fprintf(stderr, "specula-cli: %s\n", e.what());
+    return e.code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "specula-cli: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,87 @@
+// A generation session: one prompt, N candidates, batched speculative decoding within
+// a time budget, streamed through callbacks. Backend-agnostic and free of any UI code.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "model.h"
+#include "sampler.h"
+
+namespace specula {
+
+enum class FinishReason { Running, Stop, Eos, Length, Budget, Cancelled };
+const char* finish_reason_name(FinishReason reason);  // "stop", "eos", "length", ...
+
+struct DraftOptions {
+  std::string kind = "none";  // "none", "ngram", "layers:K", "model"
+  std::shared_ptr<const Model> draft_model;  // for kind "model"
+  std::string policy = "adaptive";           // "fixed:K", "bass", "adaptive"
+};
+
+struct GenerationRequest {
+  std::string prompt;
+  int n_candidates = 1;
+  SamplingParams sampling;          // candidate i uses seed sampling.seed + i
+  int max_new_tokens = 256;
+  double budget_seconds = 0.0;      // 0: no budget
+  std::vector<std::string> stop;    // stop strings; the completion is cut before them
+  bool code_stops = false;          // add the default code-completion stops
+  DraftOptions draft;
+};
+
+struct CandidateDelta {
+  int index = 0;
+  std::string text;      // newly final text
+  int tokens = 0;        // tokens so far
+  int accepted = 0;      // draft tokens accepted so far
+  int proposed = 0;      // draft tokens proposed so far
+};
+
+struct Candidate {
+  int index = 0;
+  std::string text;                 // the completion, without the prompt
+  std::vector<int> tokens;          // generated ids
+  std::vector<float> logprobs;      // target log-probability of each generated id
+  FinishReason finish = FinishReason::Running;
+  int accepted = 0;
+  int proposed = 0;
+  double seconds = 0.0;             // from the session's start to this candidate's end
+  double mean_logprob() const;
+};
+
+struct SessionTotals {
+  double wall_seconds = 0.0;
+  int generated_tokens = 0;
+  int target_forwards = 0;
+  int target_tokens = 0;            // tokens run through the target, prompt included
+  int accepted = 0;
+  int proposed = 0;
+  double tokens_per_second() const;
+  double ms_per_token_per_sequence(int n_candidates) const;
+  double acceptance_rate() const;
+};
+
+struct SessionCallbacks {
+  std::function<void(const CandidateDelta&)> on_delta;
+  std::function<void(const Candidate&)> on_finished;
+};
+
+struct SessionResult {
+  std::vector<Candidate> candidates;  // (n_candidates) in index order
+  SessionTotals totals;
+};
+
+// Runs the whole session on `backend`. Throws std::invalid_argument for a bad request
+// (empty prompt, N out of range, incompatible draft, ...). Setting `*stop` from another
+// thread ends every candidate with FinishReason::Cancelled within one decoding step.
+SessionResult run_session(Backend& backend, const Model& target, const GenerationRequest& request,
+                          const SessionCallbacks& callbacks = {},
+                          const std::atomic<bool>* stop = nullptr);
+
+}  // namespace specula

@@ -1,0 +1,39 @@
+// Locating the reference data in ../shared (SPECULA_SHARED_DIR) from QtTest suites.
+//
+// Missing reference data fails a test under CI (CI=true) and skips it elsewhere, with a
+// message naming the file.
+#pragma once
+
+#include <QDir>
+#include <QFileInfo>
+#include <QString>
+#include <QtTest>
+
+namespace specula::test {
+
+inline QString sharedDir() {
+  const QByteArray fromEnv = qgetenv("SPECULA_SHARED_DIR");
+  return fromEnv.isEmpty() ? QStringLiteral(SPECULA_SHARED_DIR) : QString::fromLocal8Bit(fromEnv);
+}
+
+inline bool runningInCi() { return qgetenv("CI") == "true" || qgetenv("CI") == "1"; }
+
+// Absolute path of a file under the shared directory, or an empty string when absent.
+inline QString sharedFile(const QString& relative) {
+  const QString path = QDir(sharedDir()).filePath(relative);
+  return QFileInfo::exists(path) ? QFileInfo(path).absoluteFilePath() : QString();
+}
+
+}  // namespace specula::test
+
+// Declares `var` as the std::string path of a shared file, or fails (CI) / skips the test.
+#define SPECULA_SHARED_FILE(var, relative)                                                   \
+  const QString var##_q = ::specula::test::sharedFile(QStringLiteral(relative));             \
+  if (var##_q.isEmpty()) {                                                                   \
+    const QByteArray why = QStringLiteral("reference data missing: %1/%2")                   \
+                               .arg(::specula::test::sharedDir(), QStringLiteral(relative))  \
+                               .toLocal8Bit();                                               \
+    if (::specula::test::runningInCi()) QFAIL(why.constData());                              \
+    QSKIP(why.constData());                                                                  \
+  }                                                                                          \
+  const std::string var = var##_q.toStdString()
