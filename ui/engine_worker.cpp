@@ -1,0 +1,189 @@
+#include "engine_worker.h"
+
+#include <QElapsedTimer>
+#include <QThreadPool>
+#include <algorithm>
+#include <exception>
+#include <mutex>
+
+namespace specula::ui {
+
+namespace {
+
+constexpr double kTestTimeoutSeconds = 10.0;  // per candidate, inside the sandbox
+constexpr int kTestThreads = 2;               // candidates tested while others still decode
+constexpr qint64 kStatsIntervalMs = 100;      // live statistics, about ten a second
+
+CandidateState state_after_generation(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::Budget: return CandidateState::Budget;
+    case FinishReason::Cancelled: return CandidateState::Stopped;
+    default: return CandidateState::Done;
+  }
+}
+
+CandidateState state_of(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::Passed: return CandidateState::Passed;
+    case Verdict::Failed: return CandidateState::Failed;
+    case Verdict::Timeout: return CandidateState::Timeout;
+    case Verdict::Error: return CandidateState::Error;
+  }
+  return CandidateState::Error;
+}
+
+// Running totals across candidates, fed by the session's callbacks.
+struct LiveTotals {
+  std::vector<int> tokens, accepted, proposed;  // (n) per candidate
+
+  RunStats stats(double elapsed, double budget) const {
+    RunStats s;
+    s.elapsedSeconds = elapsed;
+    s.budgetSeconds = budget;
+    for (int t : tokens) s.tokens += t;
+    int acc = 0, prop = 0;
+    for (int a : accepted) acc += a;
+    for (int p : proposed) prop += p;
+    s.acceptance = prop > 0 ? double(acc) / prop : 0.0;
+    s.tokensPerSecond = elapsed > 0 ? s.tokens / elapsed : 0.0;
+    const double per_sequence = double(s.tokens) / double(std::max<size_t>(1, tokens.size()));
+    s.msPerTokenPerSequence = per_sequence > 0 ? elapsed * 1000.0 / per_sequence : 0.0;
+    return s;
+  }
+};
+
+}  // namespace
+
+EngineWorker::EngineWorker(std::unique_ptr<EnginePort> engine, QObject* parent)
+    : QObject(parent), engine_(std::move(engine)) {}
+
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::stop() { stop_.store(true); }
+
+void EngineWorker::shutdown() {
+  shut_down_.store(true);
+  stop_.store(true);
+}
+
+void EngineWorker::loadModels(const QString& target, const QString& tokenizer, const QString& draft,
+                              int device) {
+  stop_.store(false);
+  if (shut_down_.load()) return;  // after resetting stop_, so that a racing shutdown still wins
+  loaded_ = false;
+  ModelPaths paths{target.toStdString(), tokenizer.toStdString(), draft.toStdString(),
+                   static_cast<DeviceChoice>(std::clamp(device, 0, 2))};
+  try {
+    const LoadedModels loaded = engine_->load(paths, [this](double fraction) {
+      Q_EMIT loadProgress(fraction);
+      return !stop_.load();
+    });
+    loaded_ = true;
+    Q_EMIT loadProgress(1.0);
+    Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),
+                      QString::fromStdString(loaded.isolation));
+  } catch (const std::exception& e) {
+    Q_EMIT error(QStringLiteral("Could not load the model: %1").arg(QString::fromStdString(e.what())));
+  }
+}
+
+void EngineWorker::start(const RunRequest& request) {
+  stop_.store(false);
+  if (shut_down_.load()) return;
+  const int n = request.candidates;
+  const RunStats empty{.budgetSeconds = request.budgetSeconds};
+  if (!loaded_) {
+    Q_EMIT error(QStringLiteral("No model is loaded: choose a model file first."));
+    Q_EMIT runFinished({}, empty);
+    return;
+  }
+
+  GenerationRequest generation;
+  generation.prompt = request.prompt.toStdString();
+  generation.n_candidates = n;
+  generation.sampling.temperature = float(request.temperature);
+  generation.sampling.top_p = float(request.topP);
+  generation.sampling.seed = request.seed;
+  generation.max_new_tokens = request.maxNewTokens;
+  generation.budget_seconds = request.budgetSeconds;
+  generation.code_stops = true;
+  generation.draft.kind = request.drafter.toStdString();
+  generation.draft.policy = request.policy.toStdString();
+
+  Q_EMIT runStarted(n, request.budgetSeconds);
+  for (int i = 0; i < n; ++i) Q_EMIT candidateState(i, int(CandidateState::Generating), {});
+
+  QElapsedTimer clock;
+  clock.start();
+  qint64 last_stats_ms = 0;
+  LiveTotals totals{std::vector<int>(size_t(n)), std::vector<int>(size_t(n)), std::vector<int>(size_t(n))};
+  const std::string tests = request.tests.trimmed().toStdString();
+  std::vector<TestOutcome> outcomes(static_cast<size_t>(n));
+  std::vector<bool> reported(size_t(n), false);
+  QThreadPool test_pool;
+  test_pool.setMaxThreadCount(kTestThreads);
+
+  auto finish = [&](const Candidate& candidate) {
+    const auto i = size_t(candidate.index);
+    if (i >= reported.size() || reported[i]) return;
+    reported[i] = true;
+    totals.tokens[i] = int(candidate.tokens.size());
+    const CandidateState state = state_after_generation(candidate.finish);
+    const bool testable = !tests.empty() && state != CandidateState::Stopped;
+    Q_EMIT candidateState(candidate.index, int(testable ? CandidateState::Testing : state), {});
+    if (!testable) return;
+    const std::string completion = candidate.text;
+    test_pool.start([this, i, completion, &tests, &generation, &outcomes] {
+      if (stop_.load()) {  // stopped while queued for testing: keep the text, skip the test
+        Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested"));
+        return;
+      }
+      TestOutcome outcome;
+      try {
+        outcome = engine_->test(generation.prompt, completion, tests, kTestTimeoutSeconds);
+      } catch (const std::exception& e) {
+        outcome = {Verdict::Error, e.what(), 0.0};
+      }
+      outcomes[i] = outcome;
+      Q_EMIT candidateState(int(i), int(state_of(outcome.verdict)), QString::fromStdString(outcome.message));
+    });
+  };
+
+  SessionCallbacks callbacks;
+  callbacks.on_delta = [&](const CandidateDelta& delta) {
+    const auto i = size_t(delta.index);
+    if (i >= totals.tokens.size()) return;
+    totals.tokens[i] = delta.tokens;
+    totals.accepted[i] = delta.accepted;
+    totals.proposed[i] = delta.proposed;
+    Q_EMIT candidateDelta(delta.index, QString::fromStdString(delta.text), delta.tokens, delta.accepted,
+                        delta.proposed);
+    if (clock.elapsed() - last_stats_ms >= kStatsIntervalMs) {
+      last_stats_ms = clock.elapsed();
+      Q_EMIT stats(totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
+    }
+  };
+  callbacks.on_finished = finish;
+
+  SessionResult result;
+  try {
+    result = engine_->generate(generation, callbacks, &stop_);
+  } catch (const std::exception& e) {
+    Q_EMIT error(QStringLiteral("Generation failed: %1").arg(QString::fromStdString(e.what())));
+  }
+  for (const Candidate& candidate : result.candidates) finish(candidate);
+  test_pool.waitForDone();
+
+  QVector<int> ranking;
+  if (!result.candidates.empty()) {
+    try {
+      for (int i : engine_->rank(result.candidates, tests.empty() ? std::vector<TestOutcome>{} : outcomes))
+        ranking.push_back(i);
+    } catch (const std::exception& e) {
+      Q_EMIT error(QStringLiteral("Ranking failed: %1").arg(QString::fromStdString(e.what())));
+    }
+  }
+  Q_EMIT runFinished(ranking, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
+}
+
+}  // namespace specula::ui
