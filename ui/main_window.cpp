@@ -304,6 +304,8 @@ void MainWindow::loadModels(const QString& target, const QString& tokenizer, con
   Q_EMIT loadRequested(target, tokenizer, draft, device_->currentData().toInt());
 }
 
+void MainWindow::chooseModel() { model_picker_->browse(); }
+
 void MainWindow::reloadForDevice() {
   if (!model_picker_->path().isEmpty())
     loadModels(model_picker_->path(), tokenizer_picker_->path(), draft_picker_->path());
@@ -422,6 +424,10 @@ void MainWindow::onError(const QString& message) {
     progress_->setValue(0);
     progress_->setFormat(tr("no model"));
     backend_label_->setText(tr("no model"));
+    showMessage(message);
+    updateEnabled();
+    Q_EMIT loadFailed();
+    return;
   }
   showMessage(message);
   updateEnabled();

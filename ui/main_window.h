@@ -48,6 +48,7 @@ class MainWindow : public QMainWindow {
  public Q_SLOTS:
   // Loads the target model (and tokenizer / draft when given) on the engine thread.
   void loadModels(const QString& target, const QString& tokenizer = {}, const QString& draft = {});
+  void chooseModel();  // the file dialog for the target model
   void generate();
   void stop();
   void saveNow();  // autosave immediately
@@ -56,6 +57,7 @@ class MainWindow : public QMainWindow {
 
  Q_SIGNALS:
   void modelsReady();
+  void loadFailed();
   void runFinished();
   // To the worker (queued).
   void loadRequested(const QString& target, const QString& tokenizer, const QString& draft, int device);
