@@ -220,16 +220,38 @@ static size_t final_prefix_length(const Vocabulary& vocab, std::span<const int> 
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, std::vector<int> prefix)
     : tokenizer_(tokenizer), tokens_(std::move(prefix)) {
-  prefix_text_size_ = tokenizer_.decode(
-      std::span<const int>(tokens_).first(final_prefix_length(tokenizer_.vocabulary(), tokens_))).size();
+  const size_t final_ids = final_prefix_length(tokenizer_.vocabulary(), tokens_);
+  prefix_text_size_ = window_text(final_ids).size();
+  advance_window(final_ids);
+}
+
+std::string IncrementalDecoder::window_text(size_t end) const {
+  const std::span<const int> window = std::span<const int>(tokens_).subspan(window_, end - window_);
+  return tokenizer_.decode(window).substr(anchor_text_size_);
+}
+
+// Moves the window to the last anchor among the final ids: a normal piece that decodes to
+// text on its own. Byte runs and the leading-space rule of the first piece end before it.
+void IncrementalDecoder::advance_window(size_t final_ids) {
+  const Vocabulary& vocab = tokenizer_.vocabulary();
+  for (size_t at = final_ids; at-- > window_ + 1;) {
+    const TokenKind kind = vocab.kinds[static_cast<size_t>(tokens_[at])];
+    if (kind != TokenKind::Normal && kind != TokenKind::UserDefined) continue;
+    const size_t anchor_size = tokenizer_.decode(std::span<const int>(tokens_).subspan(at, 1)).size();
+    if (anchor_size == 0) continue;
+    window_offset_ += window_text(at + 1).size();
+    window_ = at;
+    anchor_text_size_ = anchor_size;
+    return;
+  }
 }
 
 std::string IncrementalDecoder::take(size_t final_ids) {
-  const std::string text = tokenizer_.decode(std::span<const int>(tokens_).first(final_ids));
-  const size_t done = prefix_text_size_ + emitted_.size();
-  if (text.size() <= done) return {};
-  std::string delta = text.substr(done);
+  const std::string text = window_text(final_ids);
+  const size_t done = prefix_text_size_ + emitted_.size() - window_offset_;  // of `text`
+  std::string delta = text.size() > done ? text.substr(done) : std::string();
   emitted_ += delta;
+  advance_window(final_ids);
   return delta;
 }
 
