@@ -70,6 +70,57 @@ uint8_t byte_of_piece(const std::string& piece) {
   return static_cast<uint8_t>(std::strtoul(piece.substr(3, 2).c_str(), nullptr, 16));
 }
 
+// Reads protobuf wire format: the fields of one message, in order.
+struct WireReader {
+  std::string_view data;
+  size_t at = 0;
+
+  bool varint(uint64_t& value) {
+    value = 0;
+    for (int shift = 0; shift < 64 && at < data.size(); shift += 7) {
+      const auto byte = static_cast<uint8_t>(data[at++]);
+      value |= static_cast<uint64_t>(byte & 0x7F) << shift;
+      if (byte < 0x80) return true;
+    }
+    return false;
+  }
+
+  // The next field: its number, wire type, and the varint value or the bytes it holds.
+  bool next(uint64_t& field, uint64_t& wire_type, uint64_t& value, std::string_view& bytes) {
+    uint64_t key;
+    if (at >= data.size() || !varint(key)) return false;
+    field = key >> 3;
+    wire_type = key & 7;
+    switch (wire_type) {
+      case 0: return varint(value);
+      case 1: case 5: {
+        const size_t size = wire_type == 1 ? 8 : 4;
+        if (data.size() - at < size) return false;
+        at += size;
+        return true;
+      }
+      case 2:
+        if (!varint(value) || data.size() - at < value) return false;
+        bytes = data.substr(at, value);
+        at += value;
+        return true;
+      default: return false;
+    }
+  }
+};
+
+// NormalizerSpec.add_dummy_prefix of a serialized ModelProto (true when absent, as in proto).
+bool adds_dummy_prefix(std::string_view model) {
+  uint64_t field, wire_type, value;
+  std::string_view bytes;
+  for (WireReader top{model}; top.next(field, wire_type, value, bytes);) {
+    if (field != proto::kModelNormalizerSpec || wire_type != 2) continue;
+    for (WireReader spec{bytes}; spec.next(field, wire_type, value, bytes);)
+      if (field == proto::kNormalizerAddDummyPrefix && wire_type == 0) return value != 0;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string serialize_sentencepiece_model(const Vocabulary& vocab) {
@@ -155,6 +206,7 @@ Vocabulary vocabulary_from_processor(const sentencepiece::SentencePieceProcessor
   vocab.pad = processor.pad_id();
   vocab.add_bos = vocab.bos >= 0;
   vocab.byte_fallback = byte_pieces == 256;
+  vocab.add_dummy_prefix = adds_dummy_prefix(serialized);
   vocab.serialized_model = std::move(serialized);
   return vocab;
 }

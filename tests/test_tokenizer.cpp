@@ -262,6 +262,26 @@ class TestTokenizer : public QObject {
     QCOMPARE(tokenizer.encode(text, true), Tokenizer(specula::load_vocabulary(model)).encode(text, true));
   }
 
+  // The writer's flags survive a trip through a file: no dummy prefix means no leading "▁".
+  void writtenModelWithoutDummyPrefix() {
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    Vocabulary vocab = specula::load_vocabulary(tok);
+    QVERIFY(vocab.add_dummy_prefix);
+    vocab.add_dummy_prefix = false;
+    QTemporaryDir dir;
+    const QString path = dir.filePath("tokenizer.model");
+    writeBytes(path, specula::serialize_sentencepiece_model(vocab));
+    const Vocabulary loaded = specula::load_vocabulary(path.toStdString());
+    QVERIFY(!loaded.add_dummy_prefix);
+    QCOMPARE(loaded.pieces, vocab.pieces);
+    QCOMPARE(loaded.scores, vocab.scores);
+    QCOMPARE(loaded.kinds, vocab.kinds);
+    const Tokenizer tokenizer(loaded);
+    const std::vector<int> ids = tokenizer.encode("Zoo", false);
+    QVERIFY(tokenizer.piece(ids.front()).rfind("\xE2\x96\x81", 0) != 0);
+    QCOMPARE(tokenizer.decode(ids), std::string("Zoo"));
+  }
+
   void meaningOfLife() {
     SPECULA_SHARED_FILE(model, "tokenizers/llama2/tokenizer.model");
     const Tokenizer tokenizer(specula::load_vocabulary(model));

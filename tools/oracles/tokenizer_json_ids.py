@@ -10,6 +10,7 @@ characters instead of giving <unk>.
 
     python3 tools/oracles/tokenizer_json_ids.py [path/to/shared]
 """
+import gzip
 import json
 import pathlib
 import sys
@@ -39,10 +40,18 @@ TEXTS = [
 ]
 
 
+
+def humaneval_code(count: int) -> list[str]:
+    """The first `count` HumanEval prompts with their canonical solutions: real Python."""
+    with gzip.open(SHARED / "data" / "humaneval" / "HumanEval.jsonl.gz", "rt", encoding="utf-8") as f:
+        tasks = [json.loads(line) for line in f if line.strip()]
+    return [t["prompt"] + t["canonical_solution"] for t in tasks[:count]]
+
+
 def main() -> None:
     raw = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
     cases = []
-    for text in TEXTS:
+    for text in TEXTS + humaneval_code(6):
         ids = raw.encode(text, add_special_tokens=False).ids
         cases.append({"text": text, "ids": ids})
     out = ROOT / "tests" / "data" / "tinystories656k_tokens.json"
