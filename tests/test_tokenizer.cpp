@@ -96,10 +96,10 @@ std::vector<std::string> humanEvalTexts(const std::string& path) {
   std::vector<std::string> texts;
   for (const QByteArray& line : QByteArray::fromStdString(jsonl).split('\n')) {
     if (line.trimmed().isEmpty()) continue;
-    const QJsonObject task = QJsonDocument::fromJson(line).object();
-    const std::string prompt = task.value("prompt").toString().toStdString();
+    const QJsonObject problem = QJsonDocument::fromJson(line).object();
+    const std::string prompt = problem.value("prompt").toString().toStdString();
     texts.push_back(prompt);
-    texts.push_back(prompt + task.value("canonical_solution").toString().toStdString());
+    texts.push_back(prompt + problem.value("canonical_solution").toString().toStdString());
   }
   return texts;
 }

@@ -44,8 +44,8 @@ TEXTS = [
 def humaneval_code(count: int) -> list[str]:
     """The first `count` HumanEval prompts with their canonical solutions: real Python."""
     with gzip.open(SHARED / "data" / "humaneval" / "HumanEval.jsonl.gz", "rt", encoding="utf-8") as f:
-        tasks = [json.loads(line) for line in f if line.strip()]
-    return [t["prompt"] + t["canonical_solution"] for t in tasks[:count]]
+        problems = [json.loads(line) for line in f if line.strip()]
+    return [t["prompt"] + t["canonical_solution"] for t in problems[:count]]
 
 
 def main() -> None:
