@@ -121,6 +121,23 @@ bool adds_dummy_prefix(std::string_view model) {
   return true;
 }
 
+// SentencePiece.type of every piece of a serialized ModelProto (NORMAL when absent). The
+// processor's API cannot tell user-defined pieces from normal ones; the proto can.
+std::vector<TokenKind> piece_kinds(std::string_view model) {
+  std::vector<TokenKind> kinds;
+  uint64_t field, wire_type, value;
+  std::string_view bytes;
+  for (WireReader top{model}; top.next(field, wire_type, value, bytes);) {
+    if (field != proto::kModelPieces || wire_type != 2) continue;
+    TokenKind kind = TokenKind::Normal;
+    for (WireReader piece{bytes}; piece.next(field, wire_type, value, bytes);)
+      if (field == proto::kPieceType && wire_type == 0 && value >= 1 && value <= 6)
+        kind = static_cast<TokenKind>(value);
+    kinds.push_back(kind);
+  }
+  return kinds;
+}
+
 }  // namespace
 
 std::string serialize_sentencepiece_model(const Vocabulary& vocab) {
@@ -187,19 +204,15 @@ Vocabulary vocabulary_from_processor(const sentencepiece::SentencePieceProcessor
   const int n = processor.GetPieceSize();
   vocab.pieces.reserve(static_cast<size_t>(n));
   vocab.scores.reserve(static_cast<size_t>(n));
-  vocab.kinds.reserve(static_cast<size_t>(n));
-  int byte_pieces = 0;
   for (int id = 0; id < n; ++id) {
     vocab.pieces.push_back(processor.IdToPiece(id));
     vocab.scores.push_back(processor.GetScore(id));
-    TokenKind kind = TokenKind::Normal;
-    if (processor.IsUnknown(id)) kind = TokenKind::Unknown;
-    else if (processor.IsControl(id)) kind = TokenKind::Control;
-    else if (processor.IsByte(id)) kind = TokenKind::Byte;
-    else if (processor.IsUnused(id)) kind = TokenKind::Unused;
-    byte_pieces += kind == TokenKind::Byte;
-    vocab.kinds.push_back(kind);
   }
+  vocab.kinds = piece_kinds(serialized);
+  if (vocab.kinds.size() != vocab.pieces.size())
+    throw std::runtime_error("tokenizer model lists " + std::to_string(vocab.kinds.size()) +
+                             " piece types for " + std::to_string(n) + " pieces");
+  const auto byte_pieces = std::count(vocab.kinds.begin(), vocab.kinds.end(), TokenKind::Byte);
   vocab.unk = processor.unk_id();
   vocab.bos = processor.bos_id();
   vocab.eos = processor.eos_id();
