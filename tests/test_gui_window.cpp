@@ -7,11 +7,14 @@
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QGridLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QProcess>
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSpinBox>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -22,6 +25,10 @@
 #include "diff_view.h"
 #include "fake_engine.h"
 #include "main_window.h"
+#include "problem_browser.h"
+#ifdef SPECULA_HAVE_CHARTS
+#include "throughput_chart.h"
+#endif
 
 using specula::test::FakeEngine;
 using specula::ui::CandidateGrid;
@@ -143,6 +150,27 @@ class GuiWindowTest : public QObject {
     QVERIFY(grid->pane(3)->findChildren<QLabel*>().first()->text().contains("best"));
     QVERIFY(grid->pane(3)->findChild<QLabel*>("numbers")->text().contains("acc 50%"));
     QVERIFY(window->statusText().contains("tok/s"));
+#ifdef SPECULA_HAVE_CHARTS
+    QVERIFY(window->findChild<specula::ui::ThroughputChart*>("throughputChart")->points() > 0);
+#endif
+  }
+
+  void keyboardGeneratesAndStops() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(100));  // a run of seconds
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(window.get()));
+    window->promptEditor()->setFocus();
+    QTest::keyClick(window->promptEditor(), Qt::Key_Return, Qt::ControlModifier);
+    QVERIFY(window->isRunning());
+    QCOMPARE(window->promptEditor()->toPlainText(), kPrompt);  // the shortcut typed nothing
+    QTRY_VERIFY_WITH_TIMEOUT(!window->grid()->pane(0)->text().isEmpty(), kRunTimeoutMs);
+    QTest::keyClick(window->promptEditor(), Qt::Key_Escape);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QCOMPARE(window->grid()->pane(0)->state(), CandidateState::Stopped);
   }
 
   void rankingKeepsScrollPosition() {
@@ -281,6 +309,58 @@ class GuiWindowTest : public QObject {
     QCOMPARE(saved->prompt, kPrompt);
   }
 
+  void problemBrowserFillsEditorsAndRunsAll() {
+    QTemporaryDir dir;
+    auto window = makeWindow();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    specula::ui::ProblemBrowser* browser = window->openProblems();
+    QVERIFY(browser->openFile(SPECULA_TEST_DATA_DIR "/ui_problems.jsonl"));
+    auto* tasks = browser->findChild<QTableWidget*>("tasksTable");
+    QCOMPARE(tasks->rowCount(), 2);
+
+    // Picking a task from the keyboard fills both editors.
+    tasks->setFocus();
+    tasks->selectRow(1);
+    QTest::keyClick(tasks, Qt::Key_Return);
+    QVERIFY(window->promptEditor()->toPlainText().startsWith("def double(x: int) -> int:"));
+    QVERIFY(window->testsEditor()->toPlainText().contains("assert candidate(4) == 8"));
+
+    // Run all: one row per task, the summary, and both exports.
+    QTest::mouseClick(browser->findChild<QPushButton*>("runAllButton"), Qt::LeftButton);
+    QVERIFY(window->isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QCOMPARE(browser->findChild<QTableWidget*>("resultsTable")->rowCount(), 2);
+    // The fake passes 2 of 4 candidates on every task; the first to finish (#1) fails.
+    for (const specula::ProblemEvaluation& e : browser->evaluations()) {
+      QCOMPARE(e.n, 4);
+      QCOMPARE(e.c, 2);
+      QVERIFY(!e.pass_first);
+      QVERIFY(e.pass_all);
+    }
+    QVERIFY2(browser->summary().contains("Pass@First 0.0%") && browser->summary().contains("Pass@All 100.0%") &&
+                 browser->summary().contains("pass@1 50.0%"),
+             qPrintable(browser->summary()));
+
+    const QString csv_path = dir.filePath("results.csv"), samples_path = dir.filePath("samples.jsonl");
+    QVERIFY(browser->exportCsv(csv_path));
+    QFile csv(csv_path);
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const QList<QByteArray> rows = csv.readAll().trimmed().split('\n');
+    QCOMPARE(rows.size(), 3);
+    QVERIFY(rows[0].startsWith("task_id,n,passed,pass_first,pass_all"));
+    QVERIFY(rows[1].startsWith("\"Small/0\",4,2,0,1,"));
+    QVERIFY(browser->exportSamples(samples_path));
+    QFile samples(samples_path);
+    QVERIFY(samples.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = samples.readAll().trimmed().split('\n');
+    QCOMPARE(lines.size(), 8);
+    const QJsonObject first = QJsonDocument::fromJson(lines[0]).object();
+    QCOMPARE(first["task_id"].toString(), QString("Small/0"));
+    QVERIFY(first.contains("completion"));
+  }
+
   void diffAlignsLines() {
     const auto rows = specula::ui::diff_lines({"def f(x):", "    y = x", "    return y"},
                                               {"def f(x):", "    return x", "    return y", "# end"});
@@ -293,6 +373,13 @@ class GuiWindowTest : public QObject {
     QCOMPARE(rows[2].kind, Row::Same);
     QCOMPARE(rows[3].kind, Row::Added);
     QCOMPARE(rows[3].right, 3);
+    const auto block = specula::ui::diff_lines({"a", "b", "c", "same"}, {"x", "y", "same"});
+    QCOMPARE(int(block.size()), 4);
+    QCOMPARE(block[0].kind, Row::Changed);
+    QCOMPARE(block[1].kind, Row::Changed);
+    QCOMPARE(block[2].kind, Row::Removed);
+    QCOMPARE(block[2].left, 2);
+    QCOMPARE(block[3].kind, Row::Same);
     specula::ui::DiffView view("a", "x = 1\ny = 2\n", "b", "x = 1\ny = 3\n");
     QCOMPARE(view.changedRows(), 1);
   }

@@ -65,13 +65,15 @@ CandidatePane::CandidatePane(int index, QWidget* parent)
   auto* header = new QHBoxLayout;
   header->addWidget(title_);
   header->addWidget(state_label_);
-  header->addWidget(numbers_, 1);
+  header->addStretch(1);
   header->addWidget(copy);
   header->addWidget(save);
   header->addWidget(diff);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
+  layout->setSpacing(2);
   layout->addLayout(header);
+  layout->addWidget(numbers_);
   layout->addWidget(editor_, 1);
   numbers_->setObjectName("numbers");
   state_label_->setObjectName("state");

@@ -30,17 +30,24 @@ std::vector<DiffRow> diff_lines(const QStringList& left, const QStringList& righ
       rows.push_back({DiffRow::Removed, int(i++), -1});
     }
   }
-  // Pair a removal directly followed by an addition (or the reverse) into one changed row.
+  // Within each run of differing rows, pair removals with additions in order: the k-th
+  // removed line faces the k-th added one as a changed row; the rest stay one-sided.
   std::vector<DiffRow> paired;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    if (k + 1 < rows.size() && rows[k].kind != DiffRow::Same && rows[k + 1].kind != DiffRow::Same &&
-        rows[k].kind != rows[k + 1].kind) {
-      const DiffRow& removed = rows[k].kind == DiffRow::Removed ? rows[k] : rows[k + 1];
-      const DiffRow& added = rows[k].kind == DiffRow::Added ? rows[k] : rows[k + 1];
-      paired.push_back({DiffRow::Changed, removed.left, added.right});
-      ++k;
-    } else {
-      paired.push_back(rows[k]);
+  for (size_t k = 0; k < rows.size();) {
+    if (rows[k].kind == DiffRow::Same) {
+      paired.push_back(rows[k++]);
+      continue;
+    }
+    std::vector<int> removed, added;
+    for (; k < rows.size() && rows[k].kind != DiffRow::Same; ++k)
+      (rows[k].kind == DiffRow::Removed ? removed : added).push_back(rows[k].kind == DiffRow::Removed ? rows[k].left : rows[k].right);
+    for (size_t r = 0; r < std::max(removed.size(), added.size()); ++r) {
+      if (r < removed.size() && r < added.size())
+        paired.push_back({DiffRow::Changed, removed[r], added[r]});
+      else if (r < removed.size())
+        paired.push_back({DiffRow::Removed, removed[r], -1});
+      else
+        paired.push_back({DiffRow::Added, -1, added[r]});
     }
   }
   return paired;

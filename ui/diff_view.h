@@ -19,7 +19,8 @@ struct DiffRow {
   int right = -1;  // line index in the right text, -1 for none
 };
 
-// Aligns two texts line by line; a run of removals next to a run of additions pairs up as Changed.
+// Aligns two texts line by line; within a run of differences, removed and added lines pair up
+// in order as Changed rows.
 std::vector<DiffRow> diff_lines(const QStringList& left, const QStringList& right);
 
 class DiffView : public QDialog {

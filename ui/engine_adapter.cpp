@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine_port.h"
+#include "evaluation.h"
 #include "problems.h"
 #include "sandbox.h"
 #include "test_runner.h"
@@ -19,15 +20,6 @@ std::string describe(const Model& model) {
   std::string name = c.name.empty() ? model.path.substr(model.path.find_last_of('/') + 1) : c.name;
   return name + " (" + c.architecture + ", " + std::to_string(c.n_layers) + " layers, dim " +
          std::to_string(c.dim) + ", vocab " + std::to_string(c.vocab_size) + ", " + model.format + ")";
-}
-
-Verdict verdict_of(specula::Verdict verdict) {
-  switch (verdict) {
-    case specula::Verdict::Passed: return Verdict::Passed;
-    case specula::Verdict::Failed: return Verdict::Failed;
-    case specula::Verdict::Timeout: return Verdict::Timeout;
-    default: return Verdict::Error;
-  }
 }
 
 class SpeculaEngine final : public EnginePort {
@@ -77,20 +69,39 @@ class SpeculaEngine final : public EnginePort {
     return run_session(*backend_, *target_, with_draft, callbacks, stop);
   }
 
-  TestOutcome test(const std::string& prompt, const std::string& completion, const std::string& tests,
-                   double timeout_seconds) override {
-    if (!runner_) return {Verdict::Error, isolation_, 0.0};
+  TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
+                  double timeout_seconds) override {
     const Problem problem = make_problem(prompt, tests);
-    const TestResult result =
-        runner_->submit(make_test_program(problem.code_prefix, completion, problem.test, problem.entry_point),
-                        timeout_seconds)
-            .get();
-    return {verdict_of(result.verdict), result.detail, result.seconds};
+    return runner().submit(make_test_program(problem.code_prefix, completion, problem.test, problem.entry_point),
+                           timeout_seconds)
+        .get();
+  }
+
+  ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,
+                             const std::atomic<bool>* stop) override {
+    // run_session keeps the budget itself, so the user's stop flag is the only one it needs.
+    const CandidateGenerator generate = [&](const Problem& p, double budget_seconds, const CandidateSink& emit,
+                                            const std::atomic<bool>&) {
+      GenerationRequest r = request;
+      r.prompt = p.prompt;
+      r.budget_seconds = budget_seconds;
+      SessionCallbacks callbacks;
+      callbacks.on_finished = [&](const Candidate& c) {
+        if (c.finish != FinishReason::Cancelled) emit({c.index, c.text, c.mean_logprob()});
+      };
+      this->generate(r, callbacks, stop);
+    };
+    return evaluate_problem(problem, generate, runner(), request.budget_seconds);
   }
 
  private:
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<const Model> target_, draft_;
+  TestRunner& runner() {
+    if (!runner_) throw SandboxError(isolation_);
+    return *runner_;
+  }
+
   std::unique_ptr<Sandbox> sandbox_;
   std::unique_ptr<TestRunner> runner_;
   std::string isolation_;

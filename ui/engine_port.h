@@ -1,5 +1,5 @@
 // The narrow surface through which the engine worker drives an engine: load models, run a
-// generation session, test one candidate, rank the finished ones.
+// generation session, test one candidate, evaluate a problem within its budget.
 //
 // The application uses the real engine (engine_adapter.cpp); the GUI tests substitute a
 // small controlled engine so that timing and verdicts are predictable. Everything here is
@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "backend.h"
+#include "evaluation.h"
+#include "problems.h"
 #include "session.h"
+#include "test_runner.h"
 
 namespace specula::ui {
 
@@ -30,14 +33,6 @@ struct LoadedModels {
   std::string isolation;  // how candidate tests are confined: "bubblewrap sandbox", ...
 };
 
-enum class Verdict { Passed, Failed, Timeout, Error };
-
-struct TestOutcome {
-  Verdict verdict = Verdict::Error;
-  std::string message;  // first lines of the failure, empty on success
-  double seconds = 0.0;
-};
-
 class EnginePort {
  public:
   virtual ~EnginePort() = default;
@@ -50,13 +45,15 @@ class EnginePort {
   virtual SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                                  const std::atomic<bool>* stop) = 0;
 
-  // Runs `tests` against prompt + completion in isolation. Thread-safe.
-  virtual TestOutcome test(const std::string& prompt, const std::string& completion,
-                           const std::string& tests, double timeout_seconds) = 0;
+  // Runs `tests` (asserts or check(candidate)) against prompt + completion in the sandbox.
+  // Thread-safe: called from the worker's test pool.
+  virtual TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
+                          double timeout_seconds) = 0;
 
-  // Candidate indices, best first. `outcomes` is empty when no tests were given.
-  virtual std::vector<int> rank(const std::vector<Candidate>& candidates,
-                                const std::vector<TestOutcome>& outcomes) = 0;
+  // Generates request.n_candidates completions of `problem` and tests each as it finishes,
+  // all within request.budget_seconds (evaluate_problem's contract); `stop` ends it early.
+  virtual ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,
+                                     const std::atomic<bool>* stop) = 0;
 };
 
 // The real engine: load_model, create_backend, run_session and the sandboxed test runner.

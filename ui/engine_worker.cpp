@@ -22,14 +22,24 @@ CandidateState state_after_generation(FinishReason reason) {
   }
 }
 
+// A crash or the memory limit is the candidate's failure; Error is the harness's own.
 CandidateState state_of(Verdict verdict) {
   switch (verdict) {
     case Verdict::Passed: return CandidateState::Passed;
-    case Verdict::Failed: return CandidateState::Failed;
+    case Verdict::Failed:
+    case Verdict::Crashed:
+    case Verdict::Memory: return CandidateState::Failed;
     case Verdict::Timeout: return CandidateState::Timeout;
     case Verdict::Error: return CandidateState::Error;
   }
   return CandidateState::Error;
+}
+
+QString detail_of(const TestResult& result) {
+  QString detail = QString::fromLatin1(verdict_name(result.verdict));
+  if (result.asserts_total > 0) detail += QStringLiteral(", %1/%2 asserts").arg(result.asserts_passed).arg(result.asserts_total);
+  if (!result.detail.empty()) detail += QStringLiteral("\n") + QString::fromStdString(result.detail);
+  return detail;
 }
 
 // Running totals across candidates, fed by the session's callbacks.
@@ -51,6 +61,21 @@ struct LiveTotals {
     return s;
   }
 };
+
+GenerationRequest generation_request(const RunRequest& request) {
+  GenerationRequest generation;
+  generation.prompt = request.prompt.toStdString();
+  generation.n_candidates = request.candidates;
+  generation.sampling.temperature = float(request.temperature);
+  generation.sampling.top_p = float(request.topP);
+  generation.sampling.seed = request.seed;
+  generation.max_new_tokens = request.maxNewTokens;
+  generation.budget_seconds = request.budgetSeconds;
+  generation.code_stops = true;
+  generation.draft.kind = request.drafter.toStdString();
+  generation.draft.policy = request.policy.toStdString();
+  return generation;
+}
 
 }  // namespace
 
@@ -98,17 +123,7 @@ void EngineWorker::start(const RunRequest& request) {
     return;
   }
 
-  GenerationRequest generation;
-  generation.prompt = request.prompt.toStdString();
-  generation.n_candidates = n;
-  generation.sampling.temperature = float(request.temperature);
-  generation.sampling.top_p = float(request.topP);
-  generation.sampling.seed = request.seed;
-  generation.max_new_tokens = request.maxNewTokens;
-  generation.budget_seconds = request.budgetSeconds;
-  generation.code_stops = true;
-  generation.draft.kind = request.drafter.toStdString();
-  generation.draft.policy = request.policy.toStdString();
+  const GenerationRequest generation = generation_request(request);
 
   Q_EMIT runStarted(n, request.budgetSeconds);
   for (int i = 0; i < n; ++i) Q_EMIT candidateState(i, int(CandidateState::Generating), {});
@@ -118,7 +133,7 @@ void EngineWorker::start(const RunRequest& request) {
   qint64 last_stats_ms = 0;
   LiveTotals totals{std::vector<int>(size_t(n)), std::vector<int>(size_t(n)), std::vector<int>(size_t(n))};
   const std::string tests = request.tests.trimmed().toStdString();
-  std::vector<TestOutcome> outcomes(static_cast<size_t>(n));
+  std::vector<RankEntry> entries(static_cast<size_t>(n));  // verdicts, filled by the test pool
   std::vector<bool> reported(size_t(n), false);
   QThreadPool test_pool;
   test_pool.setMaxThreadCount(kTestThreads);
@@ -128,24 +143,27 @@ void EngineWorker::start(const RunRequest& request) {
     if (i >= reported.size() || reported[i]) return;
     reported[i] = true;
     totals.tokens[i] = int(candidate.tokens.size());
+    entries[i].mean_logprob = candidate.mean_logprob();
+    entries[i].finished_seconds = candidate.seconds;
     const CandidateState state = state_after_generation(candidate.finish);
     const bool testable = !tests.empty() && state != CandidateState::Stopped;
     Q_EMIT candidateState(candidate.index, int(testable ? CandidateState::Testing : state), {});
     if (!testable) return;
     const std::string completion = candidate.text;
-    test_pool.start([this, i, completion, &tests, &generation, &outcomes] {
+    test_pool.start([this, i, completion, &tests, &generation, &entries] {
       if (stop_.load()) {  // stopped while queued for testing: keep the text, skip the test
         Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested"));
         return;
       }
-      TestOutcome outcome;
+      TestResult result;
       try {
-        outcome = engine_->test(generation.prompt, completion, tests, kTestTimeoutSeconds);
+        result = engine_->test(generation.prompt, completion, tests, kTestTimeoutSeconds);
       } catch (const std::exception& e) {
-        outcome = {Verdict::Error, e.what(), 0.0};
+        result.verdict = Verdict::Error;
+        result.detail = e.what();
       }
-      outcomes[i] = outcome;
-      Q_EMIT candidateState(int(i), int(state_of(outcome.verdict)), QString::fromStdString(outcome.message));
+      entries[i].result = result;
+      Q_EMIT candidateState(int(i), int(state_of(result.verdict)), detail_of(result));
     });
   };
 
@@ -174,16 +192,34 @@ void EngineWorker::start(const RunRequest& request) {
   for (const Candidate& candidate : result.candidates) finish(candidate);
   test_pool.waitForDone();
 
+  // Untested candidates (no tests, or stopped) all hold the same default verdict, so the
+  // ranking falls through to mean log-probability and finishing time.
   QVector<int> ranking;
-  if (!result.candidates.empty()) {
+  if (!result.candidates.empty())
+    for (int i : rank_candidates(entries)) ranking.push_back(i);
+  Q_EMIT runFinished(ranking, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
+}
+
+void EngineWorker::evaluateProblems(const std::vector<Problem>& problems, const RunRequest& request) {
+  stop_.store(false);
+  if (shut_down_.load()) return;
+  if (!loaded_) {
+    Q_EMIT error(QStringLiteral("No model is loaded: choose a model file first."));
+    Q_EMIT evaluationFinished();
+    return;
+  }
+  GenerationRequest generation = generation_request(request);
+  for (const Problem& problem : problems) {
+    if (stop_.load()) break;
+    generation.prompt = problem.prompt;
     try {
-      for (int i : engine_->rank(result.candidates, tests.empty() ? std::vector<TestOutcome>{} : outcomes))
-        ranking.push_back(i);
+      const ProblemEvaluation evaluation = engine_->evaluate(problem, generation, &stop_);
+      if (!stop_.load()) Q_EMIT problemEvaluated(evaluation);  // a stopped task's numbers mean nothing
     } catch (const std::exception& e) {
-      Q_EMIT error(QStringLiteral("Ranking failed: %1").arg(QString::fromStdString(e.what())));
+      Q_EMIT error(QStringLiteral("%1: %2").arg(QString::fromStdString(problem.task_id), QString::fromStdString(e.what())));
     }
   }
-  Q_EMIT runFinished(ranking, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
+  Q_EMIT evaluationFinished();
 }
 
 }  // namespace specula::ui

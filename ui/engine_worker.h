@@ -34,6 +34,8 @@ class EngineWorker : public QObject {
   // device: 0 auto, 1 cpu, 2 cuda (DeviceChoice order).
   void loadModels(const QString& target, const QString& tokenizer, const QString& draft, int device);
   void start(const specula::ui::RunRequest& request);
+  // "Run all": each problem in turn, request.candidates candidates within request.budgetSeconds each.
+  void evaluateProblems(const std::vector<specula::Problem>& problems, const specula::ui::RunRequest& request);
 
  Q_SIGNALS:
   void loadProgress(double fraction);
@@ -43,6 +45,8 @@ class EngineWorker : public QObject {
   void candidateState(int index, int state, const QString& detail);  // CandidateState
   void stats(const specula::ui::RunStats& stats);
   void runFinished(const QVector<int>& ranking, const specula::ui::RunStats& stats);
+  void problemEvaluated(const specula::ProblemEvaluation& evaluation);
+  void evaluationFinished();
   void error(const QString& message);
 
  private:

@@ -25,6 +25,10 @@
 #include "diff_view.h"
 #include "engine_worker.h"
 #include "file_picker.h"
+#include "problem_browser.h"
+#ifdef SPECULA_HAVE_CHARTS
+#include "throughput_chart.h"
+#endif
 
 namespace specula::ui {
 
@@ -48,6 +52,8 @@ MainWindow::MainWindow(std::unique_ptr<EnginePort> engine, QWidget* parent)
   qRegisterMetaType<RunRequest>();
   qRegisterMetaType<RunStats>();
   qRegisterMetaType<QVector<int>>();
+  qRegisterMetaType<ProblemEvaluation>();
+  qRegisterMetaType<std::vector<Problem>>();
   setWindowTitle(tr("Specula"));
   buildUi();
   buildActions();
@@ -205,6 +211,10 @@ void MainWindow::buildUi() {
   right_layout->setContentsMargins(0, 0, 0, 0);
   right_layout->addWidget(message_bar_);
   right_layout->addWidget(grid_, 1);
+#ifdef SPECULA_HAVE_CHARTS
+  chart_ = new ThroughputChart;
+  right_layout->addWidget(chart_);
+#endif
 
   auto* splitter = new QSplitter;
   splitter->setObjectName("mainSplitter");
@@ -252,6 +262,8 @@ void MainWindow::buildActions() {
   open_model->setShortcut(QKeySequence::Open);
   file->addAction(tr("Open &draft model…"), draft_picker_, &FilePicker::browse);
   file->addAction(tr("Open &tokenizer…"), tokenizer_picker_, &FilePicker::browse);
+  QAction* problems = file->addAction(tr("&Problems…"), this, &MainWindow::openProblems);
+  problems->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
@@ -285,6 +297,17 @@ void MainWindow::connectWorker() {
   connect(worker_, &EngineWorker::stats, this, &MainWindow::onStats);
   connect(worker_, &EngineWorker::runFinished, this, &MainWindow::onRunFinished);
   connect(worker_, &EngineWorker::error, this, &MainWindow::onError);
+  connect(this, &MainWindow::evaluateRequested, worker_, &EngineWorker::evaluateProblems);
+  connect(worker_, &EngineWorker::problemEvaluated, this, [this](const ProblemEvaluation& evaluation) {
+    if (problems_) problems_->addEvaluation(evaluation);
+  });
+  connect(worker_, &EngineWorker::evaluationFinished, this, [this] {
+    running_ = false;
+    elapsed_timer_.stop();
+    progress_->setFormat(tr("ready"));
+    if (problems_) problems_->setRunning(false);
+    updateEnabled();
+  });
 }
 
 void MainWindow::loadModels(const QString& target, const QString& tokenizer, const QString& draft) {
@@ -346,6 +369,9 @@ void MainWindow::generate() {
   const RunRequest request = currentRequest();
   grid_->setCount(request.candidates);
   last_ranking_.clear();
+#ifdef SPECULA_HAVE_CHARTS
+  if (chart_) chart_->reset();
+#endif
   run_budget_seconds_ = request.budgetSeconds;
   run_clock_.start();
   elapsed_timer_.start();
@@ -367,7 +393,6 @@ void MainWindow::onModelsLoaded(const QString& summary, const QString& backend, 
   backend_label_->setText(backend);
   backend_label_->setToolTip(summary);
   isolation_label_->setText(isolation);
-  statusBar()->showMessage(tr("Loaded %1").arg(summary), 5000);
   updateEnabled();
   Q_EMIT modelsReady();
 }
@@ -388,6 +413,9 @@ void MainWindow::onCandidateState(int index, int state, const QString& detail) {
 }
 
 void MainWindow::onStats(const RunStats& stats) {
+#ifdef SPECULA_HAVE_CHARTS
+  if (chart_) chart_->addPoint(stats);
+#endif
   throughput_label_->setText(tr("%1 tok/s").arg(stats.tokensPerSecond, 0, 'f', 1));
   latency_label_->setText(tr("%1 ms/tok/seq").arg(stats.msPerTokenPerSequence, 0, 'f', 1));
   acceptance_label_->setText(stats.acceptance > 0 ? tr("acceptance %1%").arg(100 * stats.acceptance, 0, 'f', 0)
@@ -458,12 +486,11 @@ void MainWindow::updateEnabled() {
   candidates_->setEnabled(!running_);
 }
 
-void MainWindow::openDiff(int index) {
-  if (grid_->count() < 2) {
+DiffView* MainWindow::openDiff(int index) {
+  if (grid_->count() < 2 || index < 0 || index >= grid_->count()) {
     showMessage(tr("A diff needs at least two candidates."), false);
-    return;
+    return nullptr;
   }
-  // Against the best-ranked other candidate: the most useful comparison after ranking.
   int other = -1;
   for (int i : grid_->order())
     if (i != index) {
@@ -474,6 +501,38 @@ void MainWindow::openDiff(int index) {
                             tr("Candidate %1").arg(other + 1), grid_->pane(other)->text(), this);
   view->setAttribute(Qt::WA_DeleteOnClose);
   view->show();
+  return view;
+}
+
+ProblemBrowser* MainWindow::openProblems() {
+  if (!problems_) {
+    problems_ = new ProblemBrowser(this);
+    connect(problems_, &ProblemBrowser::problemChosen, this, [this](const QString& prompt, const QString& tests) {
+      prompt_->setPlainText(prompt);
+      tests_->setPlainText(tests);
+      activateWindow();
+      prompt_->setFocus();
+    });
+    connect(problems_, &ProblemBrowser::runAllRequested, this, [this](const std::vector<Problem>& problems) {
+      if (running_ || loading_ || closing_) return;
+      if (!model_loaded_) {
+        showMessage(tr("No model is loaded. Choose a model file (File → Open model…, Ctrl+O)."));
+        return;
+      }
+      running_ = true;
+      problems_->setRunning(true);
+      run_budget_seconds_ = 0.0;  // the budget is per task; the bar shows the time so far
+      run_clock_.start();
+      elapsed_timer_.start();
+      updateEnabled();
+      Q_EMIT evaluateRequested(problems, currentRequest());
+    });
+    connect(problems_, &ProblemBrowser::stopRequested, this, &MainWindow::stop);
+  }
+  problems_->show();
+  problems_->raise();
+  problems_->activateWindow();
+  return problems_;
 }
 
 void MainWindow::saveNow() {
@@ -488,7 +547,7 @@ void MainWindow::saveNow() {
   state.ranking = last_ranking_;
   QString error;
   if (!writeAutosave(state, autosavePath(), &error))
-    statusBar()->showMessage(tr("Autosave failed: %1").arg(error), 5000);
+    showMessage(tr("Autosave failed: %1").arg(error));
 }
 
 void MainWindow::restoreAutosave() {

@@ -27,7 +27,10 @@ namespace specula::ui {
 class CandidateGrid;
 class CodeEditor;
 class EngineWorker;
+class DiffView;
 class FilePicker;
+class ProblemBrowser;
+class ThroughputChart;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -39,7 +42,9 @@ class MainWindow : public QMainWindow {
   CodeEditor* promptEditor() const { return prompt_; }
   CodeEditor* testsEditor() const { return tests_; }
   CandidateGrid* grid() const { return grid_; }
-  bool isRunning() const { return running_; }
+  // The worker on the engine thread; tests connect to its signals directly to act in step with it.
+  EngineWorker* worker() const { return worker_; }
+  bool isRunning() const { return running_; }  // a generation or a "Run all" evaluation
   bool isLoading() const { return loading_; }
   bool hasModel() const { return model_loaded_; }
   QString message() const;  // the message bar's text; empty when hidden
@@ -53,7 +58,10 @@ class MainWindow : public QMainWindow {
   void stop();
   void saveNow();  // autosave immediately
   void showMessage(const QString& text, bool error = true);
-  void openDiff(int index);
+  // The side-by-side diff of candidate `index` against the best-ranked other one.
+  DiffView* openDiff(int index);
+  // The problem browser (created on first use), shown and raised.
+  ProblemBrowser* openProblems();
 
  Q_SIGNALS:
   void modelsReady();
@@ -62,6 +70,7 @@ class MainWindow : public QMainWindow {
   // To the worker (queued).
   void loadRequested(const QString& target, const QString& tokenizer, const QString& draft, int device);
   void startRequested(const specula::ui::RunRequest& request);
+  void evaluateRequested(const std::vector<specula::Problem>& problems, const specula::ui::RunRequest& request);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -118,6 +127,8 @@ class MainWindow : public QMainWindow {
   QLabel* isolation_label_;
   QAction* generate_action_;
   QAction* stop_action_;
+  ProblemBrowser* problems_ = nullptr;
+  ThroughputChart* chart_ = nullptr;  // null when built without Qt Charts
 
   QTimer autosave_timer_;  // debounces edits
   QTimer elapsed_timer_;   // moves the budget bar between statistics updates

@@ -64,9 +64,12 @@ ProblemBrowser::ProblemBrowser(QWidget* parent)
   tasks_->setSelectionMode(QAbstractItemView::SingleSelection);
   tasks_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   tasks_->verticalHeader()->hide();
-  connect(tasks_, &QTableWidget::cellActivated, this, &ProblemBrowser::chooseCurrent);
+  connect(tasks_, &QTableWidget::cellDoubleClicked, this, &ProblemBrowser::chooseCurrent);
   auto* use = new QPushButton(tr("&Use this task"));
   use->setToolTip(tr("Put the task's prompt and tests into the editors (Enter)"));
+  // Enter anywhere in the dialog uses the selected task; no other button is pressed by Enter.
+  for (QPushButton* button : {open, run_all_, stop_, export_csv_, export_samples_}) button->setAutoDefault(false);
+  use->setDefault(true);
   connect(use, &QPushButton::clicked, this, &ProblemBrowser::chooseCurrent);
 
   QStringList headers{tr("Task"), tr("n"), tr("passed"), tr("Pass@First"), tr("Pass@All"), tr("seconds")};
@@ -76,6 +79,7 @@ ProblemBrowser::ProblemBrowser(QWidget* parent)
   results_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   results_->verticalHeader()->hide();
   summary_->setObjectName("summary");
+  run_all_->setObjectName("runAllButton");
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
   connect(run_all_, &QPushButton::clicked, this, [this] {

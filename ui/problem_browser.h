@@ -59,6 +59,3 @@ class ProblemBrowser : public QDialog {
 };
 
 }  // namespace specula::ui
-
-Q_DECLARE_METATYPE(specula::ProblemEvaluation)
-Q_DECLARE_METATYPE(std::vector<specula::Problem>)

@@ -4,6 +4,10 @@
 #include <QMetaType>
 #include <QString>
 #include <QVector>
+#include <vector>
+
+#include "evaluation.h"
+#include "problems.h"
 
 namespace specula::ui {
 
@@ -37,3 +41,5 @@ struct RunStats {
 
 Q_DECLARE_METATYPE(specula::ui::RunRequest)
 Q_DECLARE_METATYPE(specula::ui::RunStats)
+Q_DECLARE_METATYPE(specula::ProblemEvaluation)
+Q_DECLARE_METATYPE(std::vector<specula::Problem>)

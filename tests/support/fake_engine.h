@@ -4,6 +4,7 @@
 //
 // Candidate i streams kCompletions[i % 4] one character per step. Its "tests" pass when
 // the completion adds (contains "a + b"), time out when it loops forever, and fail otherwise.
+// Ranking and pass@k are the engine's real functions.
 #pragma once
 
 #include <chrono>
@@ -64,6 +65,7 @@ class FakeEngine : public ui::EnginePort {
         running = true;
         c.text += full[size_t(step)];
         c.tokens.push_back(int(full[size_t(step)]));
+        c.logprobs.push_back(-1.0f);
         c.proposed += 2;
         c.accepted += 1;
         if (callbacks.on_delta)
@@ -86,21 +88,35 @@ class FakeEngine : public ui::EnginePort {
     return result;
   }
 
-  ui::TestOutcome test(const std::string&, const std::string& completion, const std::string&, double) override {
-    if (completion.find("while True") != std::string::npos) return {ui::Verdict::Timeout, "timed out", 0.0};
-    if (completion.find("a + b") != std::string::npos) return {ui::Verdict::Passed, "", 0.0};
-    return {ui::Verdict::Failed, "AssertionError: add(2, 3) == 5", 0.0};
+  TestResult test(const std::string&, const std::string& completion, const std::string&, double) override {
+    TestResult result;
+    result.verdict = completion.find("while True") != std::string::npos ? Verdict::Timeout
+                     : completion.find("a + b") != std::string::npos    ? Verdict::Passed
+                                                                        : Verdict::Failed;
+    if (result.verdict == Verdict::Failed) result.detail = "AssertionError: add(2, 3) == 5";
+    return result;
   }
 
-  std::vector<int> rank(const std::vector<Candidate>& candidates, const std::vector<ui::TestOutcome>& outcomes) override {
-    std::vector<int> order;
-    for (const Candidate& c : candidates) order.push_back(c.index);
-    auto passed = [&](int i) { return !outcomes.empty() && outcomes[size_t(i)].verdict == ui::Verdict::Passed; };
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      if (passed(a) != passed(b)) return passed(a);
-      return candidates[size_t(a)].tokens.size() < candidates[size_t(b)].tokens.size();
-    });
-    return order;
+  // Every candidate tested after generation; ranking and pass@k by the engine's own functions.
+  ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,
+                             const std::atomic<bool>* stop) override {
+    const SessionResult session = generate(request, {}, stop);
+    ProblemEvaluation evaluation;
+    evaluation.task_id = problem.task_id;
+    std::vector<RankEntry> entries;
+    for (const Candidate& c : session.candidates) {
+      EvaluatedCandidate e{c.index, c.text, 0.0, c.seconds, c.finish == FinishReason::Eos, {}};
+      e.result = test(problem.prompt, c.text, problem.test, 0.0);
+      entries.push_back({e.result, 0.0, c.seconds});
+      evaluation.n += e.in_budget;
+      evaluation.c += e.in_budget && e.result.verdict == Verdict::Passed;
+      evaluation.candidates.push_back(e);
+    }
+    evaluation.ranking = rank_candidates(entries);
+    evaluation.pass_all = evaluation.c > 0;
+    evaluation.pass_first = !evaluation.candidates.empty() && evaluation.candidates.front().result.verdict == Verdict::Passed;
+    if (evaluation.n > 0) evaluation.pass_at_k = pass_at_ks(evaluation.n, evaluation.c);
+    return evaluation;
   }
 
  private:
