@@ -4,6 +4,7 @@
 // become messages in the window.
 #include <QApplication>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFile>
 #include <QPushButton>
 #include <QSpinBox>
@@ -16,6 +17,7 @@
 #include "code_editor.h"
 #include "engine_worker.h"
 #include "main_window.h"
+#include "problem_browser.h"
 #include "shared_data.h"
 
 using specula::ui::CandidateState;
@@ -104,6 +106,31 @@ class GuiEngineTest : public QObject {
     }
     std::sort(order.begin(), order.end());
     QCOMPARE(order, (QVector<int>{0, 1, 2, 3}));
+  }
+
+  void runAllEvaluatesEveryTask() {
+    SPECULA_SHARED_FILE(model, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tokenizer, "models/stories260K/tok512.bin");
+    auto window = makeWindow();
+    window->loadModels(QString::fromStdString(model), QString::fromStdString(tokenizer));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    QVERIFY2(window->hasModel(), qPrintable(window->message()));
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->findChild<QSpinBox*>("maxTokensSpin")->setValue(48);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    specula::ui::ProblemBrowser* browser = window->openProblems();
+    QVERIFY(browser->openFile(SPECULA_TEST_DATA_DIR "/ui_problems.jsonl"));
+    QTest::mouseClick(browser->findChild<QPushButton*>("runAllButton"), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    QCOMPARE(int(browser->evaluations().size()), 2);
+    for (const specula::ProblemEvaluation& e : browser->evaluations()) {
+      QCOMPARE(e.n, 2);  // no budget: both candidates finish and are tested
+      QCOMPARE(int(e.candidates.size()), 2);
+      for (const specula::EvaluatedCandidate& c : e.candidates) QVERIFY(c.in_budget);
+      QCOMPARE(int(e.ranking.size()), 2);
+    }
+    QVERIFY(browser->summary().startsWith("2 of 2 tasks"));
   }
 
   void badModelFileIsAMessage() {

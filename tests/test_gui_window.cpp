@@ -16,6 +16,7 @@
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QtTest>
 
 #include "autosave.h"
@@ -41,8 +42,9 @@ namespace {
 constexpr int kRunTimeoutMs = 20000;  // generous: the fake run takes well under a second
 const QString kPrompt = "def add(a: int, b: int) -> int:\n    \"\"\"Return a + b.\"\"\"\n";
 
-std::unique_ptr<MainWindow> makeWindow(std::chrono::milliseconds step = std::chrono::milliseconds(15)) {
-  auto window = std::make_unique<MainWindow>(std::make_unique<FakeEngine>(step));
+std::unique_ptr<MainWindow> makeWindow(std::chrono::milliseconds step = std::chrono::milliseconds(15),
+                                       std::chrono::milliseconds load_step = std::chrono::milliseconds(0)) {
+  auto window = std::make_unique<MainWindow>(std::make_unique<FakeEngine>(step, load_step));
   window->show();
   return window;
 }
@@ -291,6 +293,33 @@ class GuiWindowTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kRunTimeoutMs);
     QVERIFY(!window->hasModel());
     QVERIFY2(window->message().contains("CUDA"), qPrintable(window->message()));
+  }
+
+  void loadCanBeCancelled() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(15), std::chrono::milliseconds(300));
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QVERIFY(window->isLoading());
+    auto* cancel = window->findChild<QToolButton*>("cancelLoadButton");
+    QVERIFY(cancel->isVisible());
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kRunTimeoutMs);
+    QVERIFY(!window->hasModel());
+    QVERIFY2(window->message().contains("cancelled"), qPrintable(window->message()));
+  }
+
+  void engineRefusalMarksEveryPane() {
+    QTemporaryDir dir;
+    auto window = makeWindow();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(12);  // more than the fake runs
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QVERIFY2(window->message().contains("at most 8 candidates"), qPrintable(window->message()));
+    for (int i = 0; i < 12; ++i) QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Error);
+    QVERIFY(window->findChild<QPushButton*>("generateButton")->isEnabled());
   }
 
   void closingMidRunShutsDownCleanly() {

@@ -187,7 +187,10 @@ void EngineWorker::start(const RunRequest& request) {
   try {
     result = engine_->generate(generation, callbacks, &stop_);
   } catch (const std::exception& e) {
-    Q_EMIT error(QStringLiteral("Generation failed: %1").arg(QString::fromStdString(e.what())));
+    const QString message = QString::fromStdString(e.what());
+    Q_EMIT error(QStringLiteral("Generation failed: %1").arg(message));
+    for (int i = 0; i < n; ++i)
+      if (!reported[size_t(i)]) Q_EMIT candidateState(i, int(CandidateState::Error), message);
   }
   for (const Candidate& candidate : result.candidates) finish(candidate);
   test_pool.waitForDone();

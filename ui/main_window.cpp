@@ -231,6 +231,7 @@ void MainWindow::buildUi() {
   progress_->setValue(0);
   progress_->setFormat(tr("idle"));
   cancel_load_ = new QToolButton;
+  cancel_load_->setObjectName("cancelLoadButton");
   cancel_load_->setText(tr("Cancel"));
   cancel_load_->setToolTip(tr("Cancel loading the model"));
   cancel_load_->hide();

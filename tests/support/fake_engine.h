@@ -27,15 +27,20 @@ class FakeEngine : public ui::EnginePort {
       "    return a + b\n",                    // passes, shortest: ranked best
   };
 
-  explicit FakeEngine(std::chrono::milliseconds step = std::chrono::milliseconds(15)) : step_(step) {}
+  // `step`: time per generated character; `load_step`: time per quarter of a model load.
+  explicit FakeEngine(std::chrono::milliseconds step = std::chrono::milliseconds(15),
+                      std::chrono::milliseconds load_step = std::chrono::milliseconds(0))
+      : step_(step), load_step_(load_step) {}
 
   ui::LoadedModels load(const ui::ModelPaths& paths, const std::function<bool(double)>& progress) override {
     std::ifstream file(paths.target, std::ios::binary);
     if (!file) throw std::runtime_error(paths.target + ": cannot open the file");
     std::string magic(std::char_traits<char>::length(kMagic), '\0');
     file.read(magic.data(), std::streamsize(magic.size()));
-    for (int i = 1; i <= 4; ++i)
+    for (int i = 1; i <= 4; ++i) {
+      std::this_thread::sleep_for(load_step_);
       if (progress && !progress(i / 4.0)) throw std::runtime_error("loading cancelled");
+    }
     if (magic != kMagic) throw std::runtime_error(paths.target + ": not a model file (unknown magic)");
     if (paths.device == DeviceChoice::Cuda) throw std::runtime_error("CUDA requested but no GPU is usable");
     return {"fake model", "fake backend", "none (fake)"};
@@ -44,6 +49,7 @@ class FakeEngine : public ui::EnginePort {
   SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                          const std::atomic<bool>* stop) override {
     if (request.prompt.empty()) throw std::invalid_argument("empty prompt");
+    if (request.n_candidates > 8) throw std::invalid_argument("the fake engine runs at most 8 candidates");
     const auto start = std::chrono::steady_clock::now();
     SessionResult result;
     for (int i = 0; i < request.n_candidates; ++i) {
@@ -125,6 +131,7 @@ class FakeEngine : public ui::EnginePort {
   }
 
   std::chrono::milliseconds step_;
+  std::chrono::milliseconds load_step_;
 };
 
 }  // namespace specula::test
