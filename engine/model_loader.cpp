@@ -311,6 +311,9 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
   if (int_field("head_dim", c.head_dim()) != c.head_dim()) {
     throw ModelError(config_path.string() + ": head_dim differs from hidden_size / num_attention_heads");
   }
+  if (j.value("hidden_act", std::string("silu")) != "silu" || j.value("attention_bias", false) || j.value("mlp_bias", false)) {
+    throw ModelError(config_path.string() + ": only the plain Llama block is supported (silu, no biases)");
+  }
   const bool tied = j.value("tie_word_embeddings", false);
 
   std::vector<std::string> shards;
@@ -344,7 +347,9 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
   };
 
   Weights& w = model->weights;
-  w.token_embedding = tensor("model.embed_tokens.weight");
+  // Tied weights are saved once; torch's serializer may keep the lm_head name for them.
+  const bool embedding_saved_as_head = tied && !by_name.count("model.embed_tokens.weight") && by_name.count("lm_head.weight");
+  w.token_embedding = tensor(embedding_saved_as_head ? "lm_head.weight" : "model.embed_tokens.weight");
   w.layers.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; l++) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
