@@ -396,6 +396,8 @@ Vocabulary gguf_vocabulary(const GgufFile& f) {
   } else {
     vocab.kinds.assign(n, TokenKind::Normal);
   }
+  // GGUF has no byte-fallback flag: SentencePiece vocabularies with it carry all 256 byte pieces.
+  vocab.byte_fallback = std::count(vocab.kinds.begin(), vocab.kinds.end(), TokenKind::Byte) == 256;
   const auto token_id = [&](const char* key, int fallback) {
     const int64_t id = f.get_int(key, fallback);
     if (id < -1 || id >= static_cast<int64_t>(n)) {

@@ -81,6 +81,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   if (c.architecture != "llama") {
     throw ModelError(path + ": architecture '" + c.architecture + "' is not supported (only llama)");
   }
+  if (gguf.tensors.empty()) throw ModelError(path + ": has no weights (a vocabulary-only GGUF?)");
   c.name = gguf.get_string("general.name", fs::path(path).stem().string());
   const auto int_key = [&](const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
     const int64_t v = fallback ? gguf.get_int(key, *fallback) : gguf.get_int(key);

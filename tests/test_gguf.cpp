@@ -13,6 +13,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "safetensors.h"
+#include "shared_data.h"
 
 using namespace specula;
 namespace fs = std::filesystem;
@@ -173,6 +174,26 @@ class TestGguf : public QObject {
     QCOMPARE(f.tensors[0].rows(), int64_t{2});
     QCOMPARE(f.data_offset % 32, uint64_t{0});
     QCOMPARE(f.tensors[0].data[5], uint8_t{5});
+  }
+
+  // A file written by llama.cpp's own tools: a vocabulary-only GGUF v3.
+  void readsLlamaCppVocabularyFile() {
+    SPECULA_SHARED_FILE(file, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf");
+    const GgufFile f = GgufFile::open(file);
+    QCOMPARE(f.version, 3u);
+    QCOMPARE(f.get_string("general.architecture", ""), std::string("llama"));
+    QVERIFY(f.tensors.empty());
+    const Vocabulary v = gguf_vocabulary(f);
+    QCOMPARE(v.size(), 32000);
+    QCOMPARE(v.pieces[1], std::string("<s>"));
+    QCOMPARE(v.pieces[3], std::string("<0x00>"));
+    QVERIFY(v.kinds[3] == TokenKind::Byte);
+    QVERIFY(v.byte_fallback);
+    QCOMPARE(v.bos, 1);
+    QCOMPARE(v.eos, 2);
+    QCOMPARE(v.unk, 0);
+    QCOMPARE(v.scores.size(), size_t{32000});
+    EXPECT_LOAD_ERROR(file, "has no weights");
   }
 
   void writerReaderRoundTrip() {
