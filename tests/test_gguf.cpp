@@ -3,6 +3,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -194,6 +195,35 @@ class TestGguf : public QObject {
     QCOMPARE(v.unk, 0);
     QCOMPARE(v.scores.size(), size_t{32000});
     EXPECT_LOAD_ERROR(file, "has no weights");
+  }
+
+  // Files written by llama.cpp's Python writer (tests/fuzz/make_corpus.py), one with a
+  // custom alignment of 8.
+  void readsFilesOfTheGgufPackage() {
+    for (const char* name : {"tensors.gguf", "align8.gguf"}) {
+      const GgufFile f = GgufFile::open(std::string(SPECULA_SOURCE_DIR "/tests/fuzz/corpus/") + name);
+      QCOMPARE(f.alignment, std::string(name) == "align8.gguf" ? 8u : 32u);
+      QCOMPARE(f.get_int("t.u8"), int64_t{7});
+      QCOMPARE(f.get_int("t.i16"), int64_t{-3});
+      QCOMPARE(f.get_int("t.u64"), int64_t{1} << 40);
+      QCOMPARE(f.get_real("t.f64", 0), 0.5);
+      QCOMPARE(f.get_string("t.str", ""), std::string("\xe2\x96\x81hello"));
+      QCOMPARE(f.find("t.nested")->arrays.size(), size_t{2});
+      QCOMPARE(f.find("t.nested")->arrays[0].integers, (std::vector<int64_t>{1, 2}));
+      QCOMPARE(gguf_vocabulary(f).pieces[3], std::string("\xe2\x96\x81" "a"));
+      for (const auto& [tensor, tolerance] : {std::pair{"f32", 0.0}, std::pair{"f16", 1e-3}, std::pair{"q8_0", 1.0 / 254 + 1e-3},
+                                              std::pair{"q4_0", 1.0 / 8 + 1e-3}}) {
+        const GgufTensorInfo* t = f.tensor(tensor);
+        QVERIFY(t != nullptr);
+        std::vector<uint8_t> aligned(t->data, t->data + t->bytes);
+        std::vector<float> values(static_cast<size_t>(t->cols()));
+        dequantize_row(t->type, aligned.data(), values.data(), t->cols());
+        for (size_t i = 0; i < values.size(); i++) {
+          const double expected = -1.0 + 2.0 * static_cast<double>(static_cast<float>(i)) / 255.0;
+          QVERIFY2(std::fabs(values[i] - expected) <= tolerance + 1e-7, tensor);
+        }
+      }
+    }
   }
 
   void writerReaderRoundTrip() {
