@@ -249,6 +249,7 @@ int64_t whole_blocks(TensorType type, int64_t n) {
 
 void dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
   const int64_t blocks = whole_blocks(type, n);
+  if (n == 0) return;  // empty rows may come with null pointers
   switch (type) {
     case TensorType::F32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
@@ -273,6 +274,7 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
 
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n) {
   const int64_t blocks = whole_blocks(type, n);
+  if (n == 0) return;  // empty rows may come with null pointers
   switch (type) {
     case TensorType::F32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
