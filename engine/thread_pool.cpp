@@ -63,9 +63,9 @@ void ThreadPool::parallel_for(int64_t n, const Body& fn, int64_t grain) {
 }
 
 void ThreadPool::worker_loop(int thread) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    uint64_t now = generation_.load(std::memory_order_acquire);
+    uint32_t now = generation_.load(std::memory_order_acquire);
     for (int spin = 0; now == seen; ++spin) {
       if (spin < kSpinIterations) {
         SPECULA_CPU_RELAX();

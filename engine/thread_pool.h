@@ -40,7 +40,7 @@ class ThreadPool {
   const Body* body_ = nullptr;
   int64_t n_ = 0;
   int64_t grain_ = 1;
-  std::atomic<uint64_t> generation_{0};  // bumped to start each job
+  std::atomic<uint32_t> generation_{0};  // bumped to start each job (4 bytes: a futex)
   std::atomic<int> pending_{0};          // workers still running the current job
   std::atomic<bool> stopping_{false};
 };
