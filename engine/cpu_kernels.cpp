@@ -56,8 +56,8 @@ void q8_0_tile(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t cols
   for (int64_t b = 0; b < cols / 32; ++b) {
     const float d = half_to_float(wb[b].d);
     for (int t = 0; t < T; ++t) {
-      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(x + t * x_stride)[b];
-      acc[t] += (d * a.d) * static_cast<float>(dot_i8(wb[b].q, a.q, 32));
+      const Q8Row a = q8_row(x + t * x_stride, cols);
+      acc[t] += (d * a.scales[8 * b]) * static_cast<float>(dot_i8(wb[b].q, a.values + 32 * b, 32));
     }
   }
   for (int t = 0; t < T; ++t) out[t] = acc[t];
@@ -75,8 +75,8 @@ void q4_0_tile(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t cols
     }
     const float d = half_to_float(wb[b].d);
     for (int t = 0; t < T; ++t) {
-      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(x + t * x_stride)[b];
-      acc[t] += (d * a.d) * static_cast<float>(dot_i8(values, a.q, 32));
+      const Q8Row a = q8_row(x + t * x_stride, cols);
+      acc[t] += (d * a.scales[8 * b]) * static_cast<float>(dot_i8(values, a.values + 32 * b, 32));
     }
   }
   for (int t = 0; t < T; ++t) out[t] = acc[t];
@@ -131,15 +131,22 @@ SimdLevel best_simd_level() {
   return best;
 }
 
-void quantize_activations_q8(const float* x, BlockQ8* out, int64_t n) {
+void quantize_activations_q8(const float* x, uint8_t* out, int64_t n) {
+  auto* values = reinterpret_cast<int8_t*>(out);
+  auto* scales = reinterpret_cast<float*>(out + n);
+  auto* offsets = reinterpret_cast<int32_t*>(out + 2 * n);
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* v = x + 32 * b;
+    int8_t* q = values + 32 * b;
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(v[i]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out[b].d = d;
-    for (int i = 0; i < 32; ++i) out[b].q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+    for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+    for (int i = 0; i < 8; ++i) {
+      scales[8 * b + i] = d;
+      offsets[8 * b + i] = -8 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+    }
   }
 }
 
@@ -184,12 +191,9 @@ void matmul(const TensorView& w, const float* x, int n, float* y, ThreadPool& po
     case TensorType::Q8_0:
     case TensorType::Q4_0: {
       kernel = w.type == TensorType::Q8_0 ? table.q8_0 : table.q4_0;
-      x_stride = static_cast<size_t>(cols / 32) * sizeof(BlockQ8);
+      x_stride = q8_row_bytes(cols);
       scratch.resize(x_stride * static_cast<size_t>(n));
-      for (int t = 0; t < n; ++t) {
-        quantize_activations_q8(x + t * cols, reinterpret_cast<BlockQ8*>(scratch.data() + t * x_stride),
-                                cols);
-      }
+      for (int t = 0; t < n; ++t) quantize_activations_q8(x + t * cols, scratch.data() + t * x_stride, cols);
       xa = scratch.data();
       break;
     }

@@ -39,17 +39,31 @@ std::vector<SimdLevel> supported_simd_levels();
 void matmul(const TensorView& w, const float* x, int n, float* y, ThreadPool& pool,
             SimdLevel level);
 
-// Activation blocks for quantized weights (the kernels' input format, public for tests).
-struct BlockQ8 {   // 32 activations for Q8_0 and Q4_0 weights
-  float d;         // scale: value = d * q
-  int8_t q[32];    // quantized values in [-127, 127]
+// Activations for quantized weights (the kernels' input format, public for tests).
+//
+// For Q8_0 and Q4_0 weights, a row of n activations becomes 3n bytes in three sections,
+// each block of 32 values taking 32 bytes of each, so that consecutive blocks lie side by
+// side for wide vector loads:
+//   values   (n int8)       q in [-127, 127]; value = scale * q
+//   scales   (n / 4 float)  each block's scale, repeated 8 times (one per VNNI lane)
+//   offsets  (n / 4 int32)  -8 * (sum of q over each 4 consecutive values): Q4_0's offset
+struct Q8Row {
+  const int8_t* values;
+  const float* scales;
+  const int32_t* offsets;
 };
+inline size_t q8_row_bytes(int64_t n) { return static_cast<size_t>(3 * n); }
+inline Q8Row q8_row(const uint8_t* row, int64_t n) {
+  return {reinterpret_cast<const int8_t*>(row), reinterpret_cast<const float*>(row + n),
+          reinterpret_cast<const int32_t*>(row + 2 * n)};
+}
+void quantize_activations_q8(const float* x, uint8_t* out, int64_t n);
+
 struct BlockQ8K {     // 256 activations for Q4_K and Q6_K weights
   float d;            // scale: value = d * q
   int16_t sums[16];   // sum of q over each 16 values (for the K-quants' minimums)
   int8_t q[256];      // quantized values in [-127, 127]
 };
-void quantize_activations_q8(const float* x, BlockQ8* out, int64_t n);
 void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n);
 
 }  // namespace specula

@@ -115,10 +115,10 @@ SPECULA_AVX2 inline void q8_0_tile_avx2(const uint8_t* w, const uint8_t* x, size
     const __m256i abs_w = _mm256_sign_epi8(wq, wq);
     const float d = _cvtsh_ss(wb[b].d);
     for (int t = 0; t < T; ++t) {
-      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(x + t * x_stride)[b];
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
+      const Q8Row a = q8_row(x + t * x_stride, cols);
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.values + 32 * b));
       const __m256 sums = _mm256_cvtepi32_ps(block_dot_avx2(abs_w, wq, xq));
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.d), sums, acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.scales[8 * b]), sums, acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) out[t] = hsum256(acc[t]);
@@ -142,10 +142,10 @@ SPECULA_AVX2 inline void q4_0_tile_avx2(const uint8_t* w, const uint8_t* x, size
     const __m256i abs_w = _mm256_sign_epi8(wq, wq);
     const float d = _cvtsh_ss(wb[b].d);
     for (int t = 0; t < T; ++t) {
-      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(x + t * x_stride)[b];
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
+      const Q8Row a = q8_row(x + t * x_stride, cols);
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.values + 32 * b));
       const __m256 sums = _mm256_cvtepi32_ps(block_dot_avx2(abs_w, wq, xq));
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.d), sums, acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.scales[8 * b]), sums, acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) out[t] = hsum256(acc[t]);
@@ -258,55 +258,101 @@ SPECULA_AVX512 inline void bf16_tile_avx512(const uint8_t* w, const uint8_t* x, 
   float_tile_avx512<BF16Weights, T>(w, x, s, cols, out);
 }
 
-// As block_dot_avx2, with VNNI's single instruction.
-SPECULA_AVX512 inline __m256i block_dot_vnni(__m256i abs_w, __m256i w, __m256i x) {
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs_w, _mm256_sign_epi8(x, w));
+// Q8_0 and Q4_0 with 512-bit VNNI, two blocks per vector. The weights become unsigned
+// bytes (Q8_0: w + 128, Q4_0: the nibble, i.e. w + 8), so vpdpbusd multiplies them with
+// the signed activations directly; starting each lane from the activations' precomputed
+// -128 or -8 times its lane sum makes the integer result exactly the sum of w * x. Lanes
+// 0..7 hold the even block of a pair, lanes 8..15 the odd one; an odd last block goes
+// through a 256-bit accumulator of its own.
+
+SPECULA_AVX512 inline __m512i join256(__m256i low, __m256i high) {
+  const __m512i zero = _mm512_setzero_si512();
+  return _mm512_maskz_inserti64x4(0xFF, _mm512_maskz_inserti64x4(0xFF, zero, low, 0), high, 1);
 }
 
-template <int T>
-SPECULA_AVX512 inline void q8_0_tile_avx512(const uint8_t* w, const uint8_t* x, size_t x_stride,
-                                            int64_t cols, float* out) {
-  const auto* wb = reinterpret_cast<const BlockQ8_0*>(w);
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].q));
-    const __m256i abs_w = _mm256_sign_epi8(wq, wq);
-    const float d = _cvtsh_ss(wb[b].d);
-    for (int t = 0; t < T; ++t) {
-      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(x + t * x_stride)[b];
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
-      const __m256 sums = _mm256_cvtepi32_ps(block_dot_vnni(abs_w, wq, xq));
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.d), sums, acc[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) out[t] = hsum256_avx512(acc[t]);
+SPECULA_AVX512 inline __m512 pair_scales(uint16_t d0, uint16_t d1) {
+  const __m512 low = _mm512_set1_ps(_cvtsh_ss(d0));
+  return _mm512_mask_mov_ps(low, 0xFF00, _mm512_set1_ps(_cvtsh_ss(d1)));
 }
 
-SPECULA_AVX512 inline __m256i q4_0_values_avx512(const uint8_t* q) {
+SPECULA_AVX512 inline __m256i q4_0_nibbles(const uint8_t* q) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
+                          _mm256_set1_epi8(0x0F));
+}
+
+SPECULA_AVX512 inline __m256i q8_0_biased(const int8_t* q) {
+  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                          _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+
+// Block b of a Q8_0 / Q4_0 row: its weights as unsigned bytes, and its f16 scale.
+template <bool kQ8>
+SPECULA_AVX512 inline __m256i unsigned_weights(const uint8_t* w, int64_t b) {
+  return kQ8 ? q8_0_biased(reinterpret_cast<const BlockQ8_0*>(w)[b].q)
+             : q4_0_nibbles(reinterpret_cast<const BlockQ4_0*>(w)[b].q);
+}
+template <bool kQ8>
+SPECULA_AVX512 inline uint16_t block_scale(const uint8_t* w, int64_t b) {
+  return kQ8 ? reinterpret_cast<const BlockQ8_0*>(w)[b].d : reinterpret_cast<const BlockQ4_0*>(w)[b].d;
+}
+
+// Offsets of the activations for bias 8 (Q4_0) or 128 (Q8_0 = 16 * 8).
+template <bool kQ8>
+SPECULA_AVX512 inline __m512i pair_offsets(const int32_t* offsets) {
+  const __m512i o = _mm512_loadu_si512(offsets);
+  return kQ8 ? _mm512_maskz_slli_epi32(0xFFFF, o, 4) : o;
+}
+template <bool kQ8>
+SPECULA_AVX512 inline __m256i block_offsets(const int32_t* offsets) {
+  const __m256i o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offsets));
+  return kQ8 ? _mm256_slli_epi32(o, 4) : o;
+}
+
+template <bool kQ8, int T>
+SPECULA_AVX512 inline void q8_tile_avx512(const uint8_t* w, const uint8_t* x, size_t x_stride,
+                                          int64_t cols, float* out) {
+  const int64_t blocks = cols / 32;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const __m512i wq = join256(unsigned_weights<kQ8>(w, b), unsigned_weights<kQ8>(w, b + 1));
+    const __m512 d = pair_scales(block_scale<kQ8>(w, b), block_scale<kQ8>(w, b + 1));
+    for (int t = 0; t < T; ++t) {
+      const Q8Row a = q8_row(x + t * x_stride, cols);
+      const __m512i xq = _mm512_loadu_si512(a.values + 32 * b);
+      const __m512i sums = _mm512_dpbusd_epi32(pair_offsets<kQ8>(a.offsets + 8 * b), wq, xq);
+      const __m512 scaled =
+          _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sums), _mm512_loadu_ps(a.scales + 8 * b));
+      acc[t] = _mm512_fmadd_ps(scaled, d, acc[t]);
+    }
+  }
+  __m256 tail[T];
+  for (int t = 0; t < T; ++t) tail[t] = _mm256_setzero_ps();
+  if (b < blocks) {
+    const __m256i wq = unsigned_weights<kQ8>(w, b);
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(block_scale<kQ8>(w, b)));
+    for (int t = 0; t < T; ++t) {
+      const Q8Row a = q8_row(x + t * x_stride, cols);
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.values + 32 * b));
+      const __m256i sums = _mm256_dpbusd_epi32(block_offsets<kQ8>(a.offsets + 8 * b), wq, xq);
+      const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(sums), _mm256_loadu_ps(a.scales + 8 * b));
+      tail[t] = _mm256_fmadd_ps(scaled, d, tail[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t] = hsum512(acc[t]) + hsum256_avx512(tail[t]);
 }
 
 template <int T>
-SPECULA_AVX512 inline void q4_0_tile_avx512(const uint8_t* w, const uint8_t* x, size_t x_stride,
+SPECULA_AVX512 inline void q8_0_tile_avx512(const uint8_t* w, const uint8_t* x, size_t s,
                                             int64_t cols, float* out) {
-  const auto* wb = reinterpret_cast<const BlockQ4_0*>(w);
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    const __m256i wq = q4_0_values_avx512(wb[b].q);
-    const __m256i abs_w = _mm256_sign_epi8(wq, wq);
-    const float d = _cvtsh_ss(wb[b].d);
-    for (int t = 0; t < T; ++t) {
-      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(x + t * x_stride)[b];
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
-      const __m256 sums = _mm256_cvtepi32_ps(block_dot_vnni(abs_w, wq, xq));
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.d), sums, acc[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) out[t] = hsum256_avx512(acc[t]);
+  q8_tile_avx512<true, T>(w, x, s, cols, out);
+}
+template <int T>
+SPECULA_AVX512 inline void q4_0_tile_avx512(const uint8_t* w, const uint8_t* x, size_t s,
+                                            int64_t cols, float* out) {
+  q8_tile_avx512<false, T>(w, x, s, cols, out);
 }
 
 template <int T>

@@ -15,6 +15,7 @@ namespace {
 // Spin this many times before sleeping: long enough to bridge the gap between the
 // jobs of one forward pass, short enough not to burn a shared core when idle.
 constexpr int kSpinIterations = 1 << 14;
+constexpr int kChunksPerThread = 4;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -31,35 +32,47 @@ ThreadPool::~ThreadPool() {
   for (std::thread& w : workers_) w.join();
 }
 
-void ThreadPool::run_chunk(int thread) {
-  const int64_t blocks = (n_ + grain_ - 1) / grain_;
-  const int64_t begin = std::min(n_, blocks * thread / n_threads_ * grain_);
-  const int64_t end = std::min(n_, blocks * (thread + 1) / n_threads_ * grain_);
-  if (begin < end) (*body_)(begin, end, thread);
+void ThreadPool::run_chunks(uint32_t job, int thread) {
+  const Body* body = body_.load(std::memory_order_acquire);
+  const int64_t n = n_.load(std::memory_order_acquire);
+  const int64_t grain = grain_.load(std::memory_order_acquire);
+  const int64_t chunks = chunks_.load(std::memory_order_acquire);
+  const int64_t blocks = (n + grain - 1) / grain;
+  uint64_t claim = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    // Stop when the job moved on (the values read above may then be stale) or is fully claimed.
+    if (static_cast<uint32_t>(claim >> 32) != job) return;
+    const int64_t chunk = static_cast<int64_t>(claim & 0xffffffffu);
+    if (chunk >= chunks) return;
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
+    const int64_t begin = std::min(n, blocks * chunk / chunks * grain);
+    const int64_t end = std::min(n, blocks * (chunk + 1) / chunks * grain);
+    if (begin < end) (*body)(begin, end, thread);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    claim = claim_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, const Body& fn, int64_t grain) {
   if (n <= 0) return;
-  body_ = &fn;
-  n_ = n;
-  grain_ = std::max<int64_t>(1, grain);
-  if (n_threads_ == 1) {
-    run_chunk(0);
+  grain = std::max<int64_t>(1, grain);
+  const int64_t blocks = (n + grain - 1) / grain;
+  if (n_threads_ == 1 || blocks == 1) {
+    fn(0, n, 0);
     return;
   }
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  const int64_t chunks = std::min<int64_t>(blocks, int64_t{n_threads_} * kChunksPerThread);
+  const uint32_t job = generation_.load(std::memory_order_relaxed) + 1;
+  body_.store(&fn, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_relaxed);
+  grain_.store(grain, std::memory_order_relaxed);
+  chunks_.store(chunks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  claim_.store(static_cast<uint64_t>(job) << 32, std::memory_order_release);
+  generation_.store(job, std::memory_order_release);
   generation_.notify_all();
-  run_chunk(0);
-  for (int spin = 0;; ++spin) {
-    const int left = pending_.load(std::memory_order_acquire);
-    if (left == 0) break;
-    if (spin < kSpinIterations) {
-      SPECULA_CPU_RELAX();
-    } else {
-      pending_.wait(left, std::memory_order_acquire);
-    }
-  }
+  run_chunks(job, 0);
+  while (done_.load(std::memory_order_acquire) < chunks) SPECULA_CPU_RELAX();
 }
 
 void ThreadPool::worker_loop(int thread) {
@@ -76,8 +89,7 @@ void ThreadPool::worker_loop(int thread) {
     }
     seen = now;
     if (stopping_.load(std::memory_order_acquire)) return;
-    run_chunk(thread);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    run_chunks(now, thread);
   }
 }
 

@@ -166,9 +166,11 @@ bool quantized(TensorType type) {
 std::vector<double> effective_activations(TensorType type, const std::vector<float>& x) {
   std::vector<double> out(x.begin(), x.end());
   if (type == TensorType::Q8_0 || type == TensorType::Q4_0) {
-    std::vector<BlockQ8> blocks(x.size() / 32);
-    quantize_activations_q8(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
-    for (size_t i = 0; i < x.size(); ++i) out[i] = double(blocks[i / 32].d) * blocks[i / 32].q[i % 32];
+    const int64_t n = static_cast<int64_t>(x.size());
+    std::vector<uint8_t> row(q8_row_bytes(n));
+    quantize_activations_q8(x.data(), row.data(), n);
+    const Q8Row a = q8_row(row.data(), n);
+    for (size_t i = 0; i < x.size(); ++i) out[i] = double(a.scales[i / 4]) * a.values[i];
   } else if (type == TensorType::Q4_K || type == TensorType::Q6_K) {
     std::vector<BlockQ8K> blocks(x.size() / 256);
     quantize_activations_q8k(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
