@@ -27,7 +27,7 @@ const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
 
 // Tokens processed side by side against one loaded weight block.
-constexpr int kMaxTile = 4;
+constexpr int kMaxTile = 8;
 
 // GGML's block layouts.
 struct BlockQ8_0 {
@@ -161,23 +161,25 @@ inline __attribute__((always_inline)) void q6_k_tile(const uint8_t* w, const uin
 }  // namespace specula::kernels
 
 // Defines `name` as a RowsKernel running `tile<T>` over each weight row for tokens in
-// tiles of kMaxTile, then one tile of the remaining 1..3 tokens; `attributes` selects
-// the instruction set.
+// tiles of kMaxTile, then tiles of 4, 2 and 1 for the rest; `attributes` selects the
+// instruction set. Tiles only differ in how many tokens share a loaded weight block.
 #define SPECULA_ROWS_KERNEL(attributes, name, tile)                                           \
   attributes void name(const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols,         \
                        const uint8_t* x, size_t x_stride, int n, float* y, int64_t y_stride) { \
+    static_assert(kMaxTile == 8);                                                            \
     float out[kMaxTile];                                                                     \
     for (int64_t r = 0; r < rows; ++r) {                                                     \
       const uint8_t* wr = w + static_cast<size_t>(r) * w_stride;                             \
-      int t = 0;                                                                             \
-      for (; t + kMaxTile <= n; t += kMaxTile) {                                             \
-        tile<kMaxTile>(wr, x + t * x_stride, x_stride, cols, out);                           \
-        for (int i = 0; i < kMaxTile; ++i) y[(t + i) * y_stride + r] = out[i];               \
+      for (int t = 0; t < n;) {                                                              \
+        const int rest = n - t;                                                              \
+        const int count = rest >= 8 ? 8 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1;                 \
+        const uint8_t* xt = x + t * x_stride;                                                \
+        if (count == 8) tile<8>(wr, xt, x_stride, cols, out);                                \
+        if (count == 4) tile<4>(wr, xt, x_stride, cols, out);                                \
+        if (count == 2) tile<2>(wr, xt, x_stride, cols, out);                                \
+        if (count == 1) tile<1>(wr, xt, x_stride, cols, out);                                \
+        for (int i = 0; i < count; ++i) y[(t + i) * y_stride + r] = out[i];                  \
+        t += count;                                                                          \
       }                                                                                      \
-      const int rest = n - t;                                                                \
-      if (rest == 3) tile<3>(wr, x + t * x_stride, x_stride, cols, out);                     \
-      if (rest == 2) tile<2>(wr, x + t * x_stride, x_stride, cols, out);                     \
-      if (rest == 1) tile<1>(wr, x + t * x_stride, x_stride, cols, out);                     \
-      for (int i = 0; i < rest; ++i) y[(t + i) * y_stride + r] = out[i];                     \
     }                                                                                        \
   }
