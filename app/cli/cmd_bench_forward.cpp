@@ -5,6 +5,7 @@
 // speculation buy.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <numeric>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,14 @@ struct BenchOptions {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// CPU time of the whole process: with one thread, the cost of the work itself even when
+// other programs take turns on the cores (wall time then includes their turns).
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 double median(std::vector<double> v) {
@@ -77,6 +86,7 @@ double streamed_weight_bytes(const Model& model) {
 struct Timing {
   double seconds;  // median time of one forward
   double best;     // fastest run: on a shared machine, the least disturbed one
+  double cpu;      // median process CPU time of one forward (all threads, spinning included)
 };
 
 // Median time of forwards that add `per_seq` tokens to each of `n_seqs` forks of a
@@ -94,15 +104,19 @@ Timing time_forward(Backend& backend, const Model& model, KvCache& cache, int pr
   }
   const int prefix = cache.length(prefilled);
   std::vector<float> logits;
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   for (int r = 0; r <= repeats; ++r) {  // the first run warms up and is not counted
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_seconds();
     backend.forward(model, cache, batch, logits);
-    if (r > 0) times.push_back(seconds_since(start));
+    if (r > 0) {
+      times.push_back(seconds_since(start));
+      cpu_times.push_back(process_cpu_seconds() - cpu_start);
+    }
     for (int f : forks) cache.truncate(f, prefix);
   }
   for (int f : forks) cache.release(f);
-  return {median(times), *std::min_element(times.begin(), times.end())};
+  return {median(times), *std::min_element(times.begin(), times.end()), median(cpu_times)};
 }
 
 void run_bench(const BenchOptions& o) {
@@ -157,6 +171,7 @@ void run_bench(const BenchOptions& o) {
       {"repeats", o.repeats},
       {"decode", {{"ms", one.seconds * 1e3},
                   {"best_ms", one.best * 1e3},
+                  {"cpu_ms", one.cpu * 1e3},
                   {"tokens_per_s", 1.0 / one.seconds},
                   {"weight_gb_s", weight_bytes / one.seconds / 1e9},
                   {"fraction_of_bandwidth", weight_bytes / one.seconds / bandwidth}}},
@@ -168,10 +183,12 @@ void run_bench(const BenchOptions& o) {
     rows.push_back({{"tokens", k},
                     {"one_sequence_ms", seq.seconds * 1e3},
                     {"one_sequence_best_ms", seq.best * 1e3},
+                    {"one_sequence_cpu_ms", seq.cpu * 1e3},
                     {"one_sequence_tokens_per_s", k / seq.seconds},
                     {"one_sequence_cost_vs_1", seq.seconds / one.seconds},
                     {"k_sequences_ms", seqs.seconds * 1e3},
                     {"k_sequences_best_ms", seqs.best * 1e3},
+                    {"k_sequences_cpu_ms", seqs.cpu * 1e3},
                     {"k_sequences_tokens_per_s", k / seqs.seconds},
                     {"k_sequences_cost_vs_1", seqs.seconds / one.seconds}});
   }
@@ -185,9 +202,10 @@ void run_bench(const BenchOptions& o) {
               backend->name().c_str());
   std::printf("weights read per forward: %.3f GB; read bandwidth: %.2f GB/s\n", weight_bytes / 1e9,
               bandwidth / 1e9);
-  std::printf("one-token decode: %.2f ms (best %.2f), %.2f tokens/s, weights at %.2f GB/s = %.0f%% "
-              "of bandwidth\n",
-              one.seconds * 1e3, one.best * 1e3, 1.0 / one.seconds, weight_bytes / one.seconds / 1e9,
+  std::printf("one-token decode: %.2f ms (best %.2f, cpu %.2f), %.2f tokens/s, weights at %.2f GB/s "
+              "= %.0f%% of bandwidth\n",
+              one.seconds * 1e3, one.best * 1e3, one.cpu * 1e3, 1.0 / one.seconds,
+              weight_bytes / one.seconds / 1e9,
               100.0 * weight_bytes / one.seconds / bandwidth);
   std::printf("%6s | %38s | %38s\n", "k", "one sequence of k tokens", "k sequences of 1 token");
   std::printf("%6s | %9s %9s %9s %8s | %9s %9s %9s %8s\n", "", "ms", "best ms", "tok/s", "x 1 tok",
