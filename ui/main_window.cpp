@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QProgressBar>
+#include <QRandomGenerator>
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
@@ -36,8 +37,6 @@ namespace {
 
 constexpr int kAutosaveDelayMs = 400;   // after the last keystroke
 constexpr int kElapsedTickMs = 100;
-
-const QString kModelFilter = QObject::tr("Models (*.gguf *.bin *.json);;All files (*)");
 
 QLabel* buddy_label(const QString& text, QWidget* buddy) {
   auto* label = new QLabel(text);
@@ -89,12 +88,13 @@ void MainWindow::buildUi() {
   tests_->setAccessibleName(tr("Tests"));
   tests_->setPlaceholderText(tr("assert add(2, 3) == 5\n# or: def check(candidate): ..."));
 
-  model_picker_ = new FilePicker("recent/models", tr("Open a model"), kModelFilter, false);
+  const QString model_filter = tr("Models (*.gguf *.bin *.json);;All files (*)");
+  model_picker_ = new FilePicker("recent/models", tr("Open a model"), model_filter, false);
   model_picker_->setObjectName("modelPicker");
   tokenizer_picker_ = new FilePicker("recent/tokenizers", tr("Open a tokenizer"),
                                      tr("Tokenizers (*.model *.bin *.json);;All files (*)"), true);
   tokenizer_picker_->setObjectName("tokenizerPicker");
-  draft_picker_ = new FilePicker("recent/drafts", tr("Open a draft model"), kModelFilter, true);
+  draft_picker_ = new FilePicker("recent/drafts", tr("Open a draft model"), model_filter, true);
   draft_picker_->setObjectName("draftPicker");
   connect(model_picker_, &FilePicker::chosen, this, [this](const QString& path) {
     loadModels(path, tokenizer_picker_->path(), draft_picker_->path());
@@ -346,6 +346,7 @@ RunRequest MainWindow::currentRequest() const {
   request.budgetSeconds = budget_->value();
   request.drafter = drafter_->currentData().toString();
   request.policy = policy_->currentData().toString();
+  request.seed = QRandomGenerator::global()->generate64();  // Generate again: new candidates
   return request;
 }
 

@@ -25,7 +25,7 @@ struct RunRequest {
   double budgetSeconds = 30.0;  // 0: none
   QString drafter = "ngram";    // "none", "ngram", "layers:K", "model"
   QString policy = "adaptive";  // "fixed:K", "bass", "adaptive"
-  quint64 seed = 1;
+  quint64 seed = 1;             // candidate i samples with seed + i
 };
 
 struct RunStats {
