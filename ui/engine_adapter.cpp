@@ -49,7 +49,7 @@ class SpeculaEngine final : public EnginePort {
     }
     if (sandbox_) {
       isolation_ = std::string("isolation: ") + isolation_name(sandbox_->isolation());
-      if (!sandbox_->reduced_reason().empty()) isolation_ += " (" + sandbox_->reduced_reason() + ")";
+      if (!sandbox_->isolation_note().empty()) isolation_ += " (" + sandbox_->isolation_note() + ")";
     }
     backend_ = std::move(backend);
     target_ = std::move(target);
