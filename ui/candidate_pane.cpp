@@ -47,6 +47,7 @@ CandidatePane::CandidatePane(int index, QWidget* parent)
   setFrameShape(QFrame::StyledPanel);
   setMinimumSize(300, 220);
   editor_->setReadOnly(true);
+  editor_->setLineWrapMode(QPlainTextEdit::WidgetWidth);  // a narrow pane shows every character
   editor_->setTabChangesFocus(true);
   editor_->setAccessibleName(tr("Candidate %1").arg(index + 1));
 

@@ -54,9 +54,11 @@ void ThroughputChart::reset() {
 void ThroughputChart::addPoint(const RunStats& stats) {
   throughput_->append(stats.elapsedSeconds, stats.tokensPerSecond);
   acceptance_->append(stats.elapsedSeconds, 100.0 * stats.acceptance);
-  time_axis_->setRange(0, std::max({1.0, stats.elapsedSeconds, stats.budgetSeconds}));
+  time_axis_->setRange(0, std::max(1.0, stats.elapsedSeconds));
   time_axis_->applyNiceNumbers();
+  time_axis_->setLabelFormat(time_axis_->max() <= 5 ? "%.1f" : "%.0f");  // short runs tick in tenths
   throughput_axis_->setRange(0, std::max(throughput_axis_->max(), stats.tokensPerSecond * 1.15));
+  throughput_axis_->applyNiceNumbers();
 }
 
 int ThroughputChart::points() const { return int(throughput_->count()); }
