@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "commands.h"
+#include "model_export.h"
 #include "random_model.h"
 #include "thread_pool.h"
 
@@ -23,6 +24,7 @@ struct BenchOptions {
   std::string model_path;
   std::string random_shape;
   std::string type = "f32";
+  std::string write_gguf;  // where to save the random model, if anywhere
   std::vector<int> tokens{1, 2, 4, 8, 16, 32, 64};
   int repeats = 5;
   int threads = 0;
@@ -127,12 +129,14 @@ void run_bench(const BenchOptions& o) {
   std::shared_ptr<const Model> model;
   std::string type_name = o.type;
   if (!o.model_path.empty()) {
+    if (!o.write_gguf.empty()) throw CommandFailed("--write-gguf saves random models only", 2);
     model = load_model(o.model_path);
     type_name = std::string(type_traits(model->weights.layers.at(0).wq.type).name);
   } else {
     const std::optional<TensorType> type = tensor_type_from_name(o.type);
     if (!type) throw CommandFailed("unknown weight type '" + o.type + "'", 2);
     model = make_random_model(random_model_config(o.random_shape), *type, 1, o.threads);
+    if (!o.write_gguf.empty()) write_gguf_model(*model, o.write_gguf, *type);
   }
   const ModelConfig& c = model->config;
   const int max_k = *std::max_element(o.tokens.begin(), o.tokens.end());
@@ -227,6 +231,7 @@ void add_bench_forward_command(CLI::App& app) {
   cmd->add_option("-m,--model", options->model_path, "Model file (GGUF, llama2.c, Hugging Face directory)");
   cmd->add_option("--random", options->random_shape, "Random weights of a named shape: tiny, 110m, 1.1b, 7b");
   cmd->add_option("--type", options->type, "Weight type of a random model: f32, f16, bf16, q8_0, q4_0");
+  cmd->add_option("--write-gguf", options->write_gguf, "Also save the random model as this GGUF file");
   cmd->add_option("--tokens", options->tokens, "Forward sizes to time, e.g. 1,2,4,8")->delimiter(',');
   cmd->add_option("--repeats", options->repeats, "Timed runs per measurement (the median is reported)");
   cmd->add_option("--threads", options->threads, "Threads (0: one per core)");
