@@ -255,9 +255,10 @@ TestRunner::~TestRunner() {
   for (std::thread& worker : workers_) worker.join();
 }
 
-std::future<TestResult> TestRunner::submit(TestProgram program, double wall_seconds) {
+std::future<TestResult> TestRunner::submit(TestProgram program, double wall_seconds,
+                                           std::function<void(const TestResult&)> on_done) {
   std::lock_guard lock(mutex_);
-  queue_.push_back(Job{std::move(program), wall_seconds, {}});
+  queue_.push_back(Job{std::move(program), wall_seconds, std::move(on_done), {}});
   std::future<TestResult> future = queue_.back().result.get_future();
   wake_.notify_one();
   return future;
@@ -304,7 +305,9 @@ void TestRunner::work(int slot) {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    job.result.set_value(run_in_slot(job.program, job.wall_seconds, slot));
+    TestResult result = run_in_slot(job.program, job.wall_seconds, slot);
+    if (job.on_done) job.on_done(result);
+    job.result.set_value(std::move(result));
   }
 }
 

@@ -61,8 +61,10 @@ class TestRunner {
   int jobs() const { return static_cast<int>(workers_.size()); }
   const SandboxLimits& limits() const { return limits_; }
 
-  // Queues a program; wall_seconds > 0 overrides the limit for this run only.
-  std::future<TestResult> submit(TestProgram program, double wall_seconds = 0.0);
+  // Queues a program; wall_seconds > 0 overrides the limit for this run only. `on_done`
+  // (optional) is called on the worker thread with the result before the future is ready.
+  std::future<TestResult> submit(TestProgram program, double wall_seconds = 0.0,
+                                 std::function<void(const TestResult&)> on_done = {});
   // Runs one program on the calling thread (slot 63, apart from the pool's).
   TestResult run(const TestProgram& program, double wall_seconds = 0.0) const;
   // Runs all, concurrently, results in input order.
@@ -72,6 +74,7 @@ class TestRunner {
   struct Job {
     TestProgram program;
     double wall_seconds;
+    std::function<void(const TestResult&)> on_done;
     std::promise<TestResult> result;
   };
   TestResult run_in_slot(const TestProgram& program, double wall_seconds, int slot) const;

@@ -15,4 +15,6 @@ struct CommandFailed : std::runtime_error {
   int code;
 };
 
+void add_check_command(CLI::App& app);
+
 }  // namespace specula::cli
