@@ -82,7 +82,10 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
     e.mean_logprob = generated.mean_logprob;
     e.finished_seconds = elapsed();
     e.in_budget = !budgeted || e.finished_seconds < budget_seconds;
-    const double wall = budgeted ? std::min(runner.limits().wall_seconds, budget_seconds - e.finished_seconds) : 0.0;
+    // A test gets what the budget has left, at most the runner's limit (0: the limit itself).
+    const double wall = budgeted ? std::max(0.001, std::min(runner.limits().wall_seconds,
+                                                            budget_seconds - e.finished_seconds))
+                                 : 0.0;
     std::lock_guard lock(mutex);
     const std::size_t at = list.size();
     if (e.in_budget) {
@@ -99,7 +102,7 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
         };
       futures.push_back(runner.submit(make_test_program(problem.code_prefix, e.completion, problem.test,
                                                         problem.entry_point),
-                                      std::max(wall, 0.001), std::move(report)));
+                                      wall, std::move(report)));
     } else {
       e.result.verdict = Verdict::Timeout;
       e.result.detail = "finished after the budget; not tested";
