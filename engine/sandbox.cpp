@@ -404,24 +404,43 @@ Sandbox::Sandbox(const SandboxOptions& options) {
 
   bwrap_ = find_on_path("bwrap");
   if (!options.use_namespaces) {
-    reduced_reason_ = "namespaces were turned off";
+    isolation_note_ = "namespaces were turned off";
   } else if (bwrap_.empty()) {
-    reduced_reason_ = "bubblewrap (bwrap) is not installed";
+    isolation_note_ = "bubblewrap (bwrap) is not installed";
   } else {
-    SandboxLimits limits;
-    limits.wall_seconds = 20.0;
-    const SandboxRun check = run_with(Isolation::Full, {{"probe.py", "import sys\nsys.stdout.write('ok')\n"}},
-                                      "probe.py", {}, limits, 0);
-    if (check.exit_code == 0 && check.out == "ok") {
+    auto works = [this](std::string& why) {
+      SandboxLimits limits;
+      limits.wall_seconds = 20.0;
+      const SandboxRun check = run_with(Isolation::Full, {{"probe.py", "import sys\nsys.stdout.write('ok')\n"}},
+                                        "probe.py", {}, limits, 0);
+      why = check.err.empty() ? std::string("no output") : check.err.substr(0, 300);
+      return check.exit_code == 0 && check.out == "ok";
+    };
+    std::string why;
+    if (works(why)) {
       isolation_ = Isolation::Full;
-    } else {
-      reduced_reason_ = "bubblewrap does not work here: " +
-                        (check.err.empty() ? std::string("no output") : check.err.substr(0, 300));
+    } else if (geteuid() == 0) {
+      // Where unprivileged user namespaces are off, bubblewrap still works for root itself.
+      keep_root_ = true;
+      std::string why_as_root;
+      if (works(why_as_root)) {
+        isolation_ = Isolation::Full;
+        isolation_note_ = "runs keep root's uid inside the namespaces (an unprivileged uid cannot "
+                          "create them here), so the process limit does not apply";
+      } else {
+        keep_root_ = false;
+      }
     }
+    if (isolation_ != Isolation::Full) isolation_note_ = "bubblewrap does not work here: " + why;
   }
   if (isolation_ == Isolation::Reduced && geteuid() == 0 && !reachable_by_others(python_))
-    reduced_reason_ += "; the interpreter is not reachable by an unprivileged uid, so runs keep "
+    isolation_note_ += "; the interpreter is not reachable by an unprivileged uid, so runs keep "
                        "root's uid (no process limit, no file permissions)";
+}
+
+bool Sandbox::limits_processes() const {
+  if (geteuid() != 0) return isolation_ == Isolation::Full && !find_on_path("/usr/bin/prlimit").empty();
+  return !keep_root_ && (isolation_ == Isolation::Full || reachable_by_others(python_));
 }
 
 SandboxRun Sandbox::run(const std::vector<SandboxFile>& files, const std::string& main_file,
@@ -444,7 +463,7 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
   plan.limits = limits;
   // Full isolation makes unreachable interpreter directories reachable (staged binds); the
   // reduced level cannot, and then keeps root's uid rather than failing to start.
-  if (root && (isolation == Isolation::Full || reachable_by_others(python_))) {
+  if (root && !keep_root_ && (isolation == Isolation::Full || reachable_by_others(python_))) {
     plan.uid = slot_uid(slot);
     plan.nproc_before_exec = true;
   }
@@ -478,7 +497,7 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
       a.insert(a.end(), {"--ro-bind-try", etc, etc});
     for (std::size_t i = 0; i < python_dirs_.size(); ++i) {
       std::string source = python_dirs_[i];
-      if (plan.uid != 0) {
+      if (plan.uid != 0) {  // root switching uid: stage what that uid cannot reach
         const std::string point = "/tmp/specula-ro-" + std::to_string(i);
         plan.staged.emplace_back(source, point);
         source = point;

@@ -61,8 +61,12 @@ class Sandbox {
   explicit Sandbox(const SandboxOptions& options = {});
 
   Isolation isolation() const { return isolation_; }
-  const std::string& reduced_reason() const { return reduced_reason_; }  // why not full
+  // What the isolation level lacks here, and why ("" when nothing).
+  const std::string& isolation_note() const { return isolation_note_; }
   const std::string& python() const { return python_; }  // resolved interpreter path
+  // Whether runs are held to max_processes and every process they leave is killed, also
+  // one that left the process group (always so with full isolation, see docs/sandbox.md).
+  bool limits_processes() const;
 
   // Runs `python -I -B <main_file> <args...>` in a fresh work directory holding `files`.
   // `slot` (0..63) separates concurrent runs: as root each slot runs under its own
@@ -79,8 +83,9 @@ class Sandbox {
   std::string python_;                   // real path of the interpreter
   std::vector<std::string> python_dirs_; // directories outside /usr it needs (read-only)
   std::string bwrap_;                    // path of bwrap, "" when not installed
+  bool keep_root_ = false;               // as root, run without switching to a run's own uid
   Isolation isolation_ = Isolation::Reduced;
-  std::string reduced_reason_;
+  std::string isolation_note_;
 };
 
 }  // namespace specula

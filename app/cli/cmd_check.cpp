@@ -87,8 +87,8 @@ void run_check(const CheckOptions& options) {
   nlohmann::json results = nlohmann::json::array();
   const char* isolation = isolation_name(sandbox->isolation());
   if (!options.json) {
-    std::printf("isolation: %s%s%s\n", isolation, sandbox->reduced_reason().empty() ? "" : " - ",
-                sandbox->reduced_reason().c_str());
+    std::printf("isolation: %s%s%s\n", isolation, sandbox->isolation_note().empty() ? "" : " - ",
+                sandbox->isolation_note().c_str());
   }
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const TestResult r = futures[i].get();
