@@ -26,6 +26,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <condition_variable>
+#include <mutex>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -48,6 +51,7 @@ namespace {
 constexpr int kChannelFd = 3;     // the harness writes its reports here
 constexpr int kFirstFileFd = 4;   // files handed to bubblewrap's --file start here
 constexpr uid_t kUidBase = 1800000000u;  // unprivileged uids for runs started as root
+static_assert(kUidBase + (4194304ull << 6) < 4294967295ull, "room for every pid (pid_max <= 2^22)");
 
 // Everything the child needs, prepared before fork so that the child only makes system calls.
 struct ChildPlan {
@@ -365,9 +369,37 @@ bool reachable_by_others(const fs::path& path) {
   return true;
 }
 
-uid_t slot_uid(int slot) {
-  return kUidBase + static_cast<uid_t>(getpid() % 1000000) * 64u + static_cast<uid_t>(slot & 63);
+// Places for concurrent runs of this process; as root, place i runs as uid
+// kUidBase + 64 * pid + i, which no other live process of ours shares.
+class RunSlots {
+ public:
+  int acquire() {
+    std::unique_lock lock(mutex_);
+    freed_.wait(lock, [this] { return ~busy_ != 0; });
+    const int slot = std::countr_one(busy_);
+    busy_ |= std::uint64_t{1} << slot;
+    return slot;
+  }
+  void release(int slot) {
+    {
+      std::lock_guard lock(mutex_);
+      busy_ &= ~(std::uint64_t{1} << slot);
+    }
+    freed_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  std::uint64_t busy_ = 0;  // bit i: place i is taken
+};
+
+RunSlots& run_slots() {
+  static RunSlots slots;
+  return slots;
 }
+
+uid_t slot_uid(int slot) { return kUidBase + static_cast<uid_t>(getpid()) * 64u + static_cast<uid_t>(slot); }
 
 }  // namespace
 
@@ -412,7 +444,7 @@ Sandbox::Sandbox(const SandboxOptions& options) {
       SandboxLimits limits;
       limits.wall_seconds = 20.0;
       const SandboxRun check = run_with(Isolation::Full, {{"probe.py", "import sys\nsys.stdout.write('ok')\n"}},
-                                        "probe.py", {}, limits, 0);
+                                        "probe.py", {}, limits);
       why = check.err.empty() ? std::string("no output") : check.err.substr(0, 300);
       return check.exit_code == 0 && check.out == "ok";
     };
@@ -444,19 +476,22 @@ bool Sandbox::limits_processes() const {
 }
 
 SandboxRun Sandbox::run(const std::vector<SandboxFile>& files, const std::string& main_file,
-                        const std::vector<std::string>& args, const SandboxLimits& limits,
-                        int slot) const {
-  return run_with(isolation_, files, main_file, args, limits, slot);
+                        const std::vector<std::string>& args, const SandboxLimits& limits) const {
+  return run_with(isolation_, files, main_file, args, limits);
 }
 
 SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>& files,
                              const std::string& main_file, const std::vector<std::string>& args,
-                             const SandboxLimits& limits, int slot) const {
+                             const SandboxLimits& limits) const {
   if (files.size() > 16) throw SandboxError("too many sandbox files");
   for (const SandboxFile& f : files)
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
       throw SandboxError("bad sandbox file name '" + f.name + "'");
   const bool root = geteuid() == 0;
+  struct Slot {
+    int index = run_slots().acquire();
+    ~Slot() { run_slots().release(index); }
+  } slot;
   const std::string prlimit = find_on_path("/usr/bin/prlimit");
 
   ChildPlan plan;
@@ -464,7 +499,7 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
   // Full isolation makes unreachable interpreter directories reachable (staged binds); the
   // reduced level cannot, and then keeps root's uid rather than failing to start.
   if (root && !keep_root_ && (isolation == Isolation::Full || reachable_by_others(python_))) {
-    plan.uid = slot_uid(slot);
+    plan.uid = slot_uid(slot.index);
     plan.nproc_before_exec = true;
   }
   std::vector<std::string> command;

@@ -69,16 +69,16 @@ class Sandbox {
   bool limits_processes() const;
 
   // Runs `python -I -B <main_file> <args...>` in a fresh work directory holding `files`.
-  // `slot` (0..63) separates concurrent runs: as root each slot runs under its own
-  // unprivileged uid, so that the process limit counts only that run's processes.
+  // Thread-safe; up to 64 runs of the process at once (more wait for a free place). As root
+  // each concurrent run gets its own unprivileged uid, so that the process limit counts
+  // only that run's processes and every process of that uid can be killed afterwards.
   SandboxRun run(const std::vector<SandboxFile>& files, const std::string& main_file,
-                 const std::vector<std::string>& args, const SandboxLimits& limits,
-                 int slot = 0) const;
+                 const std::vector<std::string>& args, const SandboxLimits& limits) const;
 
  private:
   SandboxRun run_with(Isolation isolation, const std::vector<SandboxFile>& files,
                       const std::string& main_file, const std::vector<std::string>& args,
-                      const SandboxLimits& limits, int slot) const;
+                      const SandboxLimits& limits) const;
 
   std::string python_;                   // real path of the interpreter
   std::vector<std::string> python_dirs_; // directories outside /usr it needs (read-only)

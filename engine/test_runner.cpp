@@ -242,8 +242,8 @@ TestResult classify_run(const SandboxRun& run) {
 TestRunner::TestRunner(const Sandbox& sandbox, SandboxLimits limits, int jobs)
     : sandbox_(sandbox), limits_(limits) {
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs = std::min(jobs, 63);
-  for (int slot = 0; slot < jobs; ++slot) workers_.emplace_back([this, slot] { work(slot); });
+  jobs = std::min(jobs, 64);  // the sandbox runs at most 64 at once
+  for (int i = 0; i < jobs; ++i) workers_.emplace_back([this] { work(); });
 }
 
 TestRunner::~TestRunner() {
@@ -264,9 +264,6 @@ std::future<TestResult> TestRunner::submit(TestProgram program, double wall_seco
   return future;
 }
 
-TestResult TestRunner::run(const TestProgram& program, double wall_seconds) const {
-  return run_in_slot(program, wall_seconds, 63);
-}
 
 std::vector<TestResult> TestRunner::run_all(const std::vector<TestProgram>& programs) {
   std::vector<std::future<TestResult>> futures;
@@ -276,7 +273,7 @@ std::vector<TestResult> TestRunner::run_all(const std::vector<TestProgram>& prog
   return results;
 }
 
-TestResult TestRunner::run_in_slot(const TestProgram& program, double wall_seconds, int slot) const {
+TestResult TestRunner::run(const TestProgram& program, double wall_seconds) const {
   SandboxLimits limits = limits_;
   if (wall_seconds > 0.0) {
     limits.wall_seconds = wall_seconds;
@@ -284,7 +281,7 @@ TestResult TestRunner::run_in_slot(const TestProgram& program, double wall_secon
   }
   try {
     const SandboxRun run = sandbox_.run({{"main.py", test_harness_source()}, {"program.py", program.source}},
-                                        "main.py", {std::to_string(program.test_first_line)}, limits, slot);
+                                        "main.py", {std::to_string(program.test_first_line)}, limits);
     return classify_run(run);
   } catch (const std::exception& e) {
     TestResult result;
@@ -295,7 +292,7 @@ TestResult TestRunner::run_in_slot(const TestProgram& program, double wall_secon
   }
 }
 
-void TestRunner::work(int slot) {
+void TestRunner::work() {
   while (true) {
     Job job;
     {
@@ -305,7 +302,7 @@ void TestRunner::work(int slot) {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    TestResult result = run_in_slot(job.program, job.wall_seconds, slot);
+    TestResult result = run(job.program, job.wall_seconds);
     if (job.on_done) job.on_done(result);
     job.result.set_value(std::move(result));
   }

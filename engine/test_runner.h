@@ -65,7 +65,7 @@ class TestRunner {
   // (optional) is called on the worker thread with the result before the future is ready.
   std::future<TestResult> submit(TestProgram program, double wall_seconds = 0.0,
                                  std::function<void(const TestResult&)> on_done = {});
-  // Runs one program on the calling thread (slot 63, apart from the pool's).
+  // Runs one program on the calling thread.
   TestResult run(const TestProgram& program, double wall_seconds = 0.0) const;
   // Runs all, concurrently, results in input order.
   std::vector<TestResult> run_all(const std::vector<TestProgram>& programs);
@@ -77,8 +77,7 @@ class TestRunner {
     std::function<void(const TestResult&)> on_done;
     std::promise<TestResult> result;
   };
-  TestResult run_in_slot(const TestProgram& program, double wall_seconds, int slot) const;
-  void work(int slot);
+  void work();
 
   const Sandbox& sandbox_;
   SandboxLimits limits_;
