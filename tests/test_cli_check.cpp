@@ -1,11 +1,14 @@
 // `specula-cli check` end to end: HumanEval's 164 canonical solutions pass and the same
 // functions returning None fail; bad input gets clear messages and the documented exit codes.
+#include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QtTest>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -47,6 +50,15 @@ const std::string kProblems =
     R"J({"task_id": "t/add", "prompt": "def add(a, b):\n", "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"})J" "\n"
     R"J({"task_id": "t/none", "prompt": "def f():\n", "test": "   ", "entry_point": "f"})J" "\n"
     R"J({"task_id": 11, "text": "Double a number.", "test_list": ["assert double(2) == 4"]})J" "\n";
+
+int processes_named(const QString& name) {
+  int count = 0;
+  for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    QFile comm("/proc/" + pid + "/comm");
+    if (comm.open(QIODevice::ReadOnly) && comm.readAll().trimmed() == name.toUtf8()) ++count;
+  }
+  return count;
+}
 
 }  // namespace
 
@@ -134,6 +146,31 @@ class TestCliCheck : public QObject {
     QCOMPARE(o.code, 3);
     QVERIFY2(o.err.contains("garbage.jsonl:1: malformed JSON"), qPrintable(o.err));
     QVERIFY2(o.err.contains("no usable problem"), qPrintable(o.err));
+  }
+
+  // Killing the checker mid-run takes its runs with it (death signal, --die-with-parent).
+  void runs_die_with_the_checker() {
+    QTemporaryDir dir;
+    const QString problems = write_file(dir, "problems.jsonl", kProblems);
+    const QString samples = write_file(dir, "samples.jsonl",
+        R"J({"task_id": "t/add", "completion": "    open('/proc/self/comm', 'w').write('spx-orphan')\n    import os, time\n    os.fork()\n    time.sleep(10**6)\n"})J" "\n");
+    QProcess process;
+    process.start(QStringLiteral(SPECULA_CLI), {"check", "--problems", problems, "--samples", samples, "--timeout", "120"});
+    QVERIFY(process.waitForStarted());
+    int running = 0;
+    for (int i = 0; i < 400 && running < 2; ++i) {
+      QThread::msleep(50);
+      running = processes_named("spx-orphan");
+    }
+    QCOMPARE(running, 2);
+    process.kill();
+    QVERIFY(process.waitForFinished());
+    int remaining = processes_named("spx-orphan");
+    for (int i = 0; i < 100 && remaining > 0; ++i) {
+      QThread::msleep(50);
+      remaining = processes_named("spx-orphan");
+    }
+    QCOMPARE(remaining, 0);
   }
 
   void help_documents_exit_codes() {
