@@ -27,15 +27,15 @@
 
 #include <algorithm>
 #include <bit>
-#include <condition_variable>
-#include <mutex>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
 
 namespace specula {
@@ -48,8 +48,9 @@ const char* isolation_name(Isolation isolation) {
 
 namespace {
 
-constexpr int kChannelFd = 3;     // the harness writes its reports here
-constexpr int kFirstFileFd = 4;   // files handed to bubblewrap's --file start here
+// The child's descriptors: 0 /dev/null, 1 stdout, 2 stderr, 3 the harness's report
+// channel, then the files handed to bubblewrap's --file.
+constexpr int kFirstFileFd = 4;
 constexpr uid_t kUidBase = 1800000000u;  // unprivileged uids for runs started as root
 static_assert(kUidBase + (4194304ull << 6) < 4294967295ull, "room for every pid (pid_max <= 2^22)");
 
@@ -92,31 +93,39 @@ void set_limit(int resource, rlim_t value) {
   setrlimit(resource, &limit);
 }
 
-// A seccomp filter that lets socket() create AF_UNIX sockets only, and kills a process
-// that makes system calls of another architecture (the i386 socketcall way around it).
+// A seccomp filter that lets socket() create AF_UNIX sockets only. It also denies io_uring
+// (which can create sockets without socket()) and kills a process that makes system calls
+// of another ABI (i386's socketcall, x32's numbering), the ways around a per-call filter.
 bool install_network_filter() {
 #if defined(__x86_64__)
   constexpr unsigned arch = AUDIT_ARCH_X86_64;
+  constexpr unsigned foreign_abi = 0x40000000u;  // x32 system call numbers start here
 #elif defined(__aarch64__)
   constexpr unsigned arch = AUDIT_ARCH_AARCH64;
-#else
-  return false;
+  constexpr unsigned foreign_abi = 0xffffffffu;
 #endif
 #if defined(__x86_64__) || defined(__aarch64__)
+  constexpr unsigned kill = SECCOMP_RET_KILL_PROCESS, allow = SECCOMP_RET_ALLOW;
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_RET | BPF_K, kill),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, foreign_abi, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kill),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 3),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, allow),
   };
   sock_fprog program{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
   return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+#else
+  return false;  // no filter for this architecture: the run does not start
 #endif
 }
 
