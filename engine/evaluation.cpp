@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -118,7 +119,14 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
     if (!generation_ended.wait_for(lock, std::chrono::duration<double>(budget_seconds), [&] { return ended; }))
       stop = true;
   });
-  generate(problem, budget_seconds, emit, stop);
+  // A generator that throws still leaves the watchdog and the queued tests to finish:
+  // they hold references into this frame.
+  std::exception_ptr failure;
+  try {
+    generate(problem, budget_seconds, emit, stop);
+  } catch (...) {
+    failure = std::current_exception();
+  }
   {
     std::lock_guard lock(mutex);
     ended = true;
@@ -130,6 +138,7 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
   out.task_id = problem.task_id;
   for (std::size_t i = 0; i < futures.size(); ++i)  // each test ends within the budget
     if (futures[i].valid()) list[i].result = futures[i].get();
+  if (failure) std::rethrow_exception(failure);
   out.candidates = std::move(list);
 
   std::vector<RankEntry> entries;

@@ -80,7 +80,8 @@ struct ProblemEvaluation {
 // Runs `generate` and tests each candidate on `runner` as soon as it arrives. The budget
 // (0: none) covers generation and testing: `stop` is raised when it runs out, and each test
 // gets at most the time the budget has left. `on_tested` (optional) is called, from a
-// worker thread or this one, as each verdict arrives.
+// worker thread or this one, as each verdict arrives. An exception from `generate` is
+// rethrown once the candidates it handed over have been tested.
 ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate,
                                    TestRunner& runner, double budget_seconds,
                                    const std::function<void(const EvaluatedCandidate&)>& on_tested = {});

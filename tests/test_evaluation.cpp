@@ -234,6 +234,25 @@ class TestEvaluation : public QObject {
     QVERIFY(std::abs(e.pass_at_k[0].second - 1.0 / 3.0) < 1e-12);
   }
 
+  void generator_failure_is_rethrown_after_its_tests() {
+    std::unique_ptr<Sandbox> sandbox;
+    try {
+      sandbox = std::make_unique<Sandbox>();
+    } catch (const SandboxError& e) {
+      QFAIL(e.what());
+    }
+    TestRunner runner(*sandbox, SandboxLimits{}, 1);
+    const Problem problem = make_problem("def one():\n", "assert one() == 1\n");
+    std::atomic<int> tested{0};
+    const CandidateGenerator generator = [](const Problem&, double, const CandidateSink& deliver, const std::atomic<bool>&) {
+      deliver({0, "    return 1\n", -0.1});
+      throw std::runtime_error("the model went away");
+    };
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, evaluate_problem(problem, generator, runner, 30.0,
+                                                                  [&](const EvaluatedCandidate&) { ++tested; }));
+    QCOMPARE(tested.load(), 1);
+  }
+
   void unbudgeted_scheduler_first_candidate_passes() {
     std::unique_ptr<Sandbox> sandbox;
     try {
