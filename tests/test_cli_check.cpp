@@ -46,8 +46,9 @@ QString write_file(const QTemporaryDir& dir, const char* name, const std::string
   return path;
 }
 
-const std::string kProblems =
-    R"J({"task_id": "t/add", "prompt": "def add(a, b):\n", "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"})J" "\n"
+const std::string kAdd =
+    R"J({"task_id": "t/add", "prompt": "def add(a, b):\n", "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"})J" "\n";
+const std::string kProblems = kAdd +
     R"J({"task_id": "t/none", "prompt": "def f():\n", "test": "   ", "entry_point": "f"})J" "\n"
     R"J({"task_id": 11, "text": "Double a number.", "test_list": ["assert double(2) == 4"]})J" "\n";
 
@@ -116,6 +117,18 @@ class TestCliCheck : public QObject {
     QVERIFY2(o.out.contains("t/add #1: failed"), qPrintable(o.out));
     QVERIFY2(o.out.contains("11 #0: passed"), qPrintable(o.out));
     QVERIFY2(o.out.contains("pass@1: 0.7500"), qPrintable(o.out));  // (1/2 + 1) / 2
+  }
+
+  void json_survives_invalid_utf8_in_tracebacks() {
+    QTemporaryDir dir;
+    const QString problems = write_file(dir, "problems.jsonl", kAdd);
+    const QString samples = write_file(dir, "samples.jsonl",
+        R"J({"task_id": "t/add", "completion": "    import os\n    os.write(2, b'bad bytes: ' + bytes([0xff, 0xfe, 10]))\n    os._exit(1)\n"})J" "\n");
+    const Outcome o = run_cli({"check", "--problems", problems, "--samples", samples, "--json"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    const QJsonObject row = QJsonDocument::fromJson(o.out.toUtf8()).object()["results"].toArray()[0].toObject();
+    QCOMPARE(row["verdict"].toString(), QString("failed"));
+    QVERIFY2(row["detail"].toString().contains("bad bytes: \uFFFD"), qPrintable(o.out));
   }
 
   void missing_python_is_reported() {

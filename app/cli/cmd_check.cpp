@@ -122,7 +122,8 @@ void run_check(const CheckOptions& options) {
     for (const auto& [k, value] : pass) pass_json["pass@" + std::to_string(k)] = value;
     const nlohmann::json out = {{"results", results}, {"pass_at_k", pass_json}, {"isolation", isolation},
                                 {"skipped_lines", skipped}};
-    std::printf("%s\n", out.dump(2).c_str());
+    // Tracebacks are the program's own bytes: invalid UTF-8 becomes U+FFFD rather than an error.
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     for (const auto& [k, value] : pass) std::printf("pass@%d: %.4f\n", k, value);
     std::printf("%zu samples of %zu tasks checked\n", rows.size(), counts.size());
