@@ -14,6 +14,9 @@
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSpinBox>
+#include <QTextBlock>
+#include <QTextDocument>
+#include <QTextLayout>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QToolButton>
@@ -27,6 +30,7 @@
 #include "fake_engine.h"
 #include "main_window.h"
 #include "problem_browser.h"
+#include "python_highlighter.h"
 #ifdef SPECULA_HAVE_CHARTS
 #include "throughput_chart.h"
 #endif
@@ -388,6 +392,26 @@ class GuiWindowTest : public QObject {
     const QJsonObject first = QJsonDocument::fromJson(lines[0]).object();
     QCOMPARE(first["task_id"].toString(), QString("Small/0"));
     QVERIFY(first.contains("completion"));
+  }
+
+  void highlighterColoursDocstringsAcrossLines() {
+    QTextDocument document;
+    specula::ui::PythonHighlighter highlighter(&document);
+    document.setPlainText("def f(x):\n    \"\"\"Return x\n    if not\n    \"\"\"\n    return x  # done\n");
+    highlighter.rehighlight();  // without a view, nothing would lay the document out
+    auto format_at = [&](int line, int column) {
+      const QTextBlock block = document.findBlockByNumber(line);
+      for (const QTextLayout::FormatRange& range : block.layout()->formats())
+        if (column >= range.start && column < range.start + range.length) return range.format;
+      return QTextCharFormat();
+    };
+    QCOMPARE(format_at(1, 6).foreground().style(), Qt::SolidPattern);  // coloured at all
+    const QColor string = format_at(1, 6).foreground().color();  // inside the opening line of the docstring
+    QCOMPARE(format_at(2, 7).foreground().color(), string);  // "if" inside the docstring is text, not a keyword
+    QCOMPARE(format_at(3, 5).foreground().color(), string);  // the closing quotes
+    QVERIFY(format_at(4, 4).foreground().color() != string);  // "return" after the docstring is a keyword
+    QVERIFY(format_at(4, 4).fontWeight() == QFont::Bold);
+    QVERIFY(format_at(4, 15).fontItalic());  // the comment
   }
 
   void diffAlignsLines() {
