@@ -75,7 +75,7 @@ int layoutPosition(CandidateGrid* grid, CandidatePane* pane) {
   return row * columns + column;
 }
 
-// The process killed mid-session: types a prompt, waits for the autosave, reports, waits to die.
+// The process killed while in use: types a prompt, waits for the autosave, reports, waits to die.
 int crashChild() {
   auto window = makeWindow();
   window->promptEditor()->setFocus();

@@ -11,6 +11,7 @@ namespace specula::ui {
 namespace {
 
 constexpr double kTestTimeoutSeconds = 10.0;  // per candidate, inside the sandbox
+constexpr double kMinTestSeconds = 1.0;       // even a candidate finishing at the budget's edge gets tested
 constexpr int kTestThreads = 2;               // candidates tested while others still decode
 constexpr qint64 kStatsIntervalMs = 100;      // live statistics, about ten a second
 
@@ -150,14 +151,18 @@ void EngineWorker::start(const RunRequest& request) {
     Q_EMIT candidateState(candidate.index, int(testable ? CandidateState::Testing : state), {});
     if (!testable) return;
     const std::string completion = candidate.text;
-    test_pool.start([this, i, completion, &tests, &generation, &entries] {
+    // A test may use what the budget has left, within the sandbox's own limit.
+    double timeout = kTestTimeoutSeconds;
+    if (request.budgetSeconds > 0)
+      timeout = std::clamp(request.budgetSeconds - clock.elapsed() / 1000.0, kMinTestSeconds, kTestTimeoutSeconds);
+    test_pool.start([this, i, completion, timeout, &tests, &generation, &entries] {
       if (stop_.load()) {  // stopped while queued for testing: keep the text, skip the test
         Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested"));
         return;
       }
       TestResult result;
       try {
-        result = engine_->test(generation.prompt, completion, tests, kTestTimeoutSeconds);
+        result = engine_->test(generation.prompt, completion, tests, timeout);
       } catch (const std::exception& e) {
         result.verdict = Verdict::Error;
         result.detail = e.what();
