@@ -108,7 +108,7 @@ class GuiWindowTest : public QObject {
   void generateStopRunAgainAndRank() {
     QTemporaryDir dir;
     const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
-    auto window = makeWindow();
+    auto window = makeWindow(std::chrono::milliseconds(50));  // the longest candidate streams for 1.6 s
     window->loadModels(model);
     QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
     QVERIFY(window->statusText().contains("fake backend"));
