@@ -85,17 +85,27 @@ EngineWorker::EngineWorker(std::unique_ptr<EnginePort> engine, QObject* parent)
 
 EngineWorker::~EngineWorker() = default;
 
-void EngineWorker::stop() { stop_.store(true); }
+int EngineWorker::issueTicket() { return ++issued_; }
 
-void EngineWorker::shutdown() {
-  shut_down_.store(true);
+void EngineWorker::stop() {
+  cancelled_upto_.store(issued_.load());  // first, so that begin() cannot miss it
   stop_.store(true);
 }
 
-void EngineWorker::loadModels(const QString& target, const QString& tokenizer, const QString& draft,
-                              int device) {
+void EngineWorker::shutdown() {
+  shut_down_.store(true);
+  stop();
+}
+
+bool EngineWorker::begin(int ticket) {
   stop_.store(false);
-  if (shut_down_.load()) return;  // after resetting stop_, so that a racing shutdown still wins
+  if (ticket <= cancelled_upto_.load()) stop_.store(true);  // cancelled while it waited
+  return !shut_down_.load();
+}
+
+void EngineWorker::loadModels(const QString& target, const QString& tokenizer, const QString& draft,
+                              int device, int ticket) {
+  if (!begin(ticket)) return;
   loaded_ = false;
   ModelPaths paths{target.toStdString(), tokenizer.toStdString(), draft.toStdString(),
                    static_cast<DeviceChoice>(std::clamp(device, 0, 2))};
@@ -113,9 +123,8 @@ void EngineWorker::loadModels(const QString& target, const QString& tokenizer, c
   }
 }
 
-void EngineWorker::start(const RunRequest& request) {
-  stop_.store(false);
-  if (shut_down_.load()) return;
+void EngineWorker::start(const RunRequest& request, int ticket) {
+  if (!begin(ticket)) return;
   const int n = request.candidates;
   const RunStats empty{.budgetSeconds = request.budgetSeconds};
   if (!loaded_) {
@@ -208,9 +217,8 @@ void EngineWorker::start(const RunRequest& request) {
   Q_EMIT runFinished(ranking, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
 }
 
-void EngineWorker::evaluateProblems(const std::vector<Problem>& problems, const RunRequest& request) {
-  stop_.store(false);
-  if (shut_down_.load()) return;
+void EngineWorker::evaluateProblems(const std::vector<Problem>& problems, const RunRequest& request, int ticket) {
+  if (!begin(ticket)) return;
   if (!loaded_) {
     Q_EMIT error(QStringLiteral("No model is loaded: choose a model file first."));
     Q_EMIT evaluationFinished();

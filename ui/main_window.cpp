@@ -325,7 +325,7 @@ void MainWindow::loadModels(const QString& target, const QString& tokenizer, con
   cancel_load_->show();
   backend_label_->setText(tr("loading %1").arg(QFileInfo(target).fileName()));
   updateEnabled();
-  Q_EMIT loadRequested(target, tokenizer, draft, device_->currentData().toInt());
+  Q_EMIT loadRequested(target, tokenizer, draft, device_->currentData().toInt(), worker_->issueTicket());
 }
 
 void MainWindow::chooseModel() { model_picker_->browse(); }
@@ -378,7 +378,7 @@ void MainWindow::generate() {
   run_clock_.start();
   elapsed_timer_.start();
   updateEnabled();
-  Q_EMIT startRequested(request);
+  Q_EMIT startRequested(request, worker_->issueTicket());
 }
 
 void MainWindow::stop() {
@@ -527,7 +527,7 @@ ProblemBrowser* MainWindow::openProblems() {
       run_clock_.start();
       elapsed_timer_.start();
       updateEnabled();
-      Q_EMIT evaluateRequested(problems, currentRequest());
+      Q_EMIT evaluateRequested(problems, currentRequest(), worker_->issueTicket());
     });
     connect(problems_, &ProblemBrowser::stopRequested, this, &MainWindow::stop);
   }

@@ -68,9 +68,10 @@ class MainWindow : public QMainWindow {
   void loadFailed();
   void runFinished();
   // To the worker (queued).
-  void loadRequested(const QString& target, const QString& tokenizer, const QString& draft, int device);
-  void startRequested(const specula::ui::RunRequest& request);
-  void evaluateRequested(const std::vector<specula::Problem>& problems, const specula::ui::RunRequest& request);
+  void loadRequested(const QString& target, const QString& tokenizer, const QString& draft, int device, int ticket);
+  void startRequested(const specula::ui::RunRequest& request, int ticket);
+  void evaluateRequested(const std::vector<specula::Problem>& problems, const specula::ui::RunRequest& request,
+                         int ticket);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
