@@ -15,4 +15,7 @@ struct CommandFailed : std::runtime_error {
   int code;
 };
 
+void add_generate_command(CLI::App& app);
+void add_bench_spec_command(CLI::App& app);
+
 }  // namespace specula::cli
