@@ -84,7 +84,11 @@ class CandidateText {
     sent_ = final_;
     return delta;
   }
-  void flush() { final_ = text_.size(); }
+  // The stream ended without a stop string: everything left is final.
+  void flush() {
+    text_ += decoder_.finish();
+    final_ = text_.size();
+  }
   const std::string& text() const { return text_; }
 
  private:
