@@ -66,19 +66,34 @@ void sampling_distribution(const SamplingParams& params, std::span<const float> 
   for (double& v : p) v /= sum;
 
   // Candidates in descending probability (ties: lower id first), so that top-k and top-p
-  // keep a deterministic set.
+  // keep a deterministic set. Only the head of the order is ever needed: sort a prefix
+  // that grows until it holds the top-k set and the top-p mass, not the whole vocabulary.
+  const auto before = [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); };
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
   const bool filtering = params.top_k > 0 || params.top_p < 1.0f || params.min_p > 0.0f;
   size_t keep = n;
   if (filtering) {
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
-    if (params.top_k > 0) keep = std::min(keep, static_cast<size_t>(params.top_k));
+    size_t sorted = 0;
+    const auto sort_head = [&](size_t want) {
+      want = std::min(want, n);
+      if (want <= sorted) return;
+      std::nth_element(order.begin() + static_cast<long>(sorted), order.begin() + static_cast<long>(want) - 1,
+                       order.end(), before);
+      std::sort(order.begin() + static_cast<long>(sorted), order.begin() + static_cast<long>(want), before);
+      sorted = want;
+    };
+    sort_head(std::min<size_t>(n, 64));
+    if (params.top_k > 0) {
+      keep = std::min(keep, static_cast<size_t>(params.top_k));
+      sort_head(keep);
+    }
     if (params.top_p < 1.0f) {
       // smallest prefix whose mass reaches top_p
       double mass = 0.0;
       size_t k = 0;
       while (k < keep) {
+        if (k == sorted) sort_head(sorted * 4);
         mass += p[order[k]];
         ++k;
         if (mass >= params.top_p) break;
@@ -88,7 +103,11 @@ void sampling_distribution(const SamplingParams& params, std::span<const float> 
     if (params.min_p > 0.0f) {
       const double floor = params.min_p * p[order[0]];
       size_t k = 1;  // the most likely token always stays
-      while (k < keep && p[order[k]] >= floor) ++k;
+      while (k < keep) {
+        if (k == sorted) sort_head(sorted * 4);
+        if (p[order[k]] < floor) break;
+        ++k;
+      }
       keep = k;
     }
   }
