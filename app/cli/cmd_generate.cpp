@@ -101,14 +101,16 @@ void run(const GenerateArgs& a) {
 
   const int context = model->config.context_length;
   if (a.steps > 0) {
-    // llama2.c's meaning: every position counts, BOS and prompt included
+    // llama2.c's meaning: the number of positions run through the model, BOS and prompt
+    // included; the token predicted at the last position is printed but never run, so
+    // steps positions yield steps + 1 tokens in all
     const int prompt_tokens = static_cast<int>(model->tokenizer->encode(request.prompt, true).size());
     const int steps = std::min(a.steps, context);
-    if (steps <= prompt_tokens) {
-      throw CommandFailed("--steps " + std::to_string(a.steps) + " leaves no room after the " +
+    if (steps < prompt_tokens) {
+      throw CommandFailed("--steps " + std::to_string(a.steps) + " is shorter than the " +
                               std::to_string(prompt_tokens) + " prompt tokens", 2);
     }
-    request.max_new_tokens = steps - prompt_tokens;
+    request.max_new_tokens = steps + 1 - prompt_tokens;
   } else {
     request.max_new_tokens = a.max_tokens > 0 ? a.max_tokens : 256;
   }
