@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "decoder.h"
 #include "model.h"
+#include "random_model.h"
 
 namespace specula::cli {
 
@@ -27,6 +28,9 @@ namespace {
 struct BenchArgs {
   std::string model_path;
   std::string tokenizer_path;
+  std::string random_shape;
+  std::string type = "q4_0";
+  int threads = 0;
   std::string prompt = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n";
   std::vector<int> batch_sizes{1, 2, 4, 8, 16};
   std::vector<std::string> drafters{"ngram", "layers:2"};
@@ -79,9 +83,17 @@ Row measure(Backend& backend, const Model& model, const std::vector<int>& prompt
 }
 
 void run(const BenchArgs& a) {
-  LoadOptions load;
-  load.tokenizer_path = a.tokenizer_path;
-  const std::shared_ptr<const Model> model = load_model(a.model_path, load);
+  if (a.model_path.empty() == a.random_shape.empty()) throw CommandFailed("give either -m MODEL or --random SHAPE", 2);
+  std::shared_ptr<const Model> model;
+  if (!a.random_shape.empty()) {
+    const auto type = tensor_type_from_name(a.type);
+    if (!type) throw CommandFailed("unknown weight type '" + a.type + "'", 2);
+    model = make_random_model(random_model_config(a.random_shape), *type, 1, a.threads);
+  } else {
+    LoadOptions load;
+    load.tokenizer_path = a.tokenizer_path;
+    model = load_model(a.model_path, load);
+  }
   std::vector<int> prompt;
   if (model->tokenizer) {
     prompt = model->tokenizer->encode(a.prompt, true);
@@ -91,7 +103,7 @@ void run(const BenchArgs& a) {
   }
   std::string note;
   const auto backend = a.device == "cuda" ? create_backend(DeviceChoice::Cuda, &note)
-                                          : (a.device == "auto" ? create_backend(DeviceChoice::Auto, &note) : create_cpu_backend());
+                                          : (a.device == "auto" ? create_backend(DeviceChoice::Auto, &note) : create_cpu_backend(a.threads));
   if (note.empty()) note = backend->name();
 
   std::vector<Row> rows;
@@ -141,9 +153,9 @@ void run(const BenchArgs& a) {
     std::puts(out.dump(2).c_str());
     return;
   }
-  std::printf("model %s (%s, %d layers, dim %d), %s, prompt %zu tokens, %d new tokens per sequence\n\n",
-              model->path.c_str(), model->format.c_str(), model->config.n_layers, model->config.dim, note.c_str(),
-              prompt.size(), a.max_tokens);
+  const std::string what = a.random_shape.empty() ? model->path : "random " + a.random_shape + " " + a.type;
+  std::printf("model %s (%d layers, dim %d), %s, prompt %zu tokens, %d new tokens per sequence\n\n", what.c_str(),
+              model->config.n_layers, model->config.dim, note.c_str(), prompt.size(), a.max_tokens);
   std::printf("| mode | T | N | drafter | policy | ms/token/seq | tokens/s | acceptance | target fwd/token | speed-up |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
@@ -158,7 +170,10 @@ void run(const BenchArgs& a) {
 void add_bench_spec_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench-spec", "Benchmark batched speculative decoding against plain batched decoding");
-  cmd->add_option("-m,--model", args->model_path, "Model file")->required();
+  cmd->add_option("-m,--model", args->model_path, "Model file");
+  cmd->add_option("--random", args->random_shape, "Random weights of a named shape instead of a file: tiny, 110m, 1.1b, 7b");
+  cmd->add_option("--type", args->type, "Weight type of a random model (default q4_0)");
+  cmd->add_option("--threads", args->threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--tokenizer", args->tokenizer_path, "Tokenizer for model files without one");
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
   cmd->add_option("--n", args->batch_sizes, "Batch sizes (default 1 2 4 8 16)")->delimiter(',');
