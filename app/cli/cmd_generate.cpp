@@ -120,11 +120,16 @@ void run(const GenerateArgs& a) {
 
   // one candidate in text mode streams as it goes
   const bool stream = !a.json && a.candidates == 1;
+  bool prompt_shown = false;  // the prompt goes out with the first text, after the request was accepted
+  const auto show_prompt = [&] {
+    if (prompt_shown) return;
+    std::fputs(request.prompt.c_str(), stdout);
+    prompt_shown = true;
+  };
   SessionCallbacks callbacks;
   if (stream) {
-    std::fputs(request.prompt.c_str(), stdout);
-    std::fflush(stdout);
-    callbacks.on_delta = [](const CandidateDelta& d) {
+    callbacks.on_delta = [&](const CandidateDelta& d) {
+      show_prompt();
       std::fputs(d.text.c_str(), stdout);
       std::fflush(stdout);
     };
@@ -136,6 +141,7 @@ void run(const GenerateArgs& a) {
     return;
   }
   if (stream) {
+    show_prompt();
     std::fputs("\n", stdout);
   } else {
     for (const Candidate& c : result.candidates) {
