@@ -107,11 +107,18 @@ void run(const BenchArgs& a) {
   if (note.empty()) note = backend->name();
 
   std::vector<Row> rows;
-  std::vector<std::string> modes{"model"};
+  // random weights make the models' own acceptance meaningless: only forced modes then
+  std::vector<std::string> modes;
+  std::vector<double> forced;
+  if (a.random_shape.empty() || a.alphas.empty()) {
+    modes.push_back("model");
+    forced.push_back(-1.0);
+  }
   for (const double alpha : a.alphas) {
     std::ostringstream s;
     s << "forced a=" << alpha;
     modes.push_back(s.str());
+    forced.push_back(alpha);
   }
   for (size_t m = 0; m < modes.size(); ++m) {
     for (const float t : a.temperatures) {
@@ -122,7 +129,7 @@ void run(const BenchArgs& a) {
         o.sampling.temperature = t;
         o.sampling.seed = 1;
         o.eos = -1;
-        o.forced_acceptance = m == 0 ? -1.0 : a.alphas[m - 1];
+        o.forced_acceptance = forced[m];
         Row base = measure(*backend, *model, prompt, "none", "fixed:1", o, a.repeats);
         base.mode = modes[m];
         base.temperature = t;
