@@ -13,6 +13,7 @@
 #include <QProcess>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QSettings>
 #include <QSpinBox>
 #include <QTextBlock>
 #include <QTextDocument>
@@ -103,7 +104,11 @@ class GuiWindowTest : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
-  void init() { QFile::remove(specula::ui::autosavePath()); }
+  // Every test starts from defaults: no autosave, no saved settings.
+  void init() {
+    QFile::remove(specula::ui::autosavePath());
+    QSettings().clear();
+  }
 
   void generateStopRunAgainAndRank() {
     QTemporaryDir dir;
@@ -177,6 +182,23 @@ class GuiWindowTest : public QObject {
     QTest::keyClick(window->promptEditor(), Qt::Key_Escape);
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
     QCOMPARE(window->grid()->pane(0)->state(), CandidateState::Stopped);
+  }
+
+  void budgetEndsTheRun() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(50));  // every candidate needs 0.85 s or more
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0.3);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    for (int i = 0; i < 4; ++i) {
+      QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Budget);  // cut off, so not tested
+      QVERIFY(!window->grid()->pane(i)->text().isEmpty());
+    }
   }
 
   void rankingKeepsScrollPosition() {

@@ -156,7 +156,8 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
     entries[i].mean_logprob = candidate.mean_logprob();
     entries[i].finished_seconds = candidate.seconds;
     const CandidateState state = state_after_generation(candidate.finish);
-    const bool testable = !tests.empty() && state != CandidateState::Stopped;
+    // Stopped and budget-cut candidates are unfinished code: shown as such, never tested.
+    const bool testable = !tests.empty() && state == CandidateState::Done;
     Q_EMIT candidateState(candidate.index, int(testable ? CandidateState::Testing : state), {});
     if (!testable) return;
     const std::string completion = candidate.text;
