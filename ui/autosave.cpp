@@ -17,7 +17,7 @@ QString autosavePath() {
 bool writeAutosave(const SavedState& state, const QString& path, QString* error) {
   QJsonArray candidates;
   for (const SavedCandidate& c : state.candidates)
-    candidates.append(QJsonObject{{"text", c.text}, {"state", c.state}, {"tokens", c.tokens}});
+    candidates.append(QJsonObject{{"text", c.text}, {"state", c.state}});
   QJsonArray ranking;
   for (int i : state.ranking) ranking.append(i);
   const QJsonObject root{{"prompt", state.prompt},
@@ -44,7 +44,7 @@ std::optional<SavedState> readAutosave(const QString& path) {
   state.tests = root["tests"].toString();
   for (const QJsonValue& value : root["candidates"].toArray()) {
     const QJsonObject c = value.toObject();
-    state.candidates.push_back({c["text"].toString(), c["state"].toInt(), c["tokens"].toInt()});
+    state.candidates.push_back({c["text"].toString(), c["state"].toInt()});
   }
   for (const QJsonValue& value : root["ranking"].toArray()) state.ranking.push_back(value.toInt());
   return state;

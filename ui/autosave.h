@@ -12,7 +12,6 @@ namespace specula::ui {
 struct SavedCandidate {
   QString text;
   int state = 0;  // CandidateState
-  int tokens = 0;
 };
 
 struct SavedState {

@@ -20,7 +20,6 @@ class CandidatePane : public QFrame {
  public:
   CandidatePane(int index, QWidget* parent = nullptr);
 
-  int index() const { return index_; }
   CandidateState state() const { return state_; }
   QString text() const;
   CodeEditor* editor() const { return editor_; }

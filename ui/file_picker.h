@@ -22,7 +22,6 @@ class FilePicker : public QWidget {
   // Puts `path` first in the list and the recent files without emitting chosen().
   void setPath(const QString& path);
   void setSummary(const QString& summary);  // the tooltip: what the file holds
-  QComboBox* combo() const { return combo_; }
 
  public Q_SLOTS:
   void browse();

@@ -444,7 +444,6 @@ void MainWindow::onRunFinished(const QVector<int>& ranking, const RunStats& stat
   grid_->applyRanking(ranking);
   saveNow();
   updateEnabled();
-  Q_EMIT runFinished();
 }
 
 void MainWindow::onError(const QString& message) {
@@ -544,7 +543,7 @@ void MainWindow::saveNow() {
   state.tests = tests_->toPlainText();
   for (int i = 0; i < grid_->count(); ++i) {
     const CandidatePane* pane = grid_->pane(i);
-    state.candidates.push_back({pane->text(), int(pane->state()), 0});
+    state.candidates.push_back({pane->text(), int(pane->state())});
   }
   state.ranking = last_ranking_;
   QString error;

@@ -66,7 +66,6 @@ class MainWindow : public QMainWindow {
  Q_SIGNALS:
   void modelsReady();
   void loadFailed();
-  void runFinished();
   // To the worker (queued).
   void loadRequested(const QString& target, const QString& tokenizer, const QString& draft, int device, int ticket);
   void startRequested(const specula::ui::RunRequest& request, int ticket);

@@ -25,7 +25,6 @@ class ProblemBrowser : public QDialog {
 
   // Loads a problem file; shows the reason and returns false when it cannot be read.
   bool openFile(const QString& path);
-  const std::vector<Problem>& problems() const { return problems_; }
   const std::vector<ProblemEvaluation>& evaluations() const { return evaluations_; }
   QString summary() const;  // the Pass@First / Pass@All / pass@k line
 
