@@ -242,6 +242,15 @@ class GuiWindowTest : public QObject {
     QTest::keyClick(window->promptEditor(), Qt::Key_Tab);
     QTest::keyClicks(window->promptEditor(), "pass");
     QCOMPARE(window->promptEditor()->toPlainText(), QString("    pass"));
+    // Ctrl+Tab leaves the editor for the next field in the tab order: the tests.
+    window->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(window.get()));
+    window->promptEditor()->setFocus();
+    QTest::keyClick(window->promptEditor(), Qt::Key_Tab, Qt::ControlModifier);
+    QCOMPARE(QApplication::focusWidget(), window->testsEditor());
+    QCOMPARE(window->promptEditor()->toPlainText(), QString("    pass"));
+    QTest::keyClick(window->testsEditor(), Qt::Key_Backtab, Qt::ControlModifier | Qt::ShiftModifier);
+    QCOMPARE(QApplication::focusWidget(), window->promptEditor());
   }
 
   void settingsSurviveRestart() {

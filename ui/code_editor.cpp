@@ -84,7 +84,8 @@ void CodeEditor::keyPressEvent(QKeyEvent* event) {
     return;
   }
   if (ctrl && (event->key() == Qt::Key_Tab || event->key() == Qt::Key_Backtab)) {
-    focusNextPrevChild(event->key() == Qt::Key_Tab && !(event->modifiers() & Qt::ShiftModifier));
+    // QPlainTextEdit refuses to move focus while it is editable; its base class does not.
+    QAbstractScrollArea::focusNextPrevChild(event->key() == Qt::Key_Tab && !(event->modifiers() & Qt::ShiftModifier));
     return;
   }
   QPlainTextEdit::keyPressEvent(event);
