@@ -271,7 +271,6 @@ class CudaBackend : public Backend {
   const DeviceModel& device_model(const Model& model) {
     auto it = models_.find(&model);
     if (it != models_.end() && it->second.source == model.weights.token_embedding.data) return it->second;
-    validate_model(model);
     const Weights& w = model.weights;
     const TensorType type = device_matrix_type(w);
     DeviceModel m;
