@@ -170,6 +170,30 @@ class CudaBackend : public Backend {
 
   void forward(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<float>& logits,
                int n_layers) override {
+    const int rows = run(model, cache, batch, n_layers);
+    logits.resize(static_cast<size_t>(rows) * model.config.vocab_size);
+    check(cudaMemcpyAsync(logits.data(), scratch_.logits.get(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                          stream_),
+          "logits download");
+    check(cudaStreamSynchronize(stream_), "forward");
+  }
+
+  void forward_argmax(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<int32_t>& tokens,
+                      int n_layers) override {
+    const int rows = run(model, cache, batch, n_layers);
+    scratch_.tokens.reserve(sizeof(int32_t) * rows);
+    cuda::argmax_rows(scratch_.logits.get<float>(), rows, model.config.vocab_size, scratch_.tokens.get<int32_t>(), stream_);
+    tokens.resize(static_cast<size_t>(rows));
+    check(cudaMemcpyAsync(tokens.data(), scratch_.tokens.get(), tokens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                          stream_),
+          "token download");
+    check(cudaStreamSynchronize(stream_), "forward");
+  }
+
+ private:
+  // Runs the layers and the output matrix, leaving the wanted rows' logits in
+  // scratch_.logits; returns their number.
+  int run(const Model& model, KvCache& cache, const RaggedBatch& batch, int n_layers) {
     const ModelConfig& c = model.config;
     const int layers = n_layers < 0 ? c.n_layers : n_layers;
     auto* kv = dynamic_cast<CudaKvStorage*>(cache.storage());
@@ -249,14 +273,9 @@ class CudaBackend : public Backend {
     const DeviceBuffer& output = model.tied_output() ? m.embedding : m.output;
     cuda::gemm(cublas_, mode_, s.normed.get(), output.get(), m.type, rows, c.vocab_size, dim, s.logits.get<float>(),
                stream_);
-    logits.resize(static_cast<size_t>(rows) * c.vocab_size);
-    check(cudaMemcpyAsync(logits.data(), s.logits.get(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                          stream_),
-          "logits download");
-    check(cudaStreamSynchronize(stream_), "forward");
+    return rows;
   }
 
- private:
   struct Scratch {
     DeviceBuffer meta;       // PackedPlan::data
     DeviceBuffer x;          // (n_tokens, dim) f32 residual stream
@@ -266,6 +285,7 @@ class CudaBackend : public Backend {
     DeviceBuffer attention;  // (n_tokens, dim) in the weights' type
     DeviceBuffer gate_up;    // (n_tokens, 2 hidden) f32
     DeviceBuffer logits;     // (n_logit_rows, vocab) f32
+    DeviceBuffer tokens;     // (n_logit_rows) argmax of each row
   };
 
   const DeviceModel& device_model(const Model& model) {
