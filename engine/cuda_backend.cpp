@@ -172,9 +172,11 @@ class CudaBackend : public Backend {
                int n_layers) override {
     const int rows = run(model, cache, batch, n_layers);
     logits.resize(static_cast<size_t>(rows) * model.config.vocab_size);
-    check(cudaMemcpyAsync(logits.data(), scratch_.logits.get(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                          stream_),
-          "logits download");
+    if (rows > 0) {
+      check(cudaMemcpyAsync(logits.data(), scratch_.logits.get(), logits.size() * sizeof(float),
+                            cudaMemcpyDeviceToHost, stream_),
+            "logits download");
+    }
     check(cudaStreamSynchronize(stream_), "forward");
   }
 
@@ -184,9 +186,11 @@ class CudaBackend : public Backend {
     scratch_.tokens.reserve(sizeof(int32_t) * rows);
     cuda::argmax_rows(scratch_.logits.get<float>(), rows, model.config.vocab_size, scratch_.tokens.get<int32_t>(), stream_);
     tokens.resize(static_cast<size_t>(rows));
-    check(cudaMemcpyAsync(tokens.data(), scratch_.tokens.get(), tokens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                          stream_),
-          "token download");
+    if (rows > 0) {
+      check(cudaMemcpyAsync(tokens.data(), scratch_.tokens.get(), tokens.size() * sizeof(int32_t),
+                            cudaMemcpyDeviceToHost, stream_),
+            "token download");
+    }
     check(cudaStreamSynchronize(stream_), "forward");
   }
 
