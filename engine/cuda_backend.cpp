@@ -7,6 +7,7 @@
 #include "cuda_backend.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -211,7 +212,7 @@ class CudaBackend : public Backend {
     const DeviceModel& m = device_model(model);
     if (m.type != kv->type()) throw std::invalid_argument("the KV cache was created for another model");
 
-    const BatchPlan plan = plan_batch(cache, batch, c.context_length);
+    const BatchPlan plan = plan_batch(cache, batch, c.context_length > 0 ? c.context_length : INT_MAX);
     const PackedPlan packed =
         pack_plan(plan, batch.tokens, partition_attention(plan, cuda::attention_query_tile(c.n_heads, c.n_kv_heads)));
     const int n = plan.n_tokens, rows = static_cast<int>(plan.logit_rows.size());
