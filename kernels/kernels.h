@@ -82,8 +82,9 @@ void gemm(cublasHandle_t handle, GemmMode mode, const void* x, const void* w, DT
 void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream);
 
 // probs[r] = softmax(logits[r] / temperature[r]) with every value below the top_k[r]-th
-// largest (0: off), outside the smallest top-p[r] nucleus (1: off) and below
-// min_p[r] * max (0: off) set to zero, renormalized. Ties at a threshold are kept.
+// largest (0: off), outside the smallest set of largest values holding top_p[r] of the
+// mass (1: off) and below min_p[r] * max (0: off) set to zero, renormalized, as the CPU
+// sampler does. Ties at a threshold are kept.
 // temperature[r] <= 0 gives the one-hot distribution on the argmax.
 void sampling_probs(const float* logits, int n_rows, int vocab, const float* temperature,
                     const int32_t* top_k, const float* top_p, const float* min_p, float* probs,

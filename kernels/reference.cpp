@@ -120,12 +120,13 @@ std::vector<double> sampling_probs(const float* row, int vocab, float temperatur
   double keep_from = 0.0;
   if (top_k > 0 && top_k < vocab) keep_from = sorted[static_cast<size_t>(top_k) - 1];
   if (top_p < 1.0f) {
-    double kept = 0.0;
-    for (double v : sorted) kept += v >= keep_from ? v : 0.0;
+    double total = 0.0;
+    for (double v : sorted) total += v;
     double running = 0.0;
     for (double v : sorted) {  // all values equal to v are kept together
+      if (v < keep_from) break;  // the top-k set holds less than top_p of the mass
       running += v;
-      if (running >= top_p * kept) {
+      if (running >= top_p * total) {
         keep_from = std::max(keep_from, v);
         break;
       }

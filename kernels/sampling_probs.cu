@@ -5,7 +5,8 @@
 // non-negative float, so its bit pattern orders like the value, and a bisection on the
 // bits (31 steps, each one block-wide count or sum) finds the k-th largest value and the
 // nucleus boundary exactly. Everything at a threshold is kept, so ties never depend on
-// the order of the vocabulary.
+// the order of the vocabulary (the CPU sampler keeps the lower ids of a tie instead; the
+// two differ only when logits tie exactly at a threshold).
 #include "common.cuh"
 
 namespace specula::cuda {
@@ -13,10 +14,10 @@ namespace specula::cuda {
 namespace {
 
 // Largest bit pattern t in [0, +inf) with measure(t) >= goal, for a measure that does not
-// grow with t and holds at t = 0.
+// grow with t.
 template <typename F>
 __device__ uint32_t bisect_threshold(F measure, float goal) {
-  uint32_t lo = 0, hi = 0x7f800000u;
+  uint32_t lo = 0, hi = 0x7f800000u;  // lo = 0 is the answer when even t = 0 falls short
   while (hi - lo > 1) {
     const uint32_t mid = lo + (hi - lo) / 2;
     if (measure(mid) >= goal) lo = mid; else hi = mid;
@@ -64,7 +65,10 @@ __global__ void sampling_probs_kernel(const float* logits, int vocab, const floa
       }
       return block_sum(sum, scratch);
     };
-    const float goal = fmaxf(top_p[r] * mass_from(keep_from), FLT_MIN);
+    // the nucleus is measured against the whole distribution, as the CPU sampler does; when
+    // the top-k set holds less than top_p of it, no threshold above 0 qualifies and the
+    // top-k set stays
+    const float goal = fmaxf(top_p[r] * mass_from(0), FLT_MIN);
     keep_from = max(keep_from, bisect_threshold(mass_from, goal));
   }
   if (min_p[r] > 0.0f) keep_from = max(keep_from, __float_as_uint(min_p[r]));  // max is 1
