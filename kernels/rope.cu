@@ -1,7 +1,8 @@
 // Rotary position embedding on adjacent pairs (x[2i], x[2i+1]), as llama2.c and GGUF
 // models expect. Queries and keys sit side by side at the start of each fused q|k|v row,
-// so one launch rotates both: one thread per pair. The angle uses powf/sincosf at full
-// precision so that it matches the CPU backend to a few ulp.
+// so one launch rotates both: one thread per pair. The angle and its sine and cosine are
+// computed in double, as the CPU backend does: in float, position * frequency alone is off
+// by up to 1e-4 rad at position 4096, which the two backends would then disagree by.
 #include "common.cuh"
 
 namespace specula::cuda {
@@ -13,10 +14,10 @@ __global__ void rope_kernel(float* qk, int row_stride, const int32_t* positions,
   const int t = static_cast<int>(i / pairs_per_row);
   const int column = static_cast<int>(i % pairs_per_row) * 2;
   const int in_head = column % head_dim;
-  const float frequency = 1.0f / powf(theta, static_cast<float>(in_head) / static_cast<float>(head_dim));
-  const float angle = static_cast<float>(positions[t]) * frequency;
-  float s, c;
-  sincosf(angle, &s, &c);
+  const double angle = positions[t] * pow(static_cast<double>(theta), -static_cast<double>(in_head) / head_dim);
+  double sd, cd;
+  sincos(angle, &sd, &cd);
+  const float s = static_cast<float>(sd), c = static_cast<float>(cd);
   float* pair = qk + static_cast<int64_t>(t) * row_stride + column;
   const float a = pair[0], b = pair[1];
   pair[0] = a * c - b * s;
