@@ -8,7 +8,7 @@
 // bound by reading the weights. A warp owns one weight row and multiplies it against
 // kRows rows of x at once (the weights are read once per kRows rows); each lane walks the
 // row in 16-byte vectors at a stride fixed by k, then the warp sums with a fixed shuffle
-// tree. Every output's reduction order therefore depends on k alone, never on m or on
+// tree. More rows take more passes over the weights, served mostly from L2. Every output's reduction order therefore depends on k alone, never on m or on
 // which other rows share the launch: a sequence's logits are the same bits whatever else
 // is in the batch, which keeps greedy speculative decoding equal to plain greedy.
 #include <cstring>
@@ -46,8 +46,8 @@ template <typename T, int V>
 __global__ void __launch_bounds__(kWarps * 32) gemm_invariant_kernel(const T* x, const T* w, int m,
                                                                      int n, int k, float* y) {
   const int lane = threadIdx.x % 32;
-  const int col = blockIdx.x * kWarps + threadIdx.x / 32;
-  const int row0 = blockIdx.y * kRows;
+  const int col = blockIdx.y * kWarps + threadIdx.x / 32;
+  const int row0 = blockIdx.x * kRows;
   if (col >= n) return;
   const int rows = min(kRows, m - row0);
   const T* wr = w + static_cast<int64_t>(col) * k;
@@ -95,7 +95,9 @@ void gemm(cublasHandle_t handle, GemmMode mode, const void* x, const void* w, DT
           "cublasGemmEx");
     return;
   }
-  const dim3 grid(blocks_for(n, kWarps), blocks_for(m, kRows));
+  // row groups vary fastest, so the blocks reading the same weight rows run together and
+  // all but the first find them in L2
+  const dim3 grid(blocks_for(m, kRows), blocks_for(n, kWarps));
   // 16-byte vectors when every row starts 16-byte aligned; the choice depends on k only
   // (device allocations are 256-byte aligned)
   const bool vectors = (static_cast<size_t>(k) * dtype_bytes(type)) % 16 == 0 &&
