@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "specula-cli 0.1.0");
   specula::cli::add_inspect_command(app);
   specula::cli::add_convert_command(app);
+  specula::cli::add_bench_forward_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
