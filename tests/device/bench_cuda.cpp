@@ -5,7 +5,7 @@
 // rejection), which measures the system at a known acceptance rate whatever the weights.
 // Prints a markdown table last; exits 0 with a note when no GPU is usable.
 //
-//   bench_cuda [--shapes 1b,7b]
+//   bench_cuda [--shapes 1.1b,7b]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -149,10 +149,10 @@ Result speculative(Backend& backend, const Model& model, int n, int draft_layers
   return r;
 }
 
-void row(const char* model, int n, const std::string& mode, const Result& r, double baseline_ms, double weight_gbs,
+void row(const std::string& model, int n, const std::string& mode, const Result& r, double baseline_ms, double weight_gbs,
          double copy_gbs) {
   const double ms = 1000.0 * r.seconds / (static_cast<double>(r.tokens) / n);
-  std::printf("| %s | %d | %s | %.2f | %.0f | %.2fx |", model, n, mode.c_str(), ms, r.tokens / r.seconds, baseline_ms / ms);
+  std::printf("| %s | %d | %s | %.2f | %.0f | %.2fx |", model.c_str(), n, mode.c_str(), ms, r.tokens / r.seconds, baseline_ms / ms);
   if (weight_gbs > 0) {
     std::printf(" %.0f | %.0f%% |\n", weight_gbs, 100.0 * weight_gbs / copy_gbs);
   } else {
@@ -164,7 +164,7 @@ void row(const char* model, int n, const std::string& mode, const Result& r, dou
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string shapes = "1b,7b";
+  std::string shapes = "1.1b,7b";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--shapes") shapes = argv[i + 1];
   }
@@ -177,12 +177,13 @@ int main(int argc, char** argv) {
   std::printf("device-to-device copy: %.0f GB/s\n", copy_gbs);
   std::printf("\n| model | N | mode | ms/token/seq | tokens/s | speed-up | weight GB/s | of copy |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
-  for (const auto& [key, config] : {std::pair{std::string("1b"), test::tinyllama_shape()}, std::pair{std::string("7b"), test::llama7b_shape()}}) {
+  for (const std::string key : {"1.1b", "7b"}) {
     if (shapes.find(key) == std::string::npos) continue;
-    const auto model = test::random_model(config, TensorType::F16, 1, true);
+    const ModelConfig config = random_model_config(key);
+    const auto model = make_random_model(config, TensorType::F16, 1);
     const double weight_bytes = static_cast<double>(device_weight_bytes(*model));
     const int draft_layers = std::max(1, config.n_layers / 8);
-    const char* name = key == "1b" ? "1.1B f16" : "7B f16";
+    const std::string name = key + " f16";
     auto fast = create_cuda_backend(&why);
     auto invariant = create_cuda_backend(&why, CudaOptions{true});
     for (int n : {1, 8, 16}) {

@@ -9,7 +9,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-device}
 arch=${CUDA_ARCH:-90-real}
-tests=(test_device_plan test_cuda_kernels test_cuda_backend)
+tests=(test_device_plan test_cuda_kernels test_cuda_backend test_cuda_forward)
 mkdir -p "$build"
 log=$build/device-checks.log
 generator=()

@@ -18,14 +18,13 @@ using namespace specula::test;
 
 namespace {
 
+// Wide enough for 16-byte vector loads and 8-way grouped-query attention.
 ModelConfig small_shape() {
-  ModelConfig c;
-  c.name = "random small";
+  ModelConfig c = random_model_config("tiny");
   c.dim = 256;
   c.hidden_dim = 688;
-  c.n_layers = 3;
   c.n_heads = 8;
-  c.n_kv_heads = 2;
+  c.n_kv_heads = 1;
   c.vocab_size = 1000;
   c.context_length = 512;
   return c;
@@ -118,7 +117,7 @@ class TestCudaBackend : public QObject {
     std::string why;
     auto backend = create_cuda_backend(&why, CudaOptions{invariant});
     QVERIFY2(backend, why.c_str());
-    const auto model = random_model(small_shape(), static_cast<TensorType>(type), 5);
+    const auto model = make_random_model(small_shape(), static_cast<TensorType>(type), 5);
     const Runs r = run_both_ways(*backend, *model);
     for (size_t s = 0; s < 3; ++s) {
       QCOMPARE(r.together[s].size(), r.alone[s].size());
@@ -136,7 +135,7 @@ class TestCudaBackend : public QObject {
     SPECULA_REQUIRE_GPU();
     auto backend = create_cuda_backend(nullptr);
     QVERIFY(backend);
-    const auto model = random_model(small_shape(), TensorType::F16, 6);
+    const auto model = make_random_model(small_shape(), TensorType::F16, 6);
     auto cache = backend->create_cache(*model, 256);
     const int a = cache->create(), b = cache->fork(a);
     RaggedBatch batch;
@@ -160,7 +159,7 @@ class TestCudaBackend : public QObject {
     SPECULA_REQUIRE_GPU();
     auto backend = create_cuda_backend(nullptr);
     QVERIFY(backend);
-    const auto model = random_model(small_shape(), TensorType::F16, 7);
+    const auto model = make_random_model(small_shape(), TensorType::F16, 7);
     auto cache = backend->create_cache(*model, 64, 2);
     const int s = cache->create();
     RaggedBatch bad_token;
