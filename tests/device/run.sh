@@ -14,6 +14,10 @@ mkdir -p "$build"
 log=$build/device-checks.log
 generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
+# the toolkit's default location is often not on PATH
+if ! command -v nvcc > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+fi
 
 echo "== build (Release, CUDA $arch, $(nproc) jobs)"
 start=$SECONDS
