@@ -39,7 +39,7 @@ for t in "${tests[@]}"; do
   rc=$?
   [ $rc -ne 0 ] && failed=1
   # failures and skips with their reasons, then the totals
-  grep -E -A3 "^(FAIL!|SKIP)" "$build/$t.log" | head -40
+  grep -E -A3 "^(FAIL!|SKIP)" "$build/$t.log" | grep -v -E "^(PASS|Totals|\*\*|--$)" | head -40
   summary+=("$t: $(grep -E '^Totals' "$build/$t.log" | sed 's/, 0 blacklisted.*//') (exit $rc)")
 done
 
