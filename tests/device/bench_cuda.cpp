@@ -25,7 +25,6 @@ namespace {
 constexpr int kPrompt = 128;     // shared prompt, prefilled once and forked
 constexpr int kPlainSteps = 48;  // timed decoding steps
 constexpr int kRounds = 16;      // timed speculative rounds
-constexpr int kDraft = 4;        // draft tokens per round
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -91,8 +90,11 @@ Result plain(Backend& backend, const Model& model, int n, std::mt19937& rng) {
   return r;
 }
 
-Result speculative(Backend& backend, const Model& model, int n, int draft_layers, double alpha, std::mt19937& rng) {
-  const int capacity = (n + 1) * (kPrompt + (kRounds + 2) * (kDraft + 1) + 32);
+// Rounds of: k draft steps through the first `draft_layers` layers, one ragged verification
+// of every sequence's k + 1 tokens, then each sequence keeps a forced-acceptance prefix.
+Result speculative(Backend& backend, const Model& model, int n, int draft_layers, int k, double alpha,
+                   std::mt19937& rng) {
+  const int capacity = (n + 1) * (kPrompt + (kRounds + 2) * (k + 1) + 32);
   auto target = backend.create_cache(model, capacity);
   auto draft = backend.create_cache(model, capacity, draft_layers);
   const std::vector<int32_t> prompt = some_tokens(kPrompt, rng);
@@ -106,7 +108,7 @@ Result speculative(Backend& backend, const Model& model, int n, int draft_layers
   for (int round = -2; round < kRounds; ++round) {
     const auto start = Clock::now();
     std::vector<std::vector<int32_t>> drafted(static_cast<size_t>(n));
-    for (int j = 0; j < kDraft; ++j) {  // the draft: k ragged steps through the first K layers
+    for (int j = 0; j < k; ++j) {  // the draft: k ragged steps through the first K layers
       RaggedBatch b;
       for (int i = 0; i < n; ++i) {
         std::vector<int32_t> feed;
@@ -131,14 +133,14 @@ Result speculative(Backend& backend, const Model& model, int n, int draft_layers
     long emitted = 0;
     for (int i = 0; i < n; ++i) {
       int a = 0;
-      while (a < kDraft && accept(rng)) ++a;
-      const int committed = target->length(seqs[static_cast<size_t>(i)]) - (kDraft + 1) + a + 1;
+      while (a < k && accept(rng)) ++a;
+      const int committed = target->length(seqs[static_cast<size_t>(i)]) - (k + 1) + a + 1;
       target->truncate(seqs[static_cast<size_t>(i)], committed);
       const int draft_length = draft->length(dseqs[static_cast<size_t>(i)]);
       draft->truncate(dseqs[static_cast<size_t>(i)], std::min(draft_length, committed));
       pending[static_cast<size_t>(i)].clear();
-      if (a == kDraft) pending[static_cast<size_t>(i)].push_back(drafted[static_cast<size_t>(i)].back());
-      last[static_cast<size_t>(i)] = out[static_cast<size_t>(i * (kDraft + 1) + a)];
+      if (a == k) pending[static_cast<size_t>(i)].push_back(drafted[static_cast<size_t>(i)].back());
+      last[static_cast<size_t>(i)] = out[static_cast<size_t>(i * (k + 1) + a)];
       emitted += a + 1;
     }
     if (round >= 0) {
@@ -195,10 +197,10 @@ int main(int argc, char** argv) {
       const Result inv = plain(*invariant, *model, n, rng);
       const double inv_step_s = inv.seconds / (static_cast<double>(inv.tokens) / n);
       row(name, n, "plain, batch-invariant", inv, base_ms, weight_bytes / inv_step_s / 1e9, copy_gbs);
-      for (double alpha : {0.6, 0.8}) {
-        const Result spec = speculative(*fast, *model, n, draft_layers, alpha, rng);
+      for (const auto& [k, alpha] : {std::pair{4, 0.6}, std::pair{4, 0.8}, std::pair{6, 0.8}}) {
+        const Result spec = speculative(*fast, *model, n, draft_layers, k, alpha, rng);
         char mode[96];
-        std::snprintf(mode, sizeof(mode), "layers:%d k=%d alpha=%.1f", draft_layers, kDraft, alpha);
+        std::snprintf(mode, sizeof(mode), "layers:%d k=%d alpha=%.1f", draft_layers, k, alpha);
         row(name, n, mode, spec, base_ms, 0.0, copy_gbs);
       }
     }
