@@ -16,6 +16,8 @@ struct CommandFailed : std::runtime_error {
 };
 
 void add_check_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+void add_bench_spec_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_bench_forward_command(CLI::App& app);

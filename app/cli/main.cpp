@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "specula-cli 0.1.0");
   specula::cli::add_check_command(app);
+  specula::cli::add_generate_command(app);
+  specula::cli::add_bench_spec_command(app);
   specula::cli::add_inspect_command(app);
   specula::cli::add_convert_command(app);
   specula::cli::add_bench_forward_command(app);
