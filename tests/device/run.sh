@@ -23,7 +23,7 @@ echo "== build (Release, CUDA $arch, $(nproc) jobs)"
 start=$SECONDS
 if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSPECULA_BUILD_UI=OFF \
      -DSPECULA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$log" 2>&1 ||
-   ! cmake --build "$build" -j "$(nproc)" --target "${tests[@]}" bench_cuda >> "$log" 2>&1; then
+   ! cmake --build "$build" -j "$(nproc)" --target "${tests[@]}" bench_cuda specula-cli >> "$log" 2>&1; then
   grep -E "error|Error" "$log" | head -40
   echo "build failed; full log: $log"
   exit 1
@@ -44,12 +44,21 @@ for t in "${tests[@]}"; do
 done
 
 echo "== timings"
+# the session's own decoder (logits copied to the host every step) at forced acceptance
+timeout 150 "$build/app/specula-cli" bench-spec --device cuda --random 7b --type f16 --n 1,8,16 \
+  --drafters layers:4 --policies fixed:4 --temps 0 --alpha 0.8 --max-tokens 64 > "$build/bench-spec.log" 2>&1
+spec_rc=$?
 timeout 300 "$build/tests/device/bench_cuda" > "$build/bench.log" 2>&1
 bench_rc=$?
 
 echo
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2> /dev/null
 printf '%s\n' "${summary[@]}"
+echo
+echo "specula-cli bench-spec (decoder with host sampling):"
+grep -E "^(model|\|)" "$build/bench-spec.log"
+[ $spec_rc -ne 0 ] && echo "bench-spec exit $spec_rc (log: $build/bench-spec.log)"
+echo
 [ $bench_rc -ne 0 ] && echo "bench_cuda exit $bench_rc (log: $build/bench.log)"
 cat "$build/bench.log"
 exit $failed

@@ -1,7 +1,8 @@
 // The CUDA backend's forward pass against independent references: the CPU backend on
 // random models (ragged steps with forks, copy-on-write and rollback), the reference C
-// implementation's stories260K greedy outputs, and the choice of device. Skips, with the
-// reason, where no GPU is usable.
+// implementation's stories260K greedy outputs, greedy speculative decoding against plain
+// greedy decoding on the GPU, and the choice of device. Skips, with the reason, where no
+// GPU is usable.
 #include <QtTest>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "device_support.h"
 #include "model.h"
 #include "random_model.h"
+#include "session.h"
 #include "shared_data.h"
 
 using namespace specula;
@@ -97,6 +99,18 @@ std::shared_ptr<const Model> stories260k() {
   return load_model(checkpoint.toStdString(), options);
 }
 
+// Greedy candidates of stories260K for a story opening, drafted by `draft`.
+std::vector<std::vector<int>> generate(Backend& backend, const Model& model, int n, const std::string& draft) {
+  GenerationRequest request;
+  request.prompt = "Once upon a time";
+  request.n_candidates = n;
+  request.max_new_tokens = 80;
+  request.draft.kind = draft;
+  std::vector<std::vector<int>> tokens;
+  for (const Candidate& c : run_session(backend, model, request).candidates) tokens.push_back(c.tokens);
+  return tokens;
+}
+
 }  // namespace
 
 class TestCudaForward : public QObject {
@@ -156,6 +170,41 @@ class TestCudaForward : public QObject {
     auto gpu = create_cuda_backend(&why, CudaOptions{invariant});
     QVERIFY2(gpu, why.c_str());
     QCOMPARE(QString::fromStdString(greedy(*model, *gpu, prompt.toStdString(), steps)), expected);
+  }
+
+  // Exact in the batch-invariant mode; with cuBLAS the agreement rate is reported.
+  void greedySpeculativeEqualsPlainGreedy_data() {
+    QTest::addColumn<int>("n");
+    QTest::newRow("N=1") << 1;
+    QTest::newRow("N=8") << 8;
+  }
+  void greedySpeculativeEqualsPlainGreedy() {
+    SPECULA_REQUIRE_GPU();
+    QFETCH(int, n);
+    const auto model = stories260k();
+    if (!model) QSKIP("stories260K missing from the shared data");
+    for (bool invariant : {true, false}) {
+      std::string why;
+      auto gpu = create_cuda_backend(&why, CudaOptions{invariant});
+      QVERIFY2(gpu, why.c_str());
+      const auto plain = generate(*gpu, *model, n, "none");
+      QCOMPARE(plain.size(), static_cast<size_t>(n));
+      for (const std::string draft : {"layers:2", "ngram"}) {
+        const auto speculative = generate(*gpu, *model, n, draft);
+        QCOMPARE(speculative.size(), static_cast<size_t>(n));
+        int same = 0;
+        for (int i = 0; i < n; ++i) {
+          QVERIFY(!plain[static_cast<size_t>(i)].empty());
+          same += plain[static_cast<size_t>(i)] == speculative[static_cast<size_t>(i)] ? 1 : 0;
+        }
+        if (invariant) {
+          QVERIFY2(same == n, qPrintable(QStringLiteral("%1: %2 of %3 candidates equal plain greedy")
+                                             .arg(QString::fromStdString(draft)).arg(same).arg(n)));
+        } else {
+          qInfo("cuBLAS products, %s: %d of %d candidates identical to plain greedy", draft.c_str(), same, n);
+        }
+      }
+    }
   }
 
   // auto takes the GPU when one is usable and says which; without one it says why and
