@@ -5,7 +5,10 @@
 
 namespace specula::cuda {
 
-__global__ void argmax_kernel(const float* logits, int vocab, int32_t* out) {
+// one block per row; the launch bound keeps the compiler within 64 registers a thread
+constexpr int kThreads = 1024;
+
+__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* logits, int vocab, int32_t* out) {
   __shared__ float scratch_v[32];
   __shared__ int scratch_i[32];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -15,7 +18,7 @@ __global__ void argmax_kernel(const float* logits, int vocab, int32_t* out) {
 
 void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream) {
   if (n_rows == 0) return;
-  argmax_kernel<<<n_rows, 1024, 0, stream>>>(logits, vocab, out);
+  argmax_kernel<<<n_rows, kThreads, 0, stream>>>(logits, vocab, out);
   check(cudaGetLastError(), "argmax_rows");
 }
 

@@ -7,20 +7,24 @@
 
 namespace specula::cuda {
 
+// one block per row; the launch bound keeps the compiler within 64 registers a thread
+constexpr int kThreads = 1024;
+
 namespace {
 
-__global__ void sample_kernel(const float* probs, int vocab, const float* uniforms, int32_t* out) {
-  __shared__ float sums[1024];
+__global__ void __launch_bounds__(kThreads)
+    sample_kernel(const float* probs, int vocab, const float* uniforms, int32_t* out) {
+  __shared__ float sums[kThreads];
   __shared__ int result[3];
   const float* p = probs + static_cast<int64_t>(blockIdx.x) * vocab;
   const int drawn = block_draw([&](int i) { return p[i]; }, vocab, uniforms[blockIdx.x], sums, result);
   if (threadIdx.x == 0) out[blockIdx.x] = max(drawn, 0);
 }
 
-__global__ void verify_kernel(const float* target_probs, const float* draft_probs,
-                              const int32_t* draft_tokens, int vocab, const float* u_accept,
-                              const float* u_residual, int32_t* accepted, int32_t* residual) {
-  __shared__ float sums[1024];
+__global__ void __launch_bounds__(kThreads)
+    verify_kernel(const float* target_probs, const float* draft_probs, const int32_t* draft_tokens, int vocab,
+                  const float* u_accept, const float* u_residual, int32_t* accepted, int32_t* residual) {
+  __shared__ float sums[kThreads];
   __shared__ int result[3];
   const int r = blockIdx.x;
   const float* p = target_probs + static_cast<int64_t>(r) * vocab;
@@ -41,7 +45,7 @@ __global__ void verify_kernel(const float* target_probs, const float* draft_prob
 void sample_rows(const float* probs, int n_rows, int vocab, const float* uniforms, int32_t* out,
                  cudaStream_t stream) {
   if (n_rows == 0) return;
-  sample_kernel<<<n_rows, 1024, 0, stream>>>(probs, vocab, uniforms, out);
+  sample_kernel<<<n_rows, kThreads, 0, stream>>>(probs, vocab, uniforms, out);
   check(cudaGetLastError(), "sample_rows");
 }
 
@@ -50,7 +54,7 @@ void speculative_verify(const float* target_probs, const float* draft_probs,
                         const float* u_accept, const float* u_residual, int32_t* accepted,
                         int32_t* residual, cudaStream_t stream) {
   if (n_rows == 0) return;
-  verify_kernel<<<n_rows, 1024, 0, stream>>>(target_probs, draft_probs, draft_tokens, vocab,
+  verify_kernel<<<n_rows, kThreads, 0, stream>>>(target_probs, draft_probs, draft_tokens, vocab,
                                               u_accept, u_residual, accepted, residual);
   check(cudaGetLastError(), "speculative_verify");
 }

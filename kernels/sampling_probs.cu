@@ -11,6 +11,9 @@
 
 namespace specula::cuda {
 
+// one block per row; the launch bound keeps the compiler within 64 registers a thread
+constexpr int kThreads = 1024;
+
 namespace {
 
 // Largest bit pattern t in [0, +inf) with measure(t) >= goal, for a measure that does not
@@ -25,9 +28,9 @@ __device__ uint32_t bisect_threshold(F measure, float goal) {
   return lo;
 }
 
-__global__ void sampling_probs_kernel(const float* logits, int vocab, const float* temperature,
-                                      const int32_t* top_k, const float* top_p, const float* min_p,
-                                      float* probs) {
+__global__ void __launch_bounds__(kThreads)
+    sampling_probs_kernel(const float* logits, int vocab, const float* temperature, const int32_t* top_k,
+                          const float* top_p, const float* min_p, float* probs) {
   __shared__ float scratch[32];
   __shared__ int scratch_i[32];
   const int r = blockIdx.x;
@@ -86,7 +89,7 @@ void sampling_probs(const float* logits, int n_rows, int vocab, const float* tem
                     const int32_t* top_k, const float* top_p, const float* min_p, float* probs,
                     cudaStream_t stream) {
   if (n_rows == 0) return;
-  sampling_probs_kernel<<<n_rows, 1024, 0, stream>>>(logits, vocab, temperature, top_k, top_p,
+  sampling_probs_kernel<<<n_rows, kThreads, 0, stream>>>(logits, vocab, temperature, top_k, top_p,
                                                       min_p, probs);
   check(cudaGetLastError(), "sampling_probs");
 }
