@@ -1,4 +1,4 @@
-// Helpers shared by the kernels: element conversions, block reductions, type dispatch.
+// Shared by the kernels: element conversions, block reductions, type dispatch.
 #pragma once
 
 #include <cuda_bf16.h>
