@@ -21,5 +21,6 @@ void add_bench_spec_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_bench_forward_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 
 }  // namespace specula::cli
