@@ -1,0 +1,120 @@
+"""Writes tests/data/demo_reference.json: what the exported demo GGUF files must compute.
+
+The weights are read back from the GGUF files themselves (so the F16 target is checked
+with its F16-rounded weights) and the forward pass runs in float64. For each fixed input:
+the token ids SentencePiece gives (BOS first), the full logits at the last position, the
+logits of every position at a fixed set of token ids, the argmax of every position, and a
+greedy continuation. The engine should match logits with relative error below 1e-3,
+measured per vector as max |engine - reference| / max |reference|.
+"""
+import argparse
+import hashlib
+import json
+import os
+
+import gguf
+import numpy as np
+import sentencepiece as spm
+import torch
+
+from export_gguf import TENSOR_NAMES
+from model import Config, Llama
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+INPUTS = [
+    'def add(a, b):\n    """Return the sum of a and b."""\n',
+    'def count_even(nums):\n    """Count the even numbers in nums.\n    >>> count_even([1, 2, 4])\n    2\n    """\n',
+    "import os\n\n\nclass Store:\n\tdef __init__(self, path):\n        self.path = path  # café, 10 ≤ n\n",
+]
+SAMPLED_IDS = list(range(0, 4096, 64)) + [4095]
+GREEDY_TOKENS = 24
+
+
+def field_value(reader, key):
+    field = reader.fields[key]
+    return field.parts[field.data[0]][0]
+
+
+def load_gguf(path):
+    """Builds the PyTorch model from a GGUF file's keys and tensors, in float64."""
+    reader = gguf.GGUFReader(path)
+    config = Config(
+        dim=int(field_value(reader, "llama.embedding_length")),
+        hidden_dim=int(field_value(reader, "llama.feed_forward_length")),
+        n_layers=int(field_value(reader, "llama.block_count")),
+        n_heads=int(field_value(reader, "llama.attention.head_count")),
+        n_kv_heads=int(field_value(reader, "llama.attention.head_count_kv")),
+        vocab_size=int(field_value(reader, "llama.vocab_size")),
+        context_length=int(field_value(reader, "llama.context_length")),
+        rope_theta=float(field_value(reader, "llama.rope.freq_base")),
+        norm_eps=float(field_value(reader, "llama.attention.layer_norm_rms_epsilon")),
+    )
+    tensors = {t.name: torch.from_numpy(np.array(t.data, dtype=np.float64)) for t in reader.tensors}
+    state = {}
+    for parameter, name in TENSOR_NAMES.items():
+        if "{}" in parameter:
+            for layer in range(config.n_layers):
+                state[parameter.format(layer)] = tensors[name.format(layer)]
+        else:
+            state[parameter] = tensors[name]
+    model = Llama(config).double()
+    model.load_state_dict(state)
+    model.eval()
+    return model, config
+
+
+@torch.no_grad()
+def cases_for(model, processor):
+    cases = []
+    for text in INPUTS:
+        ids = [processor.bos_id()] + processor.encode(text)
+        logits = model(torch.tensor([ids]))[0].double()
+        greedy = list(ids)
+        for _ in range(GREEDY_TOKENS):
+            greedy.append(int(model(torch.tensor([greedy]))[0, -1].argmax()))
+        cases.append({
+            "text": text,
+            "tokens": ids,
+            "last_logits": [float(f"{v:.7g}") for v in logits[-1].tolist()],
+            "sampled_logits": [[float(f"{v:.7g}") for v in row] for row in logits[:, SAMPLED_IDS].tolist()],
+            "argmax": logits.argmax(-1).tolist(),
+            "greedy_tokens": greedy[len(ids):],
+            # Decoded with the prompt so that the continuation keeps its leading spaces.
+            "greedy_text": processor.decode(greedy[1:])[len(text):],
+        })
+    return cases
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=os.path.join(REPO, "resources/models"))
+    parser.add_argument("--tokenizer", default=os.path.join(HERE, "work/tokenizer.model"))
+    parser.add_argument("--out", default=os.path.join(REPO, "tests/data/demo_reference.json"))
+    options = parser.parse_args()
+
+    processor = spm.SentencePieceProcessor(model_file=options.tokenizer)
+    reference = {
+        "about": __doc__.strip().splitlines()[0],
+        "metric": "per logits vector: max |engine - reference| / max |reference| < 1e-3",
+        "sampled_ids": SAMPLED_IDS,
+        "models": {},
+    }
+    for name in ("target", "draft"):
+        path = os.path.join(options.models, f"specula-demo-{name}.gguf")
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        model, config = load_gguf(path)
+        reference["models"][name] = {"file": f"resources/models/specula-demo-{name}.gguf",
+                                     "sha256": digest, "config": config.as_dict(),
+                                     "cases": cases_for(model, processor)}
+        print(name, [c["greedy_text"] for c in reference["models"][name]["cases"]])
+    os.makedirs(os.path.dirname(options.out), exist_ok=True)
+    with open(options.out, "w") as f:
+        json.dump(reference, f, separators=(",", ":"))
+    print(f"wrote {options.out} ({os.path.getsize(options.out)} bytes)")
+
+
+if __name__ == "__main__":
+    main()
