@@ -13,11 +13,11 @@ import torch.nn.functional as F
 
 @dataclass
 class Config:
-    dim: int = 256          # residual stream width
-    hidden_dim: int = 688   # feed-forward width
+    dim: int = 192          # residual stream width
+    hidden_dim: int = 512   # feed-forward width
     n_layers: int = 4
-    n_heads: int = 8
-    n_kv_heads: int = 4     # n_heads % n_kv_heads == 0
+    n_heads: int = 6
+    n_kv_heads: int = 2     # n_heads % n_kv_heads == 0
     vocab_size: int = 4096
     context_length: int = 256
     rope_theta: float = 10000.0

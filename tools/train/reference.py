@@ -5,7 +5,8 @@ with its F16-rounded weights) and the forward pass runs in float64. For each fix
 the token ids SentencePiece gives (BOS first), the full logits at the last position, the
 logits of every position at a fixed set of token ids, the argmax of every position, and a
 greedy continuation. The engine should match logits with relative error below 1e-3,
-measured per vector as max |engine - reference| / max |reference|.
+measured per vector as max |engine - reference| / max |reference|. The "tokenizer" list
+holds texts with the ids SentencePiece gives them (no BOS); each decodes back exactly.
 """
 import argparse
 import hashlib
@@ -17,6 +18,7 @@ import numpy as np
 import sentencepiece as spm
 import torch
 
+import tasks
 from export_gguf import TENSOR_NAMES
 from model import Config, Llama
 
@@ -30,6 +32,13 @@ INPUTS = [
 ]
 SAMPLED_IDS = list(range(0, 4096, 64)) + [4095]
 GREEDY_TOKENS = 24
+# Texts whose SentencePiece ids the engine's tokenizer must reproduce and decode back exactly:
+# whitespace in every form code has it, byte fallback, and a sample of generated corpus tasks.
+TOKENIZER_TEXTS = [
+    "", " ", "\n", "\n\n\n", "    ", "\t\tx = 1\n", "a\r\nb\r\n", "  leading and trailing  ",
+    "x=1;y = 2 ;  z  =  3", "12345 + 678.9e-10", "naïve café — 10 ≤ n ≥ 0 ✓ 😀",
+    "class A:\n    def f(self):\n        return {'k': [1, 2]}\n\n\nif __name__ == '__main__':\n    A().f()\n",
+] + [prompt + body for prompt, body, _ in tasks.generate(20260101, 12)]
 
 
 def field_value(reader, key):
@@ -100,7 +109,10 @@ def main():
         "metric": "per logits vector: max |engine - reference| / max |reference| < 1e-3",
         "sampled_ids": SAMPLED_IDS,
         "models": {},
+        "tokenizer": [{"text": text, "ids": processor.encode(text)} for text in TOKENIZER_TEXTS],
     }
+    for case in reference["tokenizer"]:
+        assert processor.decode(case["ids"]) == case["text"], case["text"]
     for name in ("target", "draft"):
         path = os.path.join(options.models, f"specula-demo-{name}.gguf")
         with open(path, "rb") as f:

@@ -4,7 +4,7 @@ Batches are drawn from a generator seeded by (seed, step), so a run resumed from
 sees exactly the batches an uninterrupted run would. Checkpoints hold the weights, optimizer
 state and step; the latest is work/<name>/ckpt.pt, and training resumes from it when present.
 
-    python3 train.py --name target --dim 256 --layers 4 --heads 8 --kv-heads 4 --hidden 688 --steps 1500
+    python3 train.py --name target --dim 192 --layers 4 --heads 6 --kv-heads 2 --hidden 512 --steps 600
 """
 import argparse
 import json
@@ -65,11 +65,11 @@ def learning_rate(step, steps, peak, warmup):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True)
-    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--dim", type=int, default=192)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=688)
+    parser.add_argument("--heads", type=int, default=6)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--steps", type=int, default=1000)
