@@ -39,10 +39,12 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(head_dim, length, theta):
-    """cos and sin of shape (length, head_dim / 2): pair i of position p turns by p * theta^(-2i/d)."""
+    """cos and sin of shape (length, head_dim / 2): pair i of position p turns by p * theta^(-2i/d).
+
+    Kept in float64 so that the float64 reference pass uses exact angles."""
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     angles = torch.outer(torch.arange(length, dtype=torch.float64), inv_freq)
-    return angles.cos().float(), angles.sin().float()
+    return angles.cos(), angles.sin()
 
 
 def apply_rope(x, cos, sin):
@@ -107,8 +109,8 @@ class Llama(nn.Module):
         self.layers = nn.ModuleList(Block(c) for _ in range(c.n_layers))
         self.final_norm = RMSNorm(c.dim, c.norm_eps)
         cos, sin = rope_tables(c.dim // c.n_heads, c.context_length, c.rope_theta)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
+        # Plain attributes, not buffers, so that .float() / .double() never round them.
+        self.rope_cos, self.rope_sin = cos, sin
         self.apply(self._init)
         # Residual projections start small so that deep sums stay near unit scale (GPT-2).
         for name, p in self.named_parameters():
@@ -124,7 +126,7 @@ class Llama(nn.Module):
         """tokens: (batch, seq) int64 -> logits (batch, seq, vocab) float32."""
         seq = tokens.shape[1]
         x = self.token_embedding(tokens)
-        cos, sin = self.rope_cos[:seq], self.rope_sin[:seq]
+        cos, sin = self.rope_cos[:seq].to(x.dtype), self.rope_sin[:seq].to(x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin)
         return F.linear(self.final_norm(x), self.token_embedding.weight).float()
