@@ -26,7 +26,7 @@ class Backend {
   // final norm and output matrix), writing each sequence's keys and values into `cache`,
   // and returns the logits of the rows the batch asks for: (n_logit_rows, vocab), in
   // token order. A sequence's logits must not depend on the rest of the batch or on how
-  // its tokens were split across calls.
+  // its tokens were split across calls. Not reentrant: one forward at a time per backend.
   virtual void forward(const Model& model, KvCache& cache, const RaggedBatch& batch,
                        std::vector<float>& logits, int n_layers = -1) = 0;
 };
@@ -38,5 +38,8 @@ enum class DeviceChoice { Auto, Cpu, Cuda };
 // saying what was chosen and why.
 std::unique_ptr<Backend> create_backend(DeviceChoice choice, std::string* note = nullptr);
 std::unique_ptr<Backend> create_cpu_backend(int threads = 0);  // 0: one per core
+// Defined by the CUDA backend when the build has one: a backend on the first usable GPU,
+// or null with the reason in `why_not` ("this build has no CUDA support" otherwise).
+std::unique_ptr<Backend> create_cuda_backend(std::string* why_not);
 
 }  // namespace specula

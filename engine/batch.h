@@ -34,7 +34,7 @@ struct BatchPlan {
   int max_context = 0;                  // longest context_lengths entry
   std::vector<int32_t> token_seq;       // (n_tokens) batch sequence index of each token
   std::vector<int32_t> positions;       // (n_tokens) absolute position of each token
-  std::vector<int32_t> slots;           // (n_tokens) cache slot the token's key/value go to
+  std::vector<int32_t> cache_slots;     // (n_tokens) cache slot the token's key/value go to
   std::vector<int32_t> seq_offsets;     // (n_seqs + 1) = batch.offsets
   std::vector<int32_t> context_lengths; // (n_seqs) cache length after this batch
   std::vector<int32_t> table_offsets;   // (n_seqs + 1) into block_tables

@@ -53,7 +53,8 @@ struct TensorView {
 // Decodes `n` consecutive values (whole blocks) of a row into floats.
 void dequantize_row(TensorType type, const void* src, float* dst, int64_t n);
 // Encodes `n` floats (whole blocks) into `type`, rounding as llama.cpp's reference
-// quantizers do.
+// quantizers do. Q4_K and Q6_K are read-only here: quantizing to them throws
+// std::invalid_argument.
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n);
 
 float fp16_to_fp32(uint16_t h);

@@ -54,16 +54,32 @@ std::string serialize_sentencepiece_model(const Vocabulary& vocab);
 // character or losing SentencePiece's leading-space handling.
 class IncrementalDecoder {
  public:
+  // `prefix`: ids already shown (the prompt); their text is not emitted again.
   explicit IncrementalDecoder(const Tokenizer& tokenizer, std::vector<int> prefix = {});
   // Appends tokens; returns the text that became final.
   std::string push(std::span<const int> tokens);
+  // Returns the held-back rest (an unfinished UTF-8 character at the end of the stream), so
+  // that the concatenated deltas equal the decode of prefix + tokens minus the prefix text.
+  // Ends the stream: push after finish is not meaningful.
+  std::string finish();
   const std::string& text() const { return emitted_; }
 
  private:
+  // The text of tokens_[window_, end) that follows the anchor.
+  std::string window_text(size_t end) const;
+  void advance_window(size_t final_ids);
+  std::string take(size_t final_ids);
+
   const Tokenizer& tokenizer_;
-  std::vector<int> prefix_;
-  std::vector<int> tokens_;
-  std::string emitted_;
+  std::vector<int> tokens_;       // (prefix + pushed) every id seen so far
+  // Only tokens_[window_, end) are decoded again on each push. When window_ > 0,
+  // tokens_[window_] is an anchor: a final piece with visible text of its own, after which
+  // SentencePiece decodes independently of everything before it.
+  size_t window_ = 0;
+  size_t window_offset_ = 0;      // bytes of the full text up to and including the anchor
+  size_t anchor_text_size_ = 0;   // bytes the anchor decodes to when it comes first
+  size_t prefix_text_size_ = 0;   // bytes of the prefix's final text, never emitted
+  std::string emitted_;           // concatenation of every delta returned
 };
 
 }  // namespace specula

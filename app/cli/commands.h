@@ -15,4 +15,8 @@ struct CommandFailed : std::runtime_error {
   int code;
 };
 
+void add_inspect_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
+void add_bench_forward_command(CLI::App& app);
+
 }  // namespace specula::cli

@@ -1,0 +1,238 @@
+// specula-cli bench-forward: speed of the forward pass against the machine's memory
+// bandwidth. One-token decoding is bound by reading every weight once, so its weight
+// GB/s over the measured read bandwidth says how close the kernels come to the limit;
+// forwards of k tokens (one sequence of k, or k sequences of 1) show what batching and
+// speculation buy.
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <numeric>
+#include <nlohmann/json.hpp>
+
+#include "backend.h"
+#include "commands.h"
+#include "random_model.h"
+#include "thread_pool.h"
+
+namespace specula::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string model_path;
+  std::string random_shape;
+  std::string type = "f32";
+  std::vector<int> tokens{1, 2, 4, 8, 16, 32, 64};
+  int repeats = 5;
+  int threads = 0;
+  int prefix = 8;  // cached positions of every sequence before the timed forwards
+  bool json = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// CPU time of the whole process: with one thread, the cost of the work itself even when
+// other programs take turns on the cores (wall time then includes their turns).
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Read bandwidth in bytes/s: a streaming sum over 1 GiB (far beyond any cache) on every
+// thread of the pool, median of `repeats` passes.
+double measure_bandwidth(ThreadPool& pool, int repeats) {
+  const size_t words = (size_t{1} << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buffer(words, 1);  // touched once, so pages are mapped
+  std::vector<double> times;
+  std::vector<uint64_t> sums;
+  for (int r = 0; r < repeats; ++r) {
+    sums.assign(static_cast<size_t>(pool.size()), 0);
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(static_cast<int64_t>(words), [&](int64_t begin, int64_t end, int thread) {
+      uint64_t sum = 0;
+      for (int64_t i = begin; i < end; ++i) sum += buffer[static_cast<size_t>(i)];
+      sums[static_cast<size_t>(thread)] += sum;
+    }, 4096);
+    times.push_back(seconds_since(start));
+  }
+  if (std::accumulate(sums.begin(), sums.end(), uint64_t{0}) != words) {
+    throw CommandFailed("bandwidth check summed the wrong value", 1);
+  }
+  return static_cast<double>(words * sizeof(uint64_t)) / median(times);
+}
+
+// Bytes a forward pass streams: every layer matrix and the output matrix (the embedding
+// table is only indexed).
+double streamed_weight_bytes(const Model& model) {
+  double bytes = static_cast<double>(model.weights.output.bytes());
+  for (const LayerWeights& l : model.weights.layers) {
+    for (const TensorView* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate,
+                                &l.w_up, &l.w_down}) {
+      bytes += static_cast<double>(v->bytes());
+    }
+  }
+  return bytes;
+}
+
+struct Timing {
+  double seconds;  // median time of one forward
+  double best;     // fastest run: on a shared machine, the least disturbed one
+  double cpu;      // median process CPU time of one forward (all threads, spinning included)
+};
+
+// Median time of forwards that add `per_seq` tokens to each of `n_seqs` forks of a
+// prefilled sequence (logits for all tokens); the forks are cut back after each run so
+// every repeat sees the same context.
+Timing time_forward(Backend& backend, const Model& model, KvCache& cache, int prefilled,
+                    int n_seqs, int per_seq, int repeats) {
+  std::vector<int> forks;
+  for (int i = 0; i < n_seqs; ++i) forks.push_back(cache.fork(prefilled));
+  RaggedBatch batch;
+  for (int i = 0; i < n_seqs; ++i) {
+    std::vector<int32_t> tokens(static_cast<size_t>(per_seq));
+    for (int j = 0; j < per_seq; ++j) tokens[j] = (17 * i + 31 * j + 5) % model.config.vocab_size;
+    batch.add(forks[i], tokens, true);
+  }
+  const int prefix = cache.length(prefilled);
+  std::vector<float> logits;
+  std::vector<double> times, cpu_times;
+  for (int r = 0; r <= repeats; ++r) {  // the first run warms up and is not counted
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_seconds();
+    backend.forward(model, cache, batch, logits);
+    if (r > 0) {
+      times.push_back(seconds_since(start));
+      cpu_times.push_back(process_cpu_seconds() - cpu_start);
+    }
+    for (int f : forks) cache.truncate(f, prefix);
+  }
+  for (int f : forks) cache.release(f);
+  return {median(times), *std::min_element(times.begin(), times.end()), median(cpu_times)};
+}
+
+void run_bench(const BenchOptions& o) {
+  if (o.model_path.empty() == o.random_shape.empty()) {
+    throw CommandFailed("give either -m MODEL or --random SHAPE", 2);
+  }
+  if (o.repeats < 1) throw CommandFailed("--repeats must be at least 1", 2);
+  std::shared_ptr<const Model> model;
+  std::string type_name = o.type;
+  if (!o.model_path.empty()) {
+    model = load_model(o.model_path);
+    type_name = std::string(type_traits(model->weights.layers.at(0).wq.type).name);
+  } else {
+    const std::optional<TensorType> type = tensor_type_from_name(o.type);
+    if (!type) throw CommandFailed("unknown weight type '" + o.type + "'", 2);
+    model = make_random_model(random_model_config(o.random_shape), *type, 1, o.threads);
+  }
+  const ModelConfig& c = model->config;
+  const int max_k = *std::max_element(o.tokens.begin(), o.tokens.end());
+  if (max_k < 1) throw CommandFailed("--tokens must be positive", 2);
+
+  std::unique_ptr<Backend> backend = create_cpu_backend(o.threads);
+  double bandwidth;
+  {
+    ThreadPool pool(o.threads);
+    bandwidth = measure_bandwidth(pool, o.repeats);
+  }
+  const double weight_bytes = streamed_weight_bytes(*model);
+
+  std::unique_ptr<KvCache> cache =
+      backend->create_cache(*model, (o.prefix + max_k) * (max_k + 2) + 64);
+  const int prefilled = cache->create();
+  {
+    std::vector<int32_t> prompt(static_cast<size_t>(o.prefix));
+    std::iota(prompt.begin(), prompt.end(), 1);
+    RaggedBatch batch;
+    batch.add(prefilled, prompt, false);
+    std::vector<float> logits;
+    backend->forward(*model, *cache, batch, logits);
+  }
+
+  const Timing one = time_forward(*backend, *model, *cache, prefilled, 1, 1, o.repeats);
+  nlohmann::json report{
+      {"model", model->config.name.empty() ? model->path : model->config.name},
+      {"type", type_name},
+      {"backend", backend->name()},
+      {"layers", c.n_layers},
+      {"dim", c.dim},
+      {"weight_bytes_per_forward", weight_bytes},
+      {"read_bandwidth_gb_s", bandwidth / 1e9},
+      {"context", o.prefix},
+      {"repeats", o.repeats},
+      {"decode", {{"ms", one.seconds * 1e3},
+                  {"best_ms", one.best * 1e3},
+                  {"cpu_ms", one.cpu * 1e3},
+                  {"tokens_per_s", 1.0 / one.seconds},
+                  {"weight_gb_s", weight_bytes / one.seconds / 1e9},
+                  {"fraction_of_bandwidth", weight_bytes / one.seconds / bandwidth}}},
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  for (int k : o.tokens) {
+    const Timing seq = time_forward(*backend, *model, *cache, prefilled, 1, k, o.repeats);
+    const Timing seqs = time_forward(*backend, *model, *cache, prefilled, k, 1, o.repeats);
+    rows.push_back({{"tokens", k},
+                    {"one_sequence_ms", seq.seconds * 1e3},
+                    {"one_sequence_best_ms", seq.best * 1e3},
+                    {"one_sequence_cpu_ms", seq.cpu * 1e3},
+                    {"one_sequence_tokens_per_s", k / seq.seconds},
+                    {"one_sequence_cost_vs_1", seq.seconds / one.seconds},
+                    {"k_sequences_ms", seqs.seconds * 1e3},
+                    {"k_sequences_best_ms", seqs.best * 1e3},
+                    {"k_sequences_cpu_ms", seqs.cpu * 1e3},
+                    {"k_sequences_tokens_per_s", k / seqs.seconds},
+                    {"k_sequences_cost_vs_1", seqs.seconds / one.seconds}});
+  }
+  report["forwards"] = rows;
+
+  if (o.json) {
+    std::printf("%s\n", report.dump(2).c_str());
+    return;
+  }
+  std::printf("model %s (%s), %s\n", report["model"].get<std::string>().c_str(), type_name.c_str(),
+              backend->name().c_str());
+  std::printf("weights read per forward: %.3f GB; read bandwidth: %.2f GB/s\n", weight_bytes / 1e9,
+              bandwidth / 1e9);
+  std::printf("one-token decode: %.2f ms (best %.2f, cpu %.2f), %.2f tokens/s, weights at %.2f GB/s "
+              "= %.0f%% of bandwidth\n",
+              one.seconds * 1e3, one.best * 1e3, one.cpu * 1e3, 1.0 / one.seconds,
+              weight_bytes / one.seconds / 1e9,
+              100.0 * weight_bytes / one.seconds / bandwidth);
+  std::printf("%6s | %38s | %38s\n", "k", "one sequence of k tokens", "k sequences of 1 token");
+  std::printf("%6s | %9s %9s %9s %8s | %9s %9s %9s %8s\n", "", "ms", "best ms", "tok/s", "x 1 tok",
+              "ms", "best ms", "tok/s", "x 1 tok");
+  for (const nlohmann::json& r : rows) {
+    std::printf("%6d | %9.2f %9.2f %9.1f %8.2f | %9.2f %9.2f %9.1f %8.2f\n", r["tokens"].get<int>(),
+                r["one_sequence_ms"].get<double>(), r["one_sequence_best_ms"].get<double>(),
+                r["one_sequence_tokens_per_s"].get<double>(), r["one_sequence_cost_vs_1"].get<double>(),
+                r["k_sequences_ms"].get<double>(), r["k_sequences_best_ms"].get<double>(),
+                r["k_sequences_tokens_per_s"].get<double>(), r["k_sequences_cost_vs_1"].get<double>());
+  }
+}
+
+}  // namespace
+
+void add_bench_forward_command(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench-forward", "Time the CPU forward pass against memory bandwidth");
+  cmd->add_option("-m,--model", options->model_path, "Model file (GGUF, llama2.c, Hugging Face directory)");
+  cmd->add_option("--random", options->random_shape, "Random weights of a named shape: tiny, 110m, 1.1b, 7b");
+  cmd->add_option("--type", options->type, "Weight type of a random model: f32, f16, bf16, q8_0, q4_0");
+  cmd->add_option("--tokens", options->tokens, "Forward sizes to time, e.g. 1,2,4,8")->delimiter(',');
+  cmd->add_option("--repeats", options->repeats, "Timed runs per measurement (the median is reported)");
+  cmd->add_option("--threads", options->threads, "Threads (0: one per core)");
+  cmd->add_option("--context", options->prefix, "Cached positions before the timed forwards");
+  cmd->add_flag("--json", options->json, "Print the results as JSON");
+  cmd->callback([options] { run_bench(*options); });
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,128 @@
+// specula-cli inspect MODEL: what a model file holds, without running it.
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.h"
+#include "model.h"
+
+namespace specula::cli {
+
+namespace {
+
+struct TypeTally {
+  int tensors = 0;
+  size_t bytes = 0;
+};
+
+std::map<std::string, TypeTally> tally_by_type(const Model& model) {
+  std::map<std::string, TypeTally> tally;
+  const auto add = [&](const TensorView& v) {
+    TypeTally& t = tally[std::string(type_traits(v.type).name)];
+    t.tensors++;
+    t.bytes += v.bytes();
+  };
+  const Weights& w = model.weights;
+  add(w.token_embedding);
+  for (const LayerWeights& L : w.layers) {
+    for (const TensorView* v : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down}) {
+      add(*v);
+    }
+  }
+  add(w.final_norm);
+  if (!model.tied_output()) add(w.output);
+  return tally;
+}
+
+constexpr const char* kSampleText = "Once upon a time, there was a little robot.";
+
+nlohmann::json describe(const Model& model) {
+  const ModelConfig& c = model.config;
+  nlohmann::json j;
+  j["path"] = model.path;
+  j["format"] = model.format;
+  j["name"] = c.name;
+  j["architecture"] = c.architecture;
+  j["config"] = {{"dim", c.dim},           {"hidden_dim", c.hidden_dim},         {"n_layers", c.n_layers},
+                 {"n_heads", c.n_heads},   {"n_kv_heads", c.n_kv_heads},         {"head_dim", c.head_dim()},
+                 {"vocab_size", c.vocab_size}, {"context_length", c.context_length}, {"rope_theta", c.rope_theta},
+                 {"norm_eps", c.norm_eps}};
+  j["tied_output"] = model.tied_output();
+  j["weight_bytes"] = model.weight_bytes();
+  for (const auto& [type, t] : tally_by_type(model)) j["tensor_types"][type] = {{"tensors", t.tensors}, {"bytes", t.bytes}};
+  if (model.tokenizer) {
+    const Tokenizer& tok = *model.tokenizer;
+    j["tokenizer"] = {{"vocab_size", tok.size()},
+                      {"bos", tok.bos()},
+                      {"eos", tok.eos()},
+                      {"bos_piece", tok.bos() >= 0 && tok.bos() < tok.size() ? tok.piece(tok.bos()) : ""},
+                      {"eos_piece", tok.eos() >= 0 && tok.eos() < tok.size() ? tok.piece(tok.eos()) : ""},
+                      {"sample_text", kSampleText},
+                      {"sample_ids", tok.encode(kSampleText, true)}};
+  } else {
+    j["tokenizer"] = nullptr;
+  }
+  return j;
+}
+
+void print_text(const nlohmann::json& j) {
+  const auto& c = j["config"];
+  std::printf("model         %s (%s)\n", j["name"].get<std::string>().c_str(), j["path"].get<std::string>().c_str());
+  std::printf("format        %s, architecture %s\n", j["format"].get<std::string>().c_str(),
+              j["architecture"].get<std::string>().c_str());
+  std::printf("shape         dim %d, hidden_dim %d, layers %d, heads %d (kv %d, head_dim %d)\n", c["dim"].get<int>(),
+              c["hidden_dim"].get<int>(), c["n_layers"].get<int>(), c["n_heads"].get<int>(), c["n_kv_heads"].get<int>(),
+              c["head_dim"].get<int>());
+  std::printf("vocabulary    %d, context %d, rope_theta %g, norm_eps %g\n", c["vocab_size"].get<int>(),
+              c["context_length"].get<int>(), c["rope_theta"].get<double>(), c["norm_eps"].get<double>());
+  std::printf("output        %s\n", j["tied_output"].get<bool>() ? "tied to the token embedding" : "separate matrix");
+  std::printf("weights       %zu bytes (%.2f MiB)\n", j["weight_bytes"].get<size_t>(),
+              static_cast<double>(j["weight_bytes"].get<size_t>()) / (1 << 20));
+  for (const auto& [type, t] : j["tensor_types"].items()) {
+    std::printf("  %-6s      %4d tensors, %zu bytes\n", type.c_str(), t["tensors"].get<int>(), t["bytes"].get<size_t>());
+  }
+  const auto& tok = j["tokenizer"];
+  if (tok.is_null()) {
+    std::printf("tokenizer     none (pass --tokenizer)\n");
+    return;
+  }
+  std::printf("tokenizer     %d pieces, bos %d %s, eos %d %s\n", tok["vocab_size"].get<int>(), tok["bos"].get<int>(),
+              tok["bos_piece"].get<std::string>().c_str(), tok["eos"].get<int>(), tok["eos_piece"].get<std::string>().c_str());
+  std::printf("sample        \"%s\" ->", tok["sample_text"].get<std::string>().c_str());
+  for (const auto& id : tok["sample_ids"]) std::printf(" %d", id.get<int>());
+  std::printf("\n");
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  struct Options {
+    std::string model;
+    std::string tokenizer;
+    bool json = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show a model's configuration, tensor types and tokenizer");
+  cmd->add_option("model", options->model, "GGUF file, llama2.c checkpoint or Hugging Face directory")->required();
+  cmd->add_option("--tokenizer", options->tokenizer, "Tokenizer file for models without a vocabulary");
+  cmd->add_flag("--json", options->json, "Print JSON");
+  cmd->callback([options] {
+    LoadOptions load;
+    load.tokenizer_path = options->tokenizer;
+    std::shared_ptr<const Model> model;
+    try {
+      model = load_model(options->model, load);
+    } catch (const ModelError& e) {
+      throw CommandFailed(e.what(), 2);
+    }
+    const nlohmann::json j = describe(*model);
+    if (options->json) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      print_text(j);
+    }
+  });
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,57 @@
+// A persistent pool of worker threads with a deterministically partitioned parallel_for.
+//
+// A job's range is cut into a fixed set of chunks that depends only on the range, the
+// grain and the pool size, never on timing; threads then claim chunks one at a time. A
+// kernel that computes each output element in one place therefore gives the same bits
+// on every run, while a worker that the OS has not scheduled yet (the machine may be
+// shared) never holds up the job: the calling thread takes its chunks. Workers spin
+// briefly between jobs (a forward pass issues hundreds of short jobs) and then sleep on
+// an atomic wait.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace specula {
+
+class ThreadPool {
+ public:
+  // `threads` workers including the calling thread; 0 means one per hardware thread.
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end, thread) on chunks that cover [0, n): chunk boundaries are
+  // multiples of `grain`, at most 4 chunks per thread. `thread` in [0, size()) names the
+  // thread running the chunk (for per-thread scratch space); which thread runs which
+  // chunk varies, so fn must compute the same result for a chunk on any thread. Returns
+  // when every chunk is done. Not reentrant.
+  using Body = std::function<void(int64_t begin, int64_t end, int thread)>;
+  void parallel_for(int64_t n, const Body& fn, int64_t grain = 1);
+
+ private:
+  void worker_loop(int thread);
+  // Claims and runs chunks of job `job` until none is left.
+  void run_chunks(uint32_t job, int thread);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  // The current job. Written by the calling thread before it publishes the job through
+  // `generation_`; read by workers, which only act on it after claiming a chunk of it.
+  std::atomic<const Body*> body_{nullptr};
+  std::atomic<int64_t> n_{0};
+  std::atomic<int64_t> grain_{1};
+  std::atomic<int64_t> chunks_{0};
+  std::atomic<uint64_t> claim_{0};       // (job << 32) | next unclaimed chunk
+  std::atomic<int64_t> done_{0};         // chunks of the current job finished
+  std::atomic<uint32_t> generation_{0};  // job number, bumped to start each job (4 bytes: a futex)
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace specula

@@ -1,0 +1,93 @@
+// Greedy decoding of the real stories260K model with the CPU backend reproduces the
+// reference C implementation's outputs (../shared/oracles/stories260K.md) byte for byte.
+#include <QtTest>
+
+#include <algorithm>
+
+#include "backend.h"
+#include "model.h"
+#include "shared_data.h"
+
+using namespace specula;
+
+namespace {
+
+// llama2.c's generate loop: BOS + prompt, then argmax until `steps` positions (or BOS).
+// The prompt goes through in one call; each generated token in its own.
+std::string greedy(const Model& model, Backend& backend, const std::string& prompt, int steps) {
+  const Tokenizer& tokenizer = *model.tokenizer;
+  std::vector<int32_t> tokens;
+  for (int id : tokenizer.encode(prompt, true)) tokens.push_back(id);
+  std::unique_ptr<KvCache> cache = backend.create_cache(model, steps + 1);
+  const int seq = cache->create();
+  std::vector<float> logits;
+  RaggedBatch batch;
+  batch.add(seq, tokens, false);
+  while (static_cast<int>(tokens.size()) < steps) {
+    backend.forward(model, *cache, batch, logits);
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (next == tokenizer.bos()) break;
+    tokens.push_back(next);
+    batch = RaggedBatch();
+    batch.add(seq, std::span(tokens).last(1), false);
+  }
+  const std::vector<int> ids(tokens.begin() + 1, tokens.end());
+  std::string text = tokenizer.decode(ids);
+  if (!text.empty() && text.front() == ' ') text.erase(0, 1);  // the dummy-prefix space
+  return text;
+}
+
+// The text of the n-th ```text block of the oracle file (no trailing newline).
+QString oracle_block(const QString& path, int n) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) return {};
+  const QString all = QString::fromUtf8(file.readAll());
+  const QString open = QStringLiteral("```text\n");
+  qsizetype at = -1;
+  for (int i = 0; i <= n; ++i) {
+    at = all.indexOf(open, at + 1);
+    if (at < 0) return {};
+  }
+  const qsizetype begin = at + open.size();
+  const qsizetype end = all.indexOf(QStringLiteral("\n```"), begin);
+  return end < 0 ? QString() : all.mid(begin, end - begin);
+}
+
+}  // namespace
+
+class TestStories260kGreedy : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void matchesReference_data() {
+    QTest::addColumn<QString>("prompt");
+    QTest::addColumn<int>("steps");
+    QTest::addColumn<int>("threads");
+    QTest::addColumn<int>("block");  // which ```text block of the oracle file
+    QTest::newRow("no prompt, 200 steps, 1 thread") << QString() << 200 << 1 << 0;
+    QTest::newRow("no prompt, 200 steps, 2 threads") << QString() << 200 << 2 << 0;
+    QTest::newRow("Zoo, 60 steps") << QStringLiteral("Zoo") << 60 << 2 << 1;
+  }
+
+  void matchesReference() {
+    QFETCH(QString, prompt);
+    QFETCH(int, steps);
+    QFETCH(int, threads);
+    QFETCH(int, block);
+    SPECULA_SHARED_FILE(checkpoint, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tokenizer, "models/stories260K/tok512.bin");
+    SPECULA_SHARED_FILE(oracle, "oracles/stories260K.md");
+    const QString expected = oracle_block(QString::fromStdString(oracle), block);
+    QVERIFY(!expected.isEmpty());
+    LoadOptions options;
+    options.tokenizer_path = tokenizer;
+    const std::shared_ptr<const Model> model = load_model(checkpoint, options);
+    QVERIFY(model->tokenizer);
+    std::unique_ptr<Backend> backend = create_cpu_backend(threads);
+    const std::string text = greedy(*model, *backend, prompt.toStdString(), steps);
+    QCOMPARE(QString::fromStdString(text), expected);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestStories260kGreedy)
+#include "test_stories260k_greedy.moc"
