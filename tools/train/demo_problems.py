@@ -1,9 +1,9 @@
 """Writes resources/problems/demo.jsonl: the demo problem set, in HumanEval's format.
 
-Thirty-two easy tasks written for Specula. The first ones follow the families of the
-corpus generator (tasks.py) with new names, constants and wording, so the demo model can
-solve some of them; the last ones (FizzBuzz, run-length encoding, primes, ...) need more
-than the demo model knows, so ranking has failures to show. Every canonical solution is
+Thirty-two easy tasks written for Specula. Twenty-seven follow the families of the corpus
+generator (tasks.py) with new names and often new wording, so the demo model can solve
+some of them; the last five (FizzBuzz, run-length encoding, primes, ...) need more than
+the demo model knows, so ranking has failures to show. Every canonical solution is
 checked with python3 before the file is written.
 """
 import json
@@ -16,9 +16,9 @@ OUT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "resources/problems/d
 
 # (signature, docstring lines, canonical body, asserts on `candidate`)
 PROBLEMS = [
-    ("add_ten(x)", ["Return x plus 10.", ">>> add_ten(5)", "15"],
-     "    return x + 10\n",
-     ["candidate(0) == 10", "candidate(5) == 15", "candidate(-12) == -2"]),
+    ("add_seven(x)", ["Return x plus 7.", ">>> add_seven(5)", "12"],
+     "    return x + 7\n",
+     ["candidate(0) == 7", "candidate(5) == 12", "candidate(-12) == -5"]),
     ("triple(n)", ["Return n multiplied by 3.", ">>> triple(4)", "12"],
      "    return n * 3\n",
      ["candidate(0) == 0", "candidate(4) == 12", "candidate(-3) == -9"]),
@@ -93,6 +93,25 @@ PROBLEMS = [
                           ">>> values_sorted({'a': 3, 'b': 1})", "[1, 3]"],
      "    return sorted(d.values())\n",
      ["candidate({}) == []", "candidate({'a': 3, 'b': 1}) == [1, 3]", "candidate({'x': 2, 'y': 2}) == [2, 2]"]),
+    ("to_lowercase(text)", ["Return text in lower case.", ">>> to_lowercase('Hi There')", "'hi there'"],
+     "    return text.lower()\n",
+     ["candidate('Hi There') == 'hi there'", "candidate('') == ''", "candidate('ABC') == 'abc'"]),
+    ("keep_even(nums)", ["Return a list of the even numbers in nums, in order.",
+                         ">>> keep_even([1, 2, 3, 4])", "[2, 4]"],
+     "    return [v for v in nums if v % 2 == 0]\n",
+     ["candidate([1, 2, 3, 4]) == [2, 4]", "candidate([]) == []", "candidate([7, 9]) == []"]),
+    ("double_values(xs)", ["Return a list with every element of xs doubled.",
+                           ">>> double_values([1, 5])", "[2, 10]"],
+     "    return [v * 2 for v in xs]\n",
+     ["candidate([1, 5]) == [2, 10]", "candidate([]) == []", "candidate([-3]) == [-6]"]),
+    ("is_mirror(word)", ["Return True if word reads the same forwards and backwards.",
+                         ">>> is_mirror('noon')", "True"],
+     "    return word == word[::-1]\n",
+     ["candidate('noon') is True", "candidate('moon') is False", "candidate('') is True"]),
+    ("count_words_in(text)", ["Return the number of words in text, separated by spaces.",
+                              ">>> count_words_in('a big dog')", "3"],
+     "    return len(text.split())\n",
+     ["candidate('a big dog') == 3", "candidate('') == 0", "candidate('one') == 1"]),
     ("fizzbuzz(n)", ["Return 'FizzBuzz' if n is divisible by 15, 'Fizz' if by 3, 'Buzz' if by 5,",
                      "and otherwise n as a string.", ">>> fizzbuzz(9)", "'Fizz'"],
      "    if n % 15 == 0:\n        return 'FizzBuzz'\n    if n % 3 == 0:\n        return 'Fizz'\n"
@@ -108,37 +127,15 @@ PROBLEMS = [
      "    if n < 2:\n        return False\n    for d in range(2, int(n ** 0.5) + 1):\n        if n % d == 0:\n"
      "            return False\n    return True\n",
      ["candidate(7) is True", "candidate(1) is False", "candidate(9) is False", "candidate(97) is True"]),
-    ("second_largest(nums)", ["Return the second largest distinct value in nums, or None if there is none.",
-                              ">>> second_largest([4, 1, 4, 3])", "3"],
-     "    values = sorted(set(nums))\n    if len(values) < 2:\n        return None\n    return values[-2]\n",
-     ["candidate([4, 1, 4, 3]) == 3", "candidate([2, 2]) is None", "candidate([]) is None"]),
     ("balanced(s)", ["Return True if every '(' in s is closed by a later ')' and no ')' is unmatched.",
                      ">>> balanced('(()())')", "True"],
      "    depth = 0\n    for c in s:\n        if c == '(':\n            depth += 1\n        elif c == ')':\n"
      "            depth -= 1\n            if depth < 0:\n                return False\n    return depth == 0\n",
      ["candidate('(()())') is True", "candidate(')(') is False", "candidate('(()') is False", "candidate('') is True"]),
-    ("rotate_left(xs, k)", ["Return xs rotated left by k positions.", ">>> rotate_left([1, 2, 3, 4], 1)",
-                            "[2, 3, 4, 1]"],
-     "    if not xs:\n        return []\n    k %= len(xs)\n    return xs[k:] + xs[:k]\n",
-     ["candidate([1, 2, 3, 4], 1) == [2, 3, 4, 1]", "candidate([], 3) == []", "candidate([1, 2], 5) == [2, 1]"]),
     ("gcd(a, b)", ["Return the greatest common divisor of the positive integers a and b.",
                    ">>> gcd(12, 18)", "6"],
      "    while b:\n        a, b = b, a % b\n    return a\n",
      ["candidate(12, 18) == 6", "candidate(7, 5) == 1", "candidate(10, 10) == 10"]),
-    ("flatten(lists)", ["Return one list with the elements of every list in lists, in order.",
-                        ">>> flatten([[1, 2], [], [3]])", "[1, 2, 3]"],
-     "    return [v for inner in lists for v in inner]\n",
-     ["candidate([[1, 2], [], [3]]) == [1, 2, 3]", "candidate([]) == []", "candidate([[5]]) == [5]"]),
-    ("caesar(s, k)", ["Shift every lower-case letter of s forward by k places in the alphabet,",
-                      "wrapping around after 'z'; leave other characters unchanged.",
-                      ">>> caesar('abz', 1)", "'bca'"],
-     "    out = ''\n    for c in s:\n        if 'a' <= c <= 'z':\n            c = chr((ord(c) - ord('a') + k) % 26 + ord('a'))\n"
-     "        out += c\n    return out\n",
-     ["candidate('abz', 1) == 'bca'", "candidate('hi there', 13) == 'uv gurer'", "candidate('', 3) == ''"]),
-    ("is_anagram(a, b)", ["Return True if a and b contain the same characters the same number of times.",
-                          ">>> is_anagram('listen', 'silent')", "True"],
-     "    return sorted(a) == sorted(b)\n",
-     ["candidate('listen', 'silent') is True", "candidate('ab', 'abb') is False", "candidate('', '') is True"]),
 ]
 
 

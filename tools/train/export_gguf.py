@@ -5,7 +5,7 @@ as GGUF expects, so wq and wk are written without permutation. The classifier is
 the embedding, so no output.weight tensor is written. Matrices are F16 or F32 as asked;
 norm weights are always F32.
 
-    python3 export_gguf.py --name target --type f16 --out ../../resources/models/specula-demo-target.gguf
+    python3 export_gguf.py --name target_tasks --type f16 --out ../../resources/models/specula-demo-target.gguf
 """
 import argparse
 import os
@@ -68,9 +68,10 @@ def main():
     assert processor.vocab_size() == config.vocab_size
 
     writer = gguf.GGUFWriter(options.out, "llama")
-    writer.add_name(f"specula-demo-{options.name}")
-    writer.add_description(f"Specula demo {options.name} model: trained on the Python standard "
-                           f"library and generated function tasks (step {checkpoint['step']})")
+    title = os.path.splitext(os.path.basename(options.out))[0]
+    writer.add_name(title)
+    writer.add_description(f"{title}: a demo code model trained on the Python standard library "
+                           f"and generated function tasks ({options.name}, step {checkpoint['step']})")
     writer.add_context_length(config.context_length)
     writer.add_embedding_length(config.dim)
     writer.add_block_count(config.n_layers)

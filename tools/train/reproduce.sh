@@ -22,8 +22,20 @@ DRAFT=$!
 wait $TARGET
 wait $DRAFT
 
-$RUN export_gguf.py --name target --type f16 --out ../../resources/models/specula-demo-target.gguf
-$RUN export_gguf.py --name draft --type f32 --out ../../resources/models/specula-demo-draft.gguf
+# Second stage: mostly generated tasks, from the first stage's weights, with fresh batches.
+$RUN train.py --name target_tasks --init target --dim 192 --layers 4 --heads 6 --kv-heads 2 \
+    --hidden 512 --steps 200 --lr 1e-3 --warmup 20 --tasks-fraction 0.9 --seed 1235 \
+    --eval-every 50 >> work/target_tasks.log 2>&1 &
+TARGET=$!
+$RUN train.py --name draft_tasks --init draft --dim 64 --layers 2 --heads 4 --kv-heads 2 \
+    --hidden 172 --steps 400 --lr 1.5e-3 --warmup 20 --tasks-fraction 0.9 --seed 1235 \
+    --eval-every 100 >> work/draft_tasks.log 2>&1 &
+DRAFT=$!
+wait $TARGET
+wait $DRAFT
+
+$RUN export_gguf.py --name target_tasks --type f16 --out ../../resources/models/specula-demo-target.gguf
+$RUN export_gguf.py --name draft_tasks --type f32 --out ../../resources/models/specula-demo-draft.gguf
 $RUN reference.py
 cp work/corpus/manifest.json corpus_manifest.json
 $RUN evaluate.py

@@ -3,6 +3,7 @@
 Batches are drawn from a generator seeded by (seed, step), so a run resumed from a checkpoint
 sees exactly the batches an uninterrupted run would. Checkpoints hold the weights, optimizer
 state and step; the latest is work/<name>/ckpt.pt, and training resumes from it when present.
+A second stage starts from another run's weights (--init) with its own schedule and mixture.
 
     python3 train.py --name target --dim 192 --layers 4 --heads 6 --kv-heads 2 --hidden 512 --steps 600
 """
@@ -20,6 +21,7 @@ from model import Config, Llama
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "work")
+HELD_OUT_SEED = [1234, 999_999]
 
 
 def load_streams():
@@ -43,12 +45,12 @@ def loss_on(model, windows):
 
 
 @torch.no_grad()
-def held_out_loss(model, streams, seq, seed):
-    """Mean loss on fixed held-out windows of each source (the same windows at every evaluation)."""
+def held_out_loss(model, streams, seq):
+    """Mean loss on fixed held-out windows of each source (the same windows for every run)."""
     model.eval()
     result = {}
     for source in ("stdlib", "tasks"):
-        rng = np.random.default_rng([seed, 999_999])
+        rng = np.random.default_rng(HELD_OUT_SEED)
         windows = sample_batch(streams, "val", 32, seq, 1.0 if source == "tasks" else 0.0, rng)
         result[source] = sum(loss_on(model, windows[i:i + 8]).item() for i in range(0, 32, 8)) / 4
     model.train()
@@ -77,6 +79,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--tasks-fraction", type=float, default=0.6)
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--init", help="start from the weights of work/<INIT>/ckpt.pt (fresh optimizer)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--checkpoint-every", type=int, default=50)
@@ -100,6 +103,9 @@ def main():
         optimizer.load_state_dict(checkpoint["optimizer"])
         step, log = checkpoint["step"], checkpoint["log"]
         print(f"resumed {options.name} at step {step}", flush=True)
+    elif options.init:
+        model.load_state_dict(torch.load(os.path.join(WORK, options.init, "ckpt.pt"), weights_only=False)["model"])
+        print(f"{options.name} starts from the weights of {options.init}", flush=True)
     print(f"{options.name}: {model.parameter_count()} parameters, {json.dumps(config.as_dict())}", flush=True)
 
     streams = load_streams()
@@ -128,7 +134,7 @@ def main():
         entry = {"step": step, "loss": round(loss.item(), 4), "tokens_seen": step * tokens_per_step,
                  "tokens_per_s": round(rate, 1)}
         if step % options.eval_every == 0 or step == options.steps:
-            entry["held_out"] = held_out_loss(model, streams, options.seq, options.seed)
+            entry["held_out"] = held_out_loss(model, streams, options.seq)
         if step % 10 == 0 or "held_out" in entry:
             print(json.dumps(entry), flush=True)
             log.append(entry)
