@@ -66,7 +66,6 @@ class Builder {
     TensorView view = matrix(TensorType::F32, 1, dim, 0.25f);
     float* values = static_cast<float*>(const_cast<void*>(view.data));
     for (int64_t i = 0; i < dim; ++i) values[i] += 1.0f;
-    view.cols = dim;
     return view;
   }
 

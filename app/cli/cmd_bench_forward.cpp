@@ -8,6 +8,7 @@
 #include <ctime>
 #include <cstdio>
 #include <numeric>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "backend.h"
@@ -170,7 +171,7 @@ void run_bench(const BenchOptions& o) {
     backend->forward(*model, *cache, batch, logits);
   }
 
-  const double backend_threads = o.threads > 0 ? o.threads : ThreadPool(0).size();
+  const double backend_threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   const Timing one = time_forward(*backend, *model, *cache, prefilled, 1, 1, o.repeats);
   nlohmann::json report{
       {"model", model->config.name.empty() ? model->path : model->config.name},
