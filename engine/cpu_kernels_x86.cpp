@@ -218,44 +218,93 @@ struct BF16Weights {
   }
 };
 
-template <class Weights, int T>
-SPECULA_AVX512 inline void float_tile_avx512(const uint8_t* w, const uint8_t* x, size_t x_stride,
-                                             int64_t cols, float* out) {
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+// R weight rows times T tokens with R * T accumulators: each loaded weight vector meets
+// T activation vectors and each activation vector R weight vectors, so activations that
+// no longer fit in L1 (long rows, many tokens) cost a quarter of the loads. Accumulator
+// (r, t) sees the columns in the same order whatever R and T are.
+template <class Weights, int R, int T>
+SPECULA_AVX512 inline void float_block_avx512(const uint8_t* w, size_t w_stride, const uint8_t* x,
+                                              size_t x_stride, int64_t cols, float* y,
+                                              int64_t y_stride) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
   int64_t c = 0;
   for (; c + 16 <= cols; c += 16) {
-    const __m512 wv = Weights::load(w, c);
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = Weights::load(w + r * w_stride, c);
     for (int t = 0; t < T; ++t) {
-      const float* xt = reinterpret_cast<const float*>(x + t * x_stride);
-      acc[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xt + c), acc[t]);
+      const __m512 xv = _mm512_loadu_ps(reinterpret_cast<const float*>(x + t * x_stride) + c);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
   if (c < cols) {
     const __mmask16 m = static_cast<__mmask16>((1u << (cols - c)) - 1);
-    const __m512 wv = Weights::load_tail(w, c, m);
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = Weights::load_tail(w + r * w_stride, c, m);
     for (int t = 0; t < T; ++t) {
-      const float* xt = reinterpret_cast<const float*>(x + t * x_stride);
-      acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xt + c), acc[t]);
+      const __m512 xv =
+          _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(x + t * x_stride) + c);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
-  for (int t = 0; t < T; ++t) out[t] = hsum512(acc[t]);
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = hsum512(acc[r][t]);
+  }
 }
 
-template <int T>
-SPECULA_AVX512 inline void f32_tile_avx512(const uint8_t* w, const uint8_t* x, size_t s,
-                                           int64_t cols, float* out) {
-  float_tile_avx512<F32Weights, T>(w, x, s, cols, out);
+// R rows against every token, in tiles of 4, 2 and 1 tokens.
+template <class Weights, int R>
+SPECULA_AVX512 inline void float_rows_block_avx512(const uint8_t* w, size_t w_stride,
+                                                   const uint8_t* x, size_t x_stride, int n,
+                                                   int64_t cols, float* y, int64_t y_stride) {
+  for (int t = 0; t < n;) {
+    const uint8_t* xt = x + t * x_stride;
+    float* yt = y + t * y_stride;
+    if (n - t >= 4) {
+      float_block_avx512<Weights, R, 4>(w, w_stride, xt, x_stride, cols, yt, y_stride);
+      t += 4;
+    } else if (n - t >= 2) {
+      float_block_avx512<Weights, R, 2>(w, w_stride, xt, x_stride, cols, yt, y_stride);
+      t += 2;
+    } else {
+      float_block_avx512<Weights, R, 1>(w, w_stride, xt, x_stride, cols, yt, y_stride);
+      t += 1;
+    }
+  }
 }
-template <int T>
-SPECULA_AVX512 inline void f16_tile_avx512(const uint8_t* w, const uint8_t* x, size_t s,
-                                           int64_t cols, float* out) {
-  float_tile_avx512<F16Weights, T>(w, x, s, cols, out);
+
+// Rows in blocks of 4, then one at a time.
+template <class Weights>
+SPECULA_AVX512 inline void float_rows_avx512(const uint8_t* w, size_t w_stride, int64_t rows,
+                                             int64_t cols, const uint8_t* x, size_t x_stride,
+                                             int n, float* y, int64_t y_stride) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    float_rows_block_avx512<Weights, 4>(w + r * w_stride, w_stride, x, x_stride, n, cols, y + r,
+                                        y_stride);
+  }
+  for (; r < rows; ++r) {
+    float_rows_block_avx512<Weights, 1>(w + r * w_stride, w_stride, x, x_stride, n, cols, y + r,
+                                        y_stride);
+  }
 }
-template <int T>
-SPECULA_AVX512 inline void bf16_tile_avx512(const uint8_t* w, const uint8_t* x, size_t s,
-                                            int64_t cols, float* out) {
-  float_tile_avx512<BF16Weights, T>(w, x, s, cols, out);
+
+SPECULA_AVX512 void f32_rows_avx512(const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols,
+                                    const uint8_t* x, size_t x_stride, int n, float* y,
+                                    int64_t y_stride) {
+  float_rows_avx512<F32Weights>(w, w_stride, rows, cols, x, x_stride, n, y, y_stride);
+}
+SPECULA_AVX512 void f16_rows_avx512(const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols,
+                                    const uint8_t* x, size_t x_stride, int n, float* y,
+                                    int64_t y_stride) {
+  float_rows_avx512<F16Weights>(w, w_stride, rows, cols, x, x_stride, n, y, y_stride);
+}
+SPECULA_AVX512 void bf16_rows_avx512(const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols,
+                                     const uint8_t* x, size_t x_stride, int n, float* y,
+                                     int64_t y_stride) {
+  float_rows_avx512<BF16Weights>(w, w_stride, rows, cols, x, x_stride, n, y, y_stride);
 }
 
 // Q8_0 and Q4_0 with 512-bit VNNI, two blocks per vector. The weights become unsigned
@@ -367,9 +416,6 @@ SPECULA_AVX512 inline void q6_k_tile_avx512(const uint8_t* w, const uint8_t* x, 
   q6_k_tile<T>(w, x, x_stride, cols, out);
 }
 
-SPECULA_ROWS_KERNEL(SPECULA_AVX512, f32_rows_avx512, f32_tile_avx512)
-SPECULA_ROWS_KERNEL(SPECULA_AVX512, f16_rows_avx512, f16_tile_avx512)
-SPECULA_ROWS_KERNEL(SPECULA_AVX512, bf16_rows_avx512, bf16_tile_avx512)
 SPECULA_ROWS_KERNEL(SPECULA_AVX512, q8_0_rows_avx512, q8_0_tile_avx512)
 SPECULA_ROWS_KERNEL(SPECULA_AVX512, q4_0_rows_avx512, q4_0_tile_avx512)
 SPECULA_ROWS_KERNEL(SPECULA_AVX512, q4_k_rows_avx512, q4_k_tile_avx512)
