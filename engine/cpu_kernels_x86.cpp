@@ -275,13 +275,15 @@ SPECULA_AVX512 inline void float_rows_block_avx512(const uint8_t* w, size_t w_st
   }
 }
 
-// Rows in blocks of 4, then one at a time.
+// Rows in blocks of 4, then one at a time. A single token (decoding) streams one row at a
+// time: there is no activation traffic to save, and one weight stream keeps the
+// prefetcher ahead. Either way each output gets the same bits.
 template <class Weights>
 SPECULA_AVX512 inline void float_rows_avx512(const uint8_t* w, size_t w_stride, int64_t rows,
                                              int64_t cols, const uint8_t* x, size_t x_stride,
                                              int n, float* y, int64_t y_stride) {
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
+  for (; n > 1 && r + 4 <= rows; r += 4) {
     float_rows_block_avx512<Weights, 4>(w + r * w_stride, w_stride, x, x_stride, n, cols, y + r,
                                         y_stride);
   }
