@@ -322,8 +322,19 @@ SPECULA_AVX512 inline __m512i join256(__m256i low, __m256i high) {
 }
 
 SPECULA_AVX512 inline __m512 pair_scales(uint16_t d0, uint16_t d1) {
-  const __m512 low = _mm512_set1_ps(_cvtsh_ss(d0));
-  return _mm512_mask_mov_ps(low, 0xFF00, _mm512_set1_ps(_cvtsh_ss(d1)));
+  // both f16 scales in one register, converted together, then spread over 8 lanes each
+  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d0 | (uint32_t{d1} << 16))));
+  const __m512i spread = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_maskz_permutexvar_ps(0xFFFF, spread, _mm512_castps128_ps512(both));
+}
+
+// Two consecutive Q4_0 blocks' nibbles as 64 unsigned bytes in element order: one load
+// per block, one shift, and a lane shuffle into [low a, high a, low b, high b].
+SPECULA_AVX512 inline __m512i q4_0_pair_nibbles(const uint8_t* qa, const uint8_t* qb) {
+  const __m256i packed = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qb)),
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa)));
+  const __m512i both = join256(packed, _mm256_srli_epi16(packed, 4));  // [a, b, a>>4, b>>4]
+  return _mm512_and_si512(_mm512_maskz_shuffle_i64x2(0xFF, both, both, 0xD8), _mm512_set1_epi8(0x0F));
 }
 
 SPECULA_AVX512 inline __m256i q4_0_nibbles(const uint8_t* q) {
@@ -368,7 +379,10 @@ SPECULA_AVX512 inline void q8_tile_avx512(const uint8_t* w, const uint8_t* x, si
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
-    const __m512i wq = join256(unsigned_weights<kQ8>(w, b), unsigned_weights<kQ8>(w, b + 1));
+    const __m512i wq =
+        kQ8 ? join256(unsigned_weights<kQ8>(w, b), unsigned_weights<kQ8>(w, b + 1))
+            : q4_0_pair_nibbles(reinterpret_cast<const BlockQ4_0*>(w)[b].q,
+                                reinterpret_cast<const BlockQ4_0*>(w)[b + 1].q);
     const __m512 d = pair_scales(block_scale<kQ8>(w, b), block_scale<kQ8>(w, b + 1));
     for (int t = 0; t < T; ++t) {
       const Q8Row a = q8_row(x + t * x_stride, cols);
