@@ -2,12 +2,13 @@
 // file is compiled for baseline x86-64 and the variants run only where best_simd_level
 // found the instructions.
 //
-// Float weights: one vector accumulator per token, fused multiply-adds in column order,
-// then a fixed horizontal sum. Q8_0 / Q4_0: per 32-value block, an exact integer dot
-// product (|w| times sign-adjusted activations: VNNI's vpdpbusd, or AVX2's
-// maddubs + madd, which give the same 8 lane sums) converted to float and accumulated
-// with the block's scale. The K-quants use the portable tiles, vectorized by the compiler
-// for the target.
+// Float weights: one vector accumulator per (row, token), fused multiply-adds in column
+// order, then a fixed horizontal sum; on AVX-512, blocks of 4 rows share each activation
+// load when there are several tokens. Q8_0 / Q4_0: per 32-value block an exact integer
+// dot product (AVX2: |w| times sign-adjusted activations with maddubs + madd; AVX-512:
+// two blocks per VNNI vpdpbusd on unsigned weights with precomputed activation offsets),
+// converted to float and accumulated with the block's scale. The K-quants use the
+// portable tiles, vectorized by the compiler for the target.
 #include "cpu_kernels_impl.h"
 
 #if defined(__x86_64__)
