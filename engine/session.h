@@ -1,5 +1,7 @@
 // A generation session: one prompt, N candidates, batched speculative decoding within
 // a time budget, streamed through callbacks. Backend-agnostic and free of any UI code.
+// The token-level loop is decoder.h's; this layer adds text: the tokenizer, streaming
+// deltas that never split a character, and stop strings.
 #pragma once
 
 #include <atomic>
@@ -10,13 +12,13 @@
 #include <vector>
 
 #include "backend.h"
+#include "decoder.h"
 #include "model.h"
 #include "sampler.h"
 
 namespace specula {
 
-enum class FinishReason { Running, Stop, Eos, Length, Budget, Cancelled };
-const char* finish_reason_name(FinishReason reason);  // "stop", "eos", "length", ...
+constexpr int kMaxCandidates = 64;  // most candidates one session decodes at once
 
 struct DraftOptions {
   std::string kind = "none";  // "none", "ngram", "layers:K", "model"
@@ -26,14 +28,20 @@ struct DraftOptions {
 
 struct GenerationRequest {
   std::string prompt;
-  int n_candidates = 1;
+  bool allow_empty_prompt = false;  // generate from BOS alone (llama2.c without a prompt)
+  int n_candidates = 1;             // 1 .. kMaxCandidates
   SamplingParams sampling;          // candidate i uses seed sampling.seed + i
   int max_new_tokens = 256;
-  double budget_seconds = 0.0;      // 0: no budget
+  double budget_seconds = 0.0;      // 0: no budget; negative is an error
   std::vector<std::string> stop;    // stop strings; the completion is cut before them
-  bool code_stops = false;          // add the default code-completion stops
+  bool code_stops = false;          // add the default code-completion stops (code_stop_strings)
   DraftOptions draft;
+  double forced_acceptance = -1.0;  // BENCHMARK ONLY, see DecodeOptions; negative: off
 };
+
+// The default stops for completing a Python function: a new top-level def, class,
+// `if __name__` or print( line.
+const std::vector<std::string>& code_stop_strings();
 
 struct CandidateDelta {
   int index = 0;
@@ -45,8 +53,8 @@ struct CandidateDelta {
 
 struct Candidate {
   int index = 0;
-  std::string text;                 // the completion, without the prompt
-  std::vector<int> tokens;          // generated ids
+  std::string text;                 // the completion, without the prompt, cut before a stop string
+  std::vector<int> tokens;          // generated ids (EOS excluded; a stop string's tokens included)
   std::vector<float> logprobs;      // target log-probability of each generated id
   FinishReason finish = FinishReason::Running;
   int accepted = 0;
@@ -58,8 +66,12 @@ struct Candidate {
 struct SessionTotals {
   double wall_seconds = 0.0;
   int generated_tokens = 0;
-  int target_forwards = 0;
+  int steps = 0;                    // verification steps
+  int target_forwards = 0;          // prefill included
   int target_tokens = 0;            // tokens run through the target, prompt included
+  int draft_forwards = 0;
+  int prompt_tokens = 0;
+  int peak_blocks = 0;              // most target KV blocks in use at once
   int accepted = 0;
   int proposed = 0;
   double tokens_per_second() const;
@@ -80,6 +92,7 @@ struct SessionResult {
 // Runs the whole session on `backend`. Throws std::invalid_argument for a bad request
 // (empty prompt, N out of range, incompatible draft, ...). Setting `*stop` from another
 // thread ends every candidate with FinishReason::Cancelled within one decoding step.
+// Callbacks run on the calling thread.
 SessionResult run_session(Backend& backend, const Model& target, const GenerationRequest& request,
                           const SessionCallbacks& callbacks = {},
                           const std::atomic<bool>* stop = nullptr);

@@ -1,0 +1,192 @@
+// specula-cli generate: N candidates for one prompt, with batched speculative decoding.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "model.h"
+#include "session.h"
+
+namespace specula::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model_path;
+  std::string tokenizer_path;
+  std::string prompt;
+  std::string prompt_file;
+  int steps = 0;
+  int max_tokens = 0;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  int candidates = 1;
+  std::string draft_model_path;
+  std::string draft;
+  std::string draft_policy = "adaptive";
+  double budget = 0.0;
+  bool budget_given = false;
+  std::vector<std::string> stops;
+  bool code_stops = false;
+  bool json = false;
+  std::string device = "auto";
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CommandFailed("cannot read prompt file " + path, 2);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+DeviceChoice device_choice(const std::string& name) {
+  if (name == "cpu") return DeviceChoice::Cpu;
+  if (name == "cuda") return DeviceChoice::Cuda;
+  return DeviceChoice::Auto;
+}
+
+nlohmann::json to_json(const SessionResult& r, int n) {
+  nlohmann::json out;
+  out["candidates"] = nlohmann::json::array();
+  for (const Candidate& c : r.candidates) {
+    out["candidates"].push_back({{"text", c.text},
+                                 {"tokens", c.tokens.size()},
+                                 {"finish", finish_reason_name(c.finish)},
+                                 {"mean_logprob", c.mean_logprob()},
+                                 {"accepted", c.accepted},
+                                 {"proposed", c.proposed}});
+  }
+  const SessionTotals& t = r.totals;
+  out["totals"] = {{"wall_s", t.wall_seconds},
+                   {"tokens_per_s", t.tokens_per_second()},
+                   {"ms_per_token_per_seq", t.ms_per_token_per_sequence(n)},
+                   {"acceptance_rate", t.acceptance_rate()},
+                   {"target_forwards", t.target_forwards}};
+  return out;
+}
+
+void run(const GenerateArgs& a) {
+  GenerationRequest request;
+  request.prompt = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file);
+  request.allow_empty_prompt = true;  // like llama2.c: no prompt generates from BOS alone
+  request.n_candidates = a.candidates;
+  request.sampling = SamplingParams{a.temperature, a.top_k, a.top_p, a.min_p, a.seed_given ? a.seed : 0};
+  request.stop = a.stops;
+  request.code_stops = a.code_stops;
+  if (a.budget_given && !(a.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);
+  request.budget_seconds = a.budget;
+  request.draft.kind = !a.draft.empty() ? a.draft : (a.draft_model_path.empty() ? "none" : "model");
+  request.draft.policy = a.draft_policy;
+
+  LoadOptions load;
+  load.tokenizer_path = a.tokenizer_path;
+  const std::shared_ptr<const Model> model = load_model(a.model_path, load);
+  if (!a.draft_model_path.empty()) {
+    if (request.draft.kind != "model") throw CommandFailed("-d names a draft model; use it with --draft model", 2);
+    request.draft.draft_model = load_model(a.draft_model_path, load);
+  }
+  if (!model->tokenizer) throw CommandFailed("the model file carries no tokenizer: name one with --tokenizer", 2);
+
+  const int context = model->config.context_length;
+  if (a.steps > 0) {
+    // llama2.c's meaning: the number of positions run through the model, BOS and prompt
+    // included; the token predicted at the last position is printed but never run, so
+    // steps positions yield steps + 1 tokens in all
+    const int prompt_tokens = static_cast<int>(model->tokenizer->encode(request.prompt, true).size());
+    const int steps = std::min(a.steps, context);
+    if (steps < prompt_tokens) {
+      throw CommandFailed("--steps " + std::to_string(a.steps) + " is shorter than the " +
+                              std::to_string(prompt_tokens) + " prompt tokens", 2);
+    }
+    request.max_new_tokens = steps + 1 - prompt_tokens;
+  } else {
+    request.max_new_tokens = a.max_tokens > 0 ? a.max_tokens : 256;
+  }
+
+  std::string note;
+  const auto backend = create_backend(device_choice(a.device), &note);
+
+  // one candidate in text mode streams as it goes
+  const bool stream = !a.json && a.candidates == 1;
+  bool prompt_shown = false;  // the prompt goes out with the first text, after the request was accepted
+  const auto show_prompt = [&] {
+    if (prompt_shown) return;
+    std::fputs(request.prompt.c_str(), stdout);
+    prompt_shown = true;
+  };
+  SessionCallbacks callbacks;
+  if (stream) {
+    callbacks.on_delta = [&](const CandidateDelta& d) {
+      show_prompt();
+      std::fputs(d.text.c_str(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  const SessionResult result = run_session(*backend, *model, request, callbacks);
+
+  if (a.json) {
+    std::puts(to_json(result, a.candidates).dump(2).c_str());
+    return;
+  }
+  if (stream) {
+    show_prompt();
+    std::fputs("\n", stdout);
+  } else {
+    for (const Candidate& c : result.candidates) {
+      std::printf("--- candidate %d (%s, %zu tokens, mean logprob %.3f)\n%s%s\n", c.index, finish_reason_name(c.finish),
+                  c.tokens.size(), c.mean_logprob(), request.prompt.c_str(), c.text.c_str());
+    }
+  }
+  const SessionTotals& t = result.totals;
+  std::fprintf(stderr, "%s\n%d tokens in %.3f s: %.1f tokens/s, %.2f ms/token/sequence, acceptance %.2f, %d target forwards\n",
+               note.c_str(), t.generated_tokens, t.wall_seconds, t.tokens_per_second(),
+               t.ms_per_token_per_sequence(a.candidates), t.acceptance_rate(), t.target_forwards);
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate N candidate continuations of a prompt");
+  cmd->add_option("-m,--model", args->model_path, "Model file: GGUF, llama2.c checkpoint or Hugging Face directory")->required();
+  cmd->add_option("--tokenizer", args->tokenizer_path, "Tokenizer for model files without one (tokenizer.model, tokenizer.bin, tokenizer.json)");
+  auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text (none: generate from BOS alone)");
+  cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file")->excludes(prompt);
+  auto* steps = cmd->add_option("--steps", args->steps, "Total positions, BOS and prompt included (llama2.c's meaning)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-tokens", args->max_tokens, "New tokens per candidate (default 256)")->check(CLI::PositiveNumber)->excludes(steps);
+  cmd->add_option("--temp", args->temperature, "Temperature; 0 is greedy (default 1)")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass (default 1: off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--top-k", args->top_k, "Keep the K most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-p", args->min_p, "Drop tokens under this fraction of the best one (0: off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option_function<uint64_t>("--seed", [args](uint64_t s) { args->seed = s; args->seed_given = true; }, "Random seed; candidate i uses seed + i");
+  cmd->add_option("-n,--candidates", args->candidates, "Number of candidates (1.." + std::to_string(kMaxCandidates) + ")");
+  cmd->add_option("-d,--draft-model", args->draft_model_path, "Draft model file (implies --draft model)");
+  cmd->add_option("--draft", args->draft, "Drafter: none, ngram, layers:K or model (default none, or model with -d)");
+  cmd->add_option("--draft-policy", args->draft_policy, "Draft length: fixed:K, bass or adaptive (default adaptive)");
+  cmd->add_option_function<double>("--budget", [args](double s) { args->budget = s; args->budget_given = true; }, "Wall-clock budget in seconds; unfinished candidates end with finish=budget");
+  cmd->add_option("--stop", args->stops, "Stop string (repeatable); the completion is cut before it");
+  cmd->add_flag("--code-stops", args->code_stops, "Also stop at a new top-level def / class / if __name__ / print( line");
+  cmd->add_flag("--json", args->json, "Print one JSON object with every candidate and the totals");
+  cmd->add_option("--device", args->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->callback([args] {
+    try {
+      run(*args);
+    } catch (const std::invalid_argument& e) {
+      throw CommandFailed(e.what(), 2);
+    }
+  });
+}
+
+}  // namespace specula::cli

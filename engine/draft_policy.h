@@ -1,0 +1,36 @@
+// How many tokens to draft for each live sequence at each step.
+//   fixed:K   always K.
+//   bass      one length for the whole batch, BASS's Algorithm 1 (docs/draft-policies.md):
+//             start at 7; +2 (up to 32) when some sequence accepted its whole draft;
+//             otherwise shrink by ceil(l/10) (and by one more after a previous shrink),
+//             never below the longest accepted run nor below 1.
+//   adaptive  one length per sequence: +2 after a fully accepted draft (up to 32), -1
+//             after a rejection, floor 1.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace specula {
+
+class DraftPolicy {
+ public:
+  static constexpr int kMaxDraft = 32;  // no policy drafts more than this per step
+
+  virtual ~DraftPolicy() = default;
+  virtual std::string name() const = 0;
+  // Draft length for each sequence in `live` (candidate indices).
+  virtual void lengths(std::span<const int> live, std::vector<int>& k) = 0;
+  // After verification: sequence live[j] was proposed proposed[j] draft tokens and
+  // accepted[j] of them were accepted.
+  virtual void update(std::span<const int> live, std::span<const int> proposed,
+                      std::span<const int> accepted) = 0;
+};
+
+// "fixed:K" (1 <= K <= 32), "bass" or "adaptive", for `n_seqs` sequences. Throws
+// std::invalid_argument with a clear message otherwise.
+std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs);
+
+}  // namespace specula

@@ -1,0 +1,114 @@
+// specula-cli generate, run as a user would: greedy text equals the reference output
+// (shared/oracles/stories260K.md) with and without a draft; --json has the documented
+// fields; bad arguments exit with code 2 and say why.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QtTest>
+
+#include "shared_data.h"
+
+namespace {
+
+struct Run {
+  int code = -1;
+  QByteArray out, err;
+};
+
+Run cli(const QStringList& args) {
+  QProcess p;
+  p.start(QStringLiteral(SPECULA_CLI), args);
+  p.waitForFinished(120000);
+  return {p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
+}
+
+QByteArray oracle_block(const QString& path, int n) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  const QByteArray all = f.readAll();
+  qsizetype at = -1;
+  for (int i = 0; i <= n; ++i) at = all.indexOf("```text\n", at + 1);
+  const qsizetype begin = at + 8;
+  return all.mid(begin, all.indexOf("\n```", begin) - begin);
+}
+
+}  // namespace
+
+class TestCliGenerate : public QObject {
+  Q_OBJECT
+
+  QStringList model;
+  QString oracle;
+
+ private slots:
+  void initTestCase() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    SPECULA_SHARED_FILE(md, "oracles/stories260K.md");
+    model = {"-m", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--device", "cpu"};
+    oracle = QString::fromStdString(md);
+  }
+
+  void greedyTextIsTheReference_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("block");
+    QTest::newRow("no prompt, 200 steps") << QStringList{"--steps", "200"} << 0;
+    QTest::newRow("no prompt, 200 steps, layers:2") << QStringList{"--steps", "200", "--draft", "layers:2"} << 0;
+    QTest::newRow("Zoo, 60 steps, ngram bass") << QStringList{"-p", "Zoo", "--steps", "60", "--draft", "ngram", "--draft-policy", "bass"} << 1;
+  }
+  void greedyTextIsTheReference() {
+    if (model.isEmpty()) QSKIP("no model");
+    QFETCH(QStringList, args);
+    QFETCH(int, block);
+    const Run r = cli(QStringList{"generate"} + model + QStringList{"--temp", "0"} + args);
+    QCOMPARE(r.code, 0);
+    QCOMPARE(r.out, oracle_block(oracle, block) + "\n");
+  }
+
+  void jsonOutput() {
+    if (model.isEmpty()) QSKIP("no model");
+    const Run r = cli(QStringList{"generate"} + model +
+                      QStringList{"-p", "Zoo", "--max-tokens", "20", "--temp", "0.8", "--seed", "5", "-n", "3",
+                                  "--draft", "layers:3", "--draft-policy", "adaptive", "--stop", "\n", "--json"});
+    QCOMPARE(r.code, 0);
+    const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+    const QJsonArray candidates = o["candidates"].toArray();
+    QCOMPARE(candidates.size(), 3);
+    for (const auto& v : candidates) {
+      const QJsonObject c = v.toObject();
+      for (const char* key : {"text", "tokens", "finish", "mean_logprob", "accepted", "proposed"}) QVERIFY2(c.contains(key), key);
+      QVERIFY(!c["text"].toString().contains('\n'));  // cut before the stop string
+      QVERIFY(QStringList({"stop", "eos", "length"}).contains(c["finish"].toString()));
+      QVERIFY(c["mean_logprob"].toDouble() < 0);
+      QVERIFY(c["accepted"].toInt() <= c["proposed"].toInt());
+    }
+    const QJsonObject t = o["totals"].toObject();
+    for (const char* key : {"wall_s", "tokens_per_s", "ms_per_token_per_seq", "acceptance_rate", "target_forwards"}) QVERIFY2(t.contains(key), key);
+    QVERIFY(t["target_forwards"].toInt() >= 2);
+  }
+
+  void badArguments_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("layers:0") << QStringList{"--draft", "layers:0"} << "between 1 and";
+    QTest::newRow("layers above the model") << QStringList{"--draft", "layers:6"} << "between 1 and";
+    QTest::newRow("no candidates") << QStringList{"-n", "0"} << "candidates";
+    QTest::newRow("too many candidates") << QStringList{"-n", "1000"} << "candidates";
+    QTest::newRow("budget 0") << QStringList{"--budget", "0"} << "budget";
+    QTest::newRow("unknown policy") << QStringList{"--draft-policy", "greedy"} << "policy";
+    QTest::newRow("model without file") << QStringList{"--draft", "model"} << "-d";
+  }
+  void badArguments() {
+    if (model.isEmpty()) QSKIP("no model");
+    QFETCH(QStringList, args);
+    QFETCH(QString, message);
+    const Run r = cli(QStringList{"generate"} + model + QStringList{"-p", "Hi", "--max-tokens", "4"} + args);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(QString(r.err).contains(message), r.err.constData());
+    QVERIFY(r.out.isEmpty());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliGenerate)
+#include "test_cli_generate.moc"

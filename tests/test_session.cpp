@@ -1,0 +1,187 @@
+// The text layer of a session (session.h) with the real SentencePiece tokenizer of
+// stories260K over the controlled fake backend: streamed deltas add up to the final text,
+// stop strings cut the completion and end only their candidate, per-candidate seeds, and
+// bad requests get clear errors.
+#include <QtTest>
+
+#include <atomic>
+#include <thread>
+
+#include "fake_backend.h"
+#include "session.h"
+#include "shared_data.h"
+#include "tokenizer.h"
+
+using namespace specula;
+using namespace specula::test;
+
+namespace {
+
+std::shared_ptr<Model> fake_model_with_tokenizer(const std::string& tokenizer_path, const std::string& name = "target") {
+  auto vocab = load_vocabulary(tokenizer_path);
+  auto model = make_fake_model(name, vocab.size(), 4, 512);
+  model->tokenizer = std::make_shared<Tokenizer>(std::move(vocab));
+  return model;
+}
+
+GenerationRequest request(int n, const std::string& drafter = "layers:2") {
+  GenerationRequest r;
+  r.prompt = "Once upon a time";
+  r.n_candidates = n;
+  r.max_new_tokens = 40;
+  r.sampling = SamplingParams{0.9f, 0, 1.0f, 0.0f, 3};
+  r.draft.kind = drafter;
+  r.draft.policy = "bass";
+  return r;
+}
+
+}  // namespace
+
+class TestSession : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void deltasAddUpToTheText() {
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const auto model = fake_model_with_tokenizer(tok);
+    FakeBackend backend;
+    std::vector<std::string> streamed(4);
+    int finished = 0;
+    SessionCallbacks cb;
+    cb.on_delta = [&](const CandidateDelta& d) {
+      streamed[static_cast<size_t>(d.index)] += d.text;
+      QVERIFY(d.accepted <= d.proposed);
+    };
+    cb.on_finished = [&](const Candidate&) { ++finished; };
+    const auto r = run_session(backend, *model, request(4), cb);
+    QCOMPARE(finished, 4);
+    const auto prompt = model->tokenizer->encode("Once upon a time", true);
+    for (const Candidate& c : r.candidates) {
+      QCOMPARE(streamed[static_cast<size_t>(c.index)], c.text);
+      // the completion is the decode of prompt + tokens minus the prompt's text
+      std::vector<int> all = prompt;
+      all.insert(all.end(), c.tokens.begin(), c.tokens.end());
+      QCOMPARE(model->tokenizer->decode(prompt) + c.text, model->tokenizer->decode(all));
+      QCOMPARE(c.logprobs.size(), c.tokens.size());
+    }
+    // seeds differ per candidate, so (with overwhelming probability) the texts do too
+    QVERIFY(r.candidates[0].text != r.candidates[1].text);
+    QCOMPARE(r.totals.generated_tokens, 4 * 40);
+    QVERIFY(r.totals.target_forwards > 1);
+  }
+
+  void sameSeedSameSession() {
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const auto model = fake_model_with_tokenizer(tok);
+    FakeBackend backend;
+    const auto a = run_session(backend, *model, request(3));
+    const auto b = run_session(backend, *model, request(3));
+    for (int i = 0; i < 3; ++i) QCOMPARE(a.candidates[i].tokens, b.candidates[i].tokens);
+  }
+
+  void stopStringCutsItsCandidate() {
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const auto model = fake_model_with_tokenizer(tok);
+    FakeBackend backend;
+    auto req = request(3);
+    const auto free_run = run_session(backend, *model, req);
+    const std::string full = free_run.candidates[1].text;
+    QVERIFY(full.size() > 30);
+    const std::string stop = full.substr(15, 4);
+    const size_t first = full.find(stop);
+    req.stop = {stop};
+    std::string streamed;
+    SessionCallbacks cb;
+    cb.on_delta = [&](const CandidateDelta& d) {
+      if (d.index == 1) streamed += d.text;
+    };
+    const auto r = run_session(backend, *model, req, cb);
+    const Candidate& c = r.candidates[1];
+    QCOMPARE(c.finish, FinishReason::Stop);
+    QCOMPARE(c.text, full.substr(0, first));
+    QCOMPARE(streamed, c.text);  // nothing of the stop string ever went out
+    for (const Candidate& other : r.candidates) {
+      QVERIFY(other.text.find(stop) == std::string::npos);
+      if (other.finish != FinishReason::Stop) QCOMPARE(other.finish, FinishReason::Length);
+    }
+  }
+
+  void codeStops() {
+    const auto& stops = code_stop_strings();
+    QCOMPARE(stops.size(), size_t{4});
+    QVERIFY(std::find(stops.begin(), stops.end(), "\ndef ") != stops.end());
+    QVERIFY(std::find(stops.begin(), stops.end(), "\nif __name__") != stops.end());
+  }
+
+  void cancelEndsEveryCandidate() {
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const auto model = fake_model_with_tokenizer(tok);
+    FakeBackend backend;
+    backend.delay_ms = 5;
+    auto req = request(4, "ngram");
+    req.max_new_tokens = 300;
+    std::atomic<bool> stop{false};
+    std::atomic<int> deltas{0};
+    SessionCallbacks cb;
+    cb.on_delta = [&](const CandidateDelta&) { ++deltas; };
+    SessionResult r;
+    std::thread worker([&] { r = run_session(backend, *model, req, cb, &stop); });
+    while (deltas.load() < 8) std::this_thread::yield();
+    stop = true;
+    worker.join();
+    for (const Candidate& c : r.candidates) {
+      QCOMPARE(c.finish, FinishReason::Cancelled);
+      QVERIFY(static_cast<int>(c.tokens.size()) < 300);
+    }
+  }
+
+  void badRequests() {
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const auto model = fake_model_with_tokenizer(tok);
+    FakeBackend backend;
+    const auto fails = [&](GenerationRequest r, const char* words) {
+      try {
+        run_session(backend, *model, r);
+      } catch (const std::invalid_argument& e) {
+        return QString(e.what()).contains(words);
+      }
+      return false;
+    };
+    auto r = request(2);
+    r.prompt.clear();
+    QVERIFY(fails(r, "prompt is empty"));
+    r = request(0);
+    QVERIFY(fails(r, "between 1 and"));
+    r = request(kMaxCandidates + 1);
+    QVERIFY(fails(r, "between 1 and"));
+    r = request(2);
+    r.budget_seconds = -1;
+    QVERIFY(fails(r, "budget"));
+    r = request(2, "layers:0");
+    QVERIFY(fails(r, "layers:0"));
+    r = request(2, "layers:9");
+    QVERIFY(fails(r, "between 1 and"));
+    r = request(2);
+    r.sampling.top_p = 0;
+    QVERIFY(fails(r, "top-p"));
+    r = request(2);
+    r.stop = {""};
+    QVERIFY(fails(r, "stop string"));
+
+    // a draft model whose tokenizer differs in one piece
+    auto vocab = load_vocabulary(tok);
+    vocab.pieces[300] = "▁zebra";
+    auto draft = make_fake_model("draft", vocab.size(), 2, 512);
+    draft->tokenizer = std::make_shared<Tokenizer>(std::move(vocab));
+    r = request(2, "model");
+    r.draft.draft_model = draft;
+    QVERIFY(fails(r, "token 300"));
+    // the same tokenizer is fine
+    auto same = fake_model_with_tokenizer(tok, "draft");
+    r.draft.draft_model = same;
+    QCOMPARE(run_session(backend, *model, r).candidates.size(), size_t{2});
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSession)
+#include "test_session.moc"

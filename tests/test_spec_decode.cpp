@@ -1,0 +1,387 @@
+// The batched speculative decoding loop (decoder.h) on a controlled fake backend whose
+// logits are a known function of the context (support/fake_backend.h): exactness of greedy
+// decoding for every drafter, policy and batch size; the target's distribution under
+// sampling; prefix sharing; rollback consistency; block accounting; budget and cancel.
+#include <QtTest>
+
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include "decoder.h"
+#include "fake_backend.h"
+#include "stats.h"
+
+using namespace specula;
+using namespace specula::test;
+
+namespace {
+
+std::vector<int> make_prompt(int length, int salt) {
+  std::vector<int> p{1};
+  for (int i = 1; i < length; ++i) p.push_back(static_cast<int>(mix64(static_cast<uint64_t>(i * 31 + salt)) % 24));
+  // a repeated stretch, so that n-gram lookup finds something
+  for (int i = 1; i < length / 3 && static_cast<int>(p.size()) < length + length / 3; ++i) p.push_back(p[static_cast<size_t>(i)]);
+  p.resize(static_cast<size_t>(length));
+  return p;
+}
+
+struct Setup {
+  FakeBackend backend;
+  std::shared_ptr<Model> target = make_fake_model("target");
+  std::shared_ptr<Model> draft = make_fake_model("small draft", 24, 2);
+  std::unique_ptr<KvCache> cache;
+  std::unique_ptr<Drafter> drafter;
+  std::unique_ptr<DraftPolicy> policy;
+
+  Setup(const std::string& kind, const std::string& policy_spec, const DecodeOptions& o, int prompt_len) {
+    const int tokens = decode_cache_tokens(prompt_len, target->config.context_length, o);
+    cache = backend.create_cache(*target, tokens, -1, 16);
+    drafter = create_drafter(kind, backend, *target, draft, o.sampling, o.n_seqs, tokens);
+    policy = create_draft_policy(policy_spec, o.n_seqs);
+  }
+  DecodeResult run(const std::vector<int>& prompt, const DecodeOptions& o, const DecodeCallbacks& cb = {},
+                   const std::atomic<bool>* stop = nullptr) {
+    return decode(backend, *target, *cache, *drafter, *policy, prompt, o, cb, stop);
+  }
+};
+
+const std::vector<std::string> kDrafters{"none", "ngram", "layers:1", "layers:3", "model"};
+const std::vector<std::string> kPolicies{"fixed:1", "fixed:5", "bass", "adaptive"};
+
+}  // namespace
+
+class TestSpecDecode : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // Every candidate equals plain greedy decoding (from scratch, no cache) token for token.
+  void greedyEqualsPlainGreedy() {
+    for (const int n : {1, 3, 8, 16}) {
+      for (const int prompt_len : {1, 6, 23, 45}) {
+        const auto prompt = make_prompt(prompt_len, n);
+        const int n_new = 40;
+        const auto expected = plain_greedy(*make_fake_model("target"), prompt, n_new);
+        for (const auto& kind : kDrafters) {
+          for (const auto& policy : kPolicies) {
+            DecodeOptions o;
+            o.n_seqs = n;
+            o.max_new_tokens = n_new;
+            Setup s(kind, policy, o, prompt_len);
+            const DecodeResult r = s.run(prompt, o);
+            const QByteArray where = QStringLiteral("%1 %2 N=%3 prompt %4").arg(kind.c_str(), policy.c_str()).arg(n).arg(prompt_len).toUtf8();
+            for (const auto& seq : r.seqs) {
+              QVERIFY2(seq.tokens == expected, where.constData());
+              QVERIFY2(seq.finish == FinishReason::Length, where.constData());
+              QCOMPARE(seq.logprobs.size(), seq.tokens.size());
+            }
+            if (kind != "none") QVERIFY2(r.seqs[0].proposed > 0, where.constData());
+            QCOMPARE(s.cache->blocks_in_use(), 0);
+            QCOMPARE(s.drafter->blocks_in_use(), 0);
+          }
+        }
+      }
+    }
+  }
+
+  // A good draft saves target forwards: layers:3 of 4 must need fewer steps than none.
+  void speculationSavesTargetForwards() {
+    DecodeOptions o;
+    o.n_seqs = 4;
+    o.max_new_tokens = 60;
+    const auto prompt = make_prompt(20, 1);
+    Setup plain("none", "bass", o, 20), spec("layers:3", "bass", o, 20);
+    const auto a = plain.run(prompt, o), b = spec.run(prompt, o);
+    QCOMPARE(a.stats.steps, 59);  // one token per step after the prefill's first
+    QVERIFY2(b.stats.steps < a.stats.steps, qPrintable(QString::number(b.stats.steps)));
+    QVERIFY(b.seqs[0].accepted > 0);
+  }
+
+  // EOS ends a sequence and is not kept; max new tokens ends it with Length.
+  void eosAndLength() {
+    const auto prompt = make_prompt(10, 3);
+    const auto expected = plain_greedy(*make_fake_model("target"), prompt, 30);
+    DecodeOptions o;
+    o.n_seqs = 2;
+    o.max_new_tokens = 30;
+    o.eos = expected[12];
+    const int first = static_cast<int>(std::find(expected.begin(), expected.end(), o.eos) - expected.begin());
+    Setup s("layers:3", "fixed:6", o, 10);
+    const auto r = s.run(prompt, o);
+    for (const auto& seq : r.seqs) {
+      QCOMPARE(seq.finish, FinishReason::Eos);
+      QCOMPARE(seq.tokens, std::vector<int>(expected.begin(), expected.begin() + first));
+    }
+  }
+
+  // Sampled speculation has the target's distribution: the joint law of the first three
+  // tokens at T = 1 and at T = 0.7 / top-p 0.9, with a deliberately poor draft, against
+  // the exact law enumerated from the fake model.
+  void samplingPreservesTheTargetDistribution_data() {
+    QTest::addColumn<float>("temperature");
+    QTest::addColumn<float>("topP");
+    QTest::addColumn<QString>("draft");
+    QTest::newRow("T=1 layers:1") << 1.0f << 1.0f << "layers:1";
+    QTest::newRow("T=0.7 top-p 0.9 layers:1") << 0.7f << 0.9f << "layers:1";
+    QTest::newRow("T=1 ngram") << 1.0f << 1.0f << "ngram";
+    QTest::newRow("T=0.7 top-p 0.9 model") << 0.7f << 0.9f << "model";
+  }
+  void samplingPreservesTheTargetDistribution() {
+    QFETCH(float, temperature);
+    QFETCH(float, topP);
+    QFETCH(QString, draft);
+    const SamplingParams params{temperature, 0, topP, 0.0f, 0};
+    const auto model = make_fake_model("target");
+    const int V = model->config.vocab_size;
+    const std::vector<int> prompt{1, 7, 3, 7, 3};
+
+    // exact law of (t1, t2, t3)
+    std::vector<double> exact(static_cast<size_t>(V * V * V), 0.0);
+    std::vector<float> logits(static_cast<size_t>(V)), p1, p2, p3;
+    std::vector<int> ctx = prompt;
+    reference_logits(*model, ctx, -1, logits.data());
+    sampling_distribution(params, logits, p1);
+    for (int a = 0; a < V; ++a) {
+      if (p1[a] == 0) continue;
+      ctx.push_back(a);
+      reference_logits(*model, ctx, -1, logits.data());
+      sampling_distribution(params, logits, p2);
+      for (int b = 0; b < V; ++b) {
+        if (p2[b] == 0) continue;
+        ctx.push_back(b);
+        reference_logits(*model, ctx, -1, logits.data());
+        sampling_distribution(params, logits, p3);
+        for (int c = 0; c < V; ++c) exact[static_cast<size_t>((a * V + b) * V + c)] = double(p1[a]) * p2[b] * p3[c];
+        ctx.pop_back();
+      }
+      ctx.pop_back();
+    }
+
+    std::vector<double> counts(exact.size(), 0.0);
+    DecodeOptions o;
+    o.n_seqs = 64;
+    o.max_new_tokens = 3;
+    o.sampling = params;
+    int proposed = 0, accepted = 0;
+    for (int run = 0; run < 400; ++run) {
+      o.sampling.seed = 1000 + static_cast<uint64_t>(run) * 64;  // candidate seeds never repeat
+      Setup s(draft.toStdString(), "fixed:4", o, static_cast<int>(prompt.size()));
+      const auto r = s.run(prompt, o);
+      for (const auto& seq : r.seqs) {
+        QCOMPARE(seq.tokens.size(), size_t{3});
+        counts[static_cast<size_t>((seq.tokens[0] * V + seq.tokens[1]) * V + seq.tokens[2])] += 1;
+        proposed += seq.proposed;
+        accepted += seq.accepted;
+      }
+    }
+    QVERIFY(proposed > 0);
+    QVERIFY2(accepted < proposed, "the draft must be poor enough to be rejected");
+    const auto [stat, df] = chi2_fit(counts, exact);
+    QVERIFY2(stat < chi2_critical(df, kZ1e4), qPrintable(QString("chi2 %1 with %2 df (critical %3)").arg(stat).arg(df).arg(chi2_critical(df, kZ1e4))));
+  }
+
+  // The prompt is prefilled once, and the candidates share its blocks.
+  void promptIsPrefilledOnceAndShared() {
+    const int prompt_len = 70, n = 8;
+    const auto prompt = make_prompt(prompt_len, 5);
+    DecodeOptions o;
+    o.n_seqs = n;
+    o.max_new_tokens = 12;
+    Setup s("none", "fixed:1", o, prompt_len);
+    const auto r = s.run(prompt, o);
+    QCOMPARE(s.backend.first_call_tokens, prompt_len);
+    QCOMPARE(s.backend.min_position_after_first, prompt_len);  // no later forward touches the prompt
+    QCOMPARE(r.stats.target_tokens, prompt_len + n * 11);     // prompt once, then one token per step
+    QCOMPARE(r.stats.target_forwards, 1 + 11);
+
+    // without sharing each candidate would hold its own copy of the prompt's blocks
+    DecodeOptions one = o;
+    one.n_seqs = 1;
+    Setup single("none", "fixed:1", one, prompt_len);
+    const auto r1 = single.run(prompt, one);
+    QVERIFY2(r.stats.peak_blocks < n * r1.stats.peak_blocks,
+             qPrintable(QString("%1 blocks shared vs %2 unshared").arg(r.stats.peak_blocks).arg(n * r1.stats.peak_blocks)));
+    // 70 positions = 4 full blocks + a partial one; each candidate copies the partial one
+    // and grows by at most one more block
+    QVERIFY(r.stats.peak_blocks <= 5 + n * 2);
+  }
+
+  // Random accept/reject patterns (forced acceptance at T = 0.8) leave the cache
+  // consistent: every logprob the decoder recorded equals the one recomputed from scratch
+  // on the plain token list; and nothing leaks.
+  void rollbackKeepsTheCacheConsistent() {
+    const auto model = make_fake_model("target");
+    const int V = model->config.vocab_size;
+    for (const double alpha : {0.3, 0.6, 0.9}) {
+      for (const auto& kind : {"layers:2", "ngram", "model"}) {
+        DecodeOptions o;
+        o.n_seqs = 5;
+        o.max_new_tokens = 50;
+        o.sampling = SamplingParams{0.8f, 0, 1.0f, 0.0f, 17};
+        o.forced_acceptance = alpha;
+        const auto prompt = make_prompt(19, 2);
+        Setup s(kind, "adaptive", o, 19);
+        const auto r = s.run(prompt, o);
+        std::vector<float> logits(static_cast<size_t>(V));
+        for (const auto& seq : r.seqs) {
+          QCOMPARE(seq.tokens.size(), size_t{50});
+          std::vector<int> ctx = prompt;
+          for (size_t t = 0; t < seq.tokens.size(); ++t) {
+            reference_logits(*model, ctx, -1, logits.data());
+            QCOMPARE(seq.logprobs[t], token_logprob(logits, seq.tokens[t]));
+            ctx.push_back(seq.tokens[t]);
+          }
+          QVERIFY(seq.accepted > 0 && seq.accepted < seq.proposed);
+        }
+        QCOMPARE(s.cache->blocks_in_use(), 0);
+        QCOMPARE(s.cache->live_sequences(), 0);
+        QCOMPARE(s.drafter->blocks_in_use(), 0);
+      }
+    }
+  }
+
+  // A budget on a model too slow to finish: every candidate ends with Budget, and no more
+  // steps ran than fit in the budget plus one (each forward sleeps 40 ms, so at most
+  // budget / 40 ms steps can have started before the budget ran out).
+  void budgetEndsTheSession() {
+    DecodeOptions o;
+    o.n_seqs = 4;
+    o.max_new_tokens = 400;
+    o.budget_seconds = 0.5;
+    const auto prompt = make_prompt(8, 9);
+    Setup s("none", "fixed:1", o, 8);
+    s.backend.delay_ms = 40;
+    const auto r = s.run(prompt, o);
+    for (const auto& seq : r.seqs) {
+      QCOMPARE(seq.finish, FinishReason::Budget);
+      QVERIFY(!seq.tokens.empty());
+    }
+    QVERIFY2(r.stats.steps <= 500 / 40 + 1, qPrintable(QString::number(r.stats.steps)));
+    QCOMPARE(s.cache->blocks_in_use(), 0);
+  }
+
+  // Cancel from another thread: the session ends within one step of the flag.
+  void cancelFromAnotherThread() {
+    DecodeOptions o;
+    o.n_seqs = 3;
+    o.max_new_tokens = 400;
+    const auto prompt = make_prompt(8, 4);
+    Setup s("layers:2", "bass", o, 8);
+    s.backend.delay_ms = 5;
+    std::atomic<bool> stop{false};
+    std::atomic<int> steps_seen{0};
+    int steps_when_stopped = -1;
+    DecodeCallbacks cb;
+    cb.on_tokens = [&](int seq, const SequenceOutput&, std::span<const int>) {
+      if (seq == 0) ++steps_seen;
+      return false;
+    };
+    DecodeResult r;
+    std::thread worker([&] { r = s.run(prompt, o, cb, &stop); });
+    while (steps_seen.load() < 5) std::this_thread::yield();
+    steps_when_stopped = steps_seen.load();
+    stop = true;
+    worker.join();
+    for (const auto& seq : r.seqs) QCOMPARE(seq.finish, FinishReason::Cancelled);
+    // steps_seen counts the prefill's token too (steps done + 1); the step in flight may finish
+    QVERIFY2(r.stats.steps <= steps_when_stopped, qPrintable(QString("%1 steps, stop at %2").arg(r.stats.steps).arg(steps_when_stopped)));
+    QCOMPARE(s.cache->blocks_in_use(), 0);
+    QCOMPARE(s.drafter->blocks_in_use(), 0);
+  }
+
+  // A callback that stops a sequence (a stop string) ends only that one, with Stop.
+  void callbackStopsOneSequence() {
+    DecodeOptions o;
+    o.n_seqs = 3;
+    o.max_new_tokens = 20;
+    const auto prompt = make_prompt(8, 4);
+    Setup s("ngram", "fixed:3", o, 8);
+    DecodeCallbacks cb;
+    std::vector<int> finished;
+    cb.on_tokens = [&](int seq, const SequenceOutput& out, std::span<const int>) { return seq == 1 && out.tokens.size() >= 5; };
+    cb.on_finished = [&](int seq, const SequenceOutput&) { finished.push_back(seq); };
+    const auto r = s.run(prompt, o, cb);
+    QCOMPARE(r.seqs[1].finish, FinishReason::Stop);
+    QCOMPARE(r.seqs[0].finish, FinishReason::Length);
+    QCOMPARE(finished.size(), size_t{3});
+    QCOMPARE(finished.front(), 1);
+  }
+
+  // Errors leave no blocks behind either.
+  void failureReleasesEverything() {
+    DecodeOptions o;
+    o.n_seqs = 4;
+    o.max_new_tokens = 30;
+    const auto prompt = make_prompt(12, 4);
+    Setup s("layers:2", "fixed:4", o, 12);
+    DecodeCallbacks cb;
+    cb.on_tokens = [&](int seq, const SequenceOutput& out, std::span<const int>) -> bool {
+      if (seq == 2 && out.tokens.size() > 6) throw std::runtime_error("boom");
+      return false;
+    };
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, s.run(prompt, o, cb));
+    QCOMPARE(s.cache->blocks_in_use(), 0);
+    QCOMPARE(s.cache->live_sequences(), 0);
+  }
+
+  void badInput() {
+    FakeBackend backend;
+    const auto target = make_fake_model("target");
+    const SamplingParams greedy;
+    for (const char* kind : {"layers:0", "layers:5", "layers:x", "layers:", "tree", "model"}) {
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, create_drafter(kind, backend, *target, nullptr, greedy, 2, 100));
+    }
+    // a draft model with another vocabulary
+    const auto other = make_fake_model("other", 30);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, create_drafter("model", backend, *target, other, greedy, 2, 100));
+    for (const char* spec : {"fixed:0", "fixed:33", "fixed:", "fixed:2x", "greedy", ""}) {
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, create_draft_policy(spec, 2));
+    }
+    DecodeOptions o;
+    Setup s("none", "bass", o, 4);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, s.run({}, o));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, s.run(std::vector<int>(512, 5), o));  // no room in the context
+    o.n_seqs = 0;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, s.run({1, 2}, o));
+    QCOMPARE(s.cache->blocks_in_use(), 0);
+  }
+
+  void bassPolicyFollowsAlgorithmOne() {
+    auto p = create_draft_policy("bass", 3);
+    std::vector<int> k;
+    const std::vector<int> live{0, 1, 2};
+    p->lengths(live, k);
+    QCOMPARE(k, std::vector<int>(3, 7));
+    const auto step = [&](std::vector<int> proposed, std::vector<int> accepted) {
+      p->update(live, proposed, accepted);
+      p->lengths(live, k);
+      return k[0];
+    };
+    QCOMPARE(step({7, 7, 7}, {7, 2, 0}), 9);    // someone took it all: +2
+    QCOMPARE(step({9, 9, 9}, {3, 1, 0}), 8);    // 9 - ceil(9/10) - 0
+    QCOMPARE(step({8, 8, 8}, {2, 1, 0}), 6);    // 8 - 1 - 1 (second shrink in a row)
+    QCOMPARE(step({6, 6, 6}, {5, 1, 0}), 5);    // 6 - 1 - 1 = 4, but never under the best run 5
+    QCOMPARE(step({5, 5, 5}, {5, 0, 0}), 7);
+    for (int i = 0; i < 20; ++i) step({32, 32, 32}, {32, 32, 32});
+    QCOMPARE(k[0], 32);                         // l_limit
+    for (int i = 0; i < 40; ++i) step({1, 1, 1}, {0, 0, 0});
+    QCOMPARE(k[0], 1);                          // floor
+  }
+
+  void adaptivePolicyIsPerSequence() {
+    auto p = create_draft_policy("adaptive", 4);
+    std::vector<int> k;
+    const std::vector<int> live{1, 3};
+    p->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{4, 4}));
+    p->update(live, std::vector<int>{4, 4}, std::vector<int>{4, 1});
+    p->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{6, 3}));
+    for (int i = 0; i < 5; ++i) p->update(live, std::vector<int>{1, 1}, std::vector<int>{0, 0});
+    p->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{1, 1}));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSpecDecode)
+#include "test_spec_decode.moc"
