@@ -46,7 +46,8 @@ SPECULA_AVX2 inline void f32_tile_avx2(const uint8_t* w, const uint8_t* x, size_
     }
   }
   for (; c < cols; ++c) {
-    for (int t = 0; t < T; ++t) tail[t] += wf[c] * reinterpret_cast<const float*>(x + t * x_stride)[c];
+    for (int t = 0; t < T; ++t)
+      tail[t] += wf[c] * reinterpret_cast<const float*>(x + t * x_stride)[c];
   }
   for (int t = 0; t < T; ++t) out[t] = hsum256(acc[t]) + tail[t];
 }
@@ -175,8 +176,9 @@ SPECULA_ROWS_KERNEL(SPECULA_AVX2, q6_k_rows_avx2, q6_k_tile_avx2)
 // ---- AVX-512 -------------------------------------------------------------------------
 
 SPECULA_AVX512 inline float hsum512(__m512 v) {
-  const __m256 s = _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0)),
-                                 _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 1)));
+  const __m256 s =
+      _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0)),
+                    _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 1)));
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
@@ -201,7 +203,8 @@ struct F32Weights {
 };
 struct F16Weights {
   SPECULA_AVX512 static __m512 load(const uint8_t* w, int64_t c) {
-    return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * c)));
+    return _mm512_maskz_cvtph_ps(0xFFFF,
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * c)));
   }
   SPECULA_AVX512 static __m512 load_tail(const uint8_t* w, int64_t c, __mmask16 m) {
     return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(m, w + 2 * c));
@@ -209,12 +212,13 @@ struct F16Weights {
 };
 struct BF16Weights {
   SPECULA_AVX512 static __m512 load(const uint8_t* w, int64_t c) {
-    const __m512i wide =
-        _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * c)));
+    const __m512i wide = _mm512_maskz_cvtepu16_epi32(
+        0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * c)));
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
   }
   SPECULA_AVX512 static __m512 load_tail(const uint8_t* w, int64_t c, __mmask16 m) {
-    const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(m, w + 2 * c));
+    const __m512i wide =
+        _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(m, w + 2 * c));
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
   }
 };
@@ -281,8 +285,8 @@ SPECULA_AVX512 inline void float_rows_block_avx512(const uint8_t* w, size_t w_st
 // prefetcher ahead. Either way each output gets the same bits.
 template <class Weights>
 SPECULA_AVX512 inline void float_rows_avx512(const uint8_t* w, size_t w_stride, int64_t rows,
-                                             int64_t cols, const uint8_t* x, size_t x_stride,
-                                             int n, float* y, int64_t y_stride) {
+                                             int64_t cols, const uint8_t* x, size_t x_stride, int n,
+                                             float* y, int64_t y_stride) {
   int64_t r = 0;
   for (; n > 1 && r + 4 <= rows; r += 4) {
     float_rows_block_avx512<Weights, 4>(w + r * w_stride, w_stride, x, x_stride, n, cols, y + r,
@@ -335,7 +339,8 @@ SPECULA_AVX512 inline __m512i q4_0_pair_nibbles(const uint8_t* qa, const uint8_t
   const __m256i packed = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qb)),
                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa)));
   const __m512i both = join256(packed, _mm256_srli_epi16(packed, 4));  // [a, b, a>>4, b>>4]
-  return _mm512_and_si512(_mm512_maskz_shuffle_i64x2(0xFF, both, both, 0xD8), _mm512_set1_epi8(0x0F));
+  return _mm512_and_si512(_mm512_maskz_shuffle_i64x2(0xFF, both, both, 0xD8),
+                          _mm512_set1_epi8(0x0F));
 }
 
 SPECULA_AVX512 inline __m256i q4_0_nibbles(const uint8_t* q) {
@@ -357,7 +362,8 @@ SPECULA_AVX512 inline __m256i unsigned_weights(const uint8_t* w, int64_t b) {
 }
 template <bool kQ8>
 SPECULA_AVX512 inline uint16_t block_scale(const uint8_t* w, int64_t b) {
-  return kQ8 ? reinterpret_cast<const BlockQ8_0*>(w)[b].d : reinterpret_cast<const BlockQ4_0*>(w)[b].d;
+  return kQ8 ? reinterpret_cast<const BlockQ8_0*>(w)[b].d
+             : reinterpret_cast<const BlockQ4_0*>(w)[b].d;
 }
 
 // Offsets of the activations for bias 8 (Q4_0) or 128 (Q8_0 = 16 * 8).
@@ -380,10 +386,9 @@ SPECULA_AVX512 inline void q8_tile_avx512(const uint8_t* w, const uint8_t* x, si
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
-    const __m512i wq =
-        kQ8 ? join256(unsigned_weights<kQ8>(w, b), unsigned_weights<kQ8>(w, b + 1))
-            : q4_0_pair_nibbles(reinterpret_cast<const BlockQ4_0*>(w)[b].q,
-                                reinterpret_cast<const BlockQ4_0*>(w)[b + 1].q);
+    const __m512i wq = kQ8 ? join256(unsigned_weights<kQ8>(w, b), unsigned_weights<kQ8>(w, b + 1))
+                           : q4_0_pair_nibbles(reinterpret_cast<const BlockQ4_0*>(w)[b].q,
+                                               reinterpret_cast<const BlockQ4_0*>(w)[b + 1].q);
     const __m512 d = pair_scales(block_scale<kQ8>(w, b), block_scale<kQ8>(w, b + 1));
     for (int t = 0; t < T; ++t) {
       const Q8Row a = q8_row(x + t * x_stride, cols);
@@ -403,7 +408,8 @@ SPECULA_AVX512 inline void q8_tile_avx512(const uint8_t* w, const uint8_t* x, si
       const Q8Row a = q8_row(x + t * x_stride, cols);
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.values + 32 * b));
       const __m256i sums = _mm256_dpbusd_epi32(block_offsets<kQ8>(a.offsets + 8 * b), wq, xq);
-      const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(sums), _mm256_loadu_ps(a.scales + 8 * b));
+      const __m256 scaled =
+          _mm256_mul_ps(_mm256_cvtepi32_ps(sums), _mm256_loadu_ps(a.scales + 8 * b));
       tail[t] = _mm256_fmadd_ps(scaled, d, tail[t]);
     }
   }

@@ -100,7 +100,8 @@ ModelConfig random_model_config(std::string_view shape) {
   }
   std::string known;
   for (const NamedShape& s : kShapes) known += (known.empty() ? "" : ", ") + std::string(s.name);
-  throw std::invalid_argument("unknown model shape '" + std::string(shape) + "' (known: " + known + ")");
+  throw std::invalid_argument("unknown model shape '" + std::string(shape) + "' (known: " + known +
+                              ")");
 }
 
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,
