@@ -75,6 +75,21 @@ void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) 
   for (int i = 0; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
 }
 
+// q · k for one head. Eight partial sums in a fixed order (lane i takes elements i, i+8,
+// ...), then a fixed pairwise sum: the same bits for every caller, and a loop the compiler
+// vectorizes without reordering anything.
+float dot(const float* a, const float* b, int n) {
+  constexpr int kLanes = 8;
+  float partial[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) partial[l] += a[i + l] * b[i + l];
+  }
+  for (int l = 0; i < n; ++i, ++l) partial[l] += a[i] * b[i];
+  return ((partial[0] + partial[4]) + (partial[2] + partial[6])) +
+         ((partial[1] + partial[5]) + (partial[3] + partial[7]));
+}
+
 // Rotates adjacent pairs (x[2i], x[2i+1]) of each head by the token's angles.
 void rope(float* x, int n_heads, int head_dim, const float* cos_t, const float* sin_t) {
   for (int h = 0; h < n_heads; ++h) {
@@ -208,9 +223,7 @@ class CpuBackend : public Backend {
                 const size_t slot =
                     static_cast<size_t>(table[p / block_size]) * block_size + p % block_size;
                 const float* k = keys + slot * kv_dim + kv_offset;
-                float s = 0.0f;
-                for (int i = 0; i < head_dim; ++i) s += q[i] * k[i];
-                scores[p] = s * attn_scale;
+                scores[p] = dot(q, k, head_dim) * attn_scale;
                 max_score = std::max(max_score, scores[p]);
               }
               float sum = 0.0f;

@@ -1,6 +1,7 @@
 // Portable kernels, activation quantization, SIMD detection and the matmul driver.
 #include "cpu_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -143,7 +144,7 @@ void quantize_activations_q8(const float* x, uint8_t* out, int64_t n) {
     const float* v = x + 32 * b;
     int8_t* q = values + 32 * b;
     float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
@@ -158,7 +159,7 @@ void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n) {
   for (int64_t b = 0; b < n / 256; ++b) {
     const float* v = x + 256 * b;
     float amax = 0.0f;
-    for (int i = 0; i < 256; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(v[i]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].d = d;
