@@ -2,6 +2,7 @@
 // speculative decoder never knows which one it drives.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,23 @@ class Backend {
   // its tokens were split across calls. Not reentrant: one forward at a time per backend.
   virtual void forward(const Model& model, KvCache& cache, const RaggedBatch& batch,
                        std::vector<float>& logits, int n_layers = -1) = 0;
+
+  // forward() for greedy decoding: the index of the largest logit of each wanted row (the
+  // lowest on ties) instead of the rows themselves. A device backend overrides it to copy
+  // back one int per row rather than the logits.
+  virtual void forward_argmax(const Model& model, KvCache& cache, const RaggedBatch& batch,
+                              std::vector<int32_t>& tokens, int n_layers = -1) {
+    std::vector<float> logits;
+    forward(model, cache, batch, logits, n_layers);
+    const size_t vocab = static_cast<size_t>(model.config.vocab_size);
+    tokens.assign(logits.size() / vocab, 0);
+    for (size_t r = 0; r < tokens.size(); ++r) {
+      const float* row = logits.data() + r * vocab;
+      for (size_t i = 1; i < vocab; ++i) {
+        if (row[i] > row[tokens[r]]) tokens[r] = static_cast<int32_t>(i);
+      }
+    }
+  }
 };
 
 enum class DeviceChoice { Auto, Cpu, Cuda };

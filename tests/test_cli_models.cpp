@@ -53,6 +53,10 @@ class TestCliModels : public QObject {
     QCOMPARE(types["q8_0"].toObject()["tensors"].toInt(), 31);
     QCOMPARE(types["f32"].toObject()["tensors"].toInt(), 16);
     QCOMPARE(types["f32"].toObject()["bytes"].toInt(), 11 * 64 * 4 + 5 * 64 * 172 * 4);
+    // on a GPU every matrix of the q8_0 / f32 mix is fp16; norms stay f32
+    const QJsonObject device = j["device_weights"].toObject();
+    QCOMPARE(device["type"].toString(), QString("f16"));
+    QCOMPARE(device["bytes"].toInt(), (512 * 64 + 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 64 * 172)) * 2 + 11 * 64 * 4);
     const QJsonObject tokenizer = j["tokenizer"].toObject();
     QCOMPARE(tokenizer["vocab_size"].toInt(), 512);
     QCOMPARE(tokenizer["bos"].toInt(), 1);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.h"
+#include "device_plan.h"
 #include "model.h"
 
 namespace specula::cli {
@@ -50,6 +51,9 @@ nlohmann::json describe(const Model& model) {
                  {"norm_eps", c.norm_eps}};
   j["tied_output"] = model.tied_output();
   j["weight_bytes"] = model.weight_bytes();
+  // a GPU keeps quantized matrices expanded to fp16
+  j["device_weights"] = {{"type", std::string(type_traits(device_matrix_type(model.weights)).name)},
+                         {"bytes", device_weight_bytes(model)}};
   for (const auto& [type, t] : tally_by_type(model)) j["tensor_types"][type] = {{"tensors", t.tensors}, {"bytes", t.bytes}};
   if (model.tokenizer) {
     const Tokenizer& tok = *model.tokenizer;
@@ -82,6 +86,9 @@ void print_text(const nlohmann::json& j) {
   for (const auto& [type, t] : j["tensor_types"].items()) {
     std::printf("  %-6s      %4d tensors, %zu bytes\n", type.c_str(), t["tensors"].get<int>(), t["bytes"].get<size_t>());
   }
+  const auto& device = j["device_weights"];
+  std::printf("on a GPU      %zu bytes (%.2f MiB), matrices as %s\n", device["bytes"].get<size_t>(),
+              static_cast<double>(device["bytes"].get<size_t>()) / (1 << 20), device["type"].get<std::string>().c_str());
   const auto& tok = j["tokenizer"];
   if (tok.is_null()) {
     std::printf("tokenizer     none (pass --tokenizer)\n");

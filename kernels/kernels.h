@@ -1,0 +1,106 @@
+// Host interface of the CUDA kernels: what each launch computes and on which layouts.
+//
+// Activations are row-major, one row per token of the ragged batch (no padding). The
+// residual stream and every product's output are fp32; the inputs of the dense products
+// (normalized rows, attention output, SwiGLU output) are in the weights' type, because
+// cuBLAS wants both operands of a product in one type. The KV cache is laid out by slot
+// (block * block_size + offset), each slot holding kv_dim values in the cache type.
+// Every launch is asynchronous on `stream`; a failed launch throws std::runtime_error.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace specula::cuda {
+
+enum class DType { F32, F16, BF16 };
+size_t dtype_bytes(DType type);
+
+// Throws std::runtime_error naming `what` unless `status` is success.
+void check(cudaError_t status, const char* what);
+void check(cublasStatus_t status, const char* what);
+
+// out[t][:] = table[tokens[t]][:] as fp32. Token ids are checked on the host.
+void embedding(const void* table, DType type, int dim, const int32_t* tokens, int n_tokens,
+               float* out, cudaStream_t stream);
+
+// out[r][:] = x[src][:] / rms(x[src]) * weight, src = rows ? rows[r] : r, written in out_type.
+void rmsnorm(const float* x, const float* weight, const int32_t* rows, int n_rows, int dim,
+             float eps, void* out, DType out_type, cudaStream_t stream);
+
+// Rotates the adjacent pairs (2i, 2i+1) of the first n_rot_heads * head_dim columns of every
+// row of `qk` (row stride `row_stride`) by position * theta^(-2i / head_dim), in place.
+void rope(float* qk, int row_stride, const int32_t* positions, int n_tokens, int n_rot_heads,
+          int head_dim, float theta, cudaStream_t stream);
+
+// out[t][i] = silu(gate_up[t][i]) * gate_up[t][hidden + i], written in out_type.
+void swiglu(const float* gate_up, int n_tokens, int hidden, void* out, DType out_type,
+            cudaStream_t stream);
+
+// x[i] += y[i]
+void residual_add(float* x, const float* y, int64_t n, cudaStream_t stream);
+
+// k_cache[slots[t]][:] = qkv[t][k_offset + :], v_cache[slots[t]][:] = qkv[t][v_offset + :].
+void kv_write(const float* qkv, int row_stride, int k_offset, int v_offset, const int32_t* slots,
+              int n_tokens, int kv_dim, void* k_cache, void* v_cache, DType cache_type,
+              cudaStream_t stream);
+
+struct AttentionArgs {
+  const float* qkv = nullptr;      // (n_tokens, row_stride) queries at column 0, pre-RoPE'd
+  int row_stride = 0;
+  const void* k_cache = nullptr;   // (slots, n_kv_heads * head_dim) in cache_type
+  const void* v_cache = nullptr;
+  DType cache_type = DType::F32;
+  const int32_t* work = nullptr;   // (n_work, 3): batch sequence, first token, query count
+  int n_work = 0;
+  const int32_t* positions = nullptr;      // (n_tokens) absolute position of each token
+  const int32_t* table_offsets = nullptr;  // (n_seqs + 1) into block_tables
+  const int32_t* block_tables = nullptr;   // concatenated block tables
+  int block_size = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  void* out = nullptr;             // (n_tokens, n_heads * head_dim) in cache_type
+};
+// Causal attention of every query over its sequence's cache up to its own position.
+void paged_attention(const AttentionArgs& args, cudaStream_t stream);
+// Queries of one sequence that one attention work item handles.
+int attention_query_tile(int n_heads, int n_kv_heads);
+
+enum class GemmMode {
+  Cublas,     // cublasGemmEx, fp32 accumulation; the algorithm may depend on m
+  Invariant,  // own kernel: each output's reduction order depends on k alone
+};
+// y[i][j] = sum_l x[i][l] * w[j][l]: x (m, k) and w (n, k) row-major in `type`, y (m, n) fp32.
+void gemm(cublasHandle_t handle, GemmMode mode, const void* x, const void* w, DType type, int m,
+          int n, int k, float* y, cudaStream_t stream);
+
+// out[r] = index of the largest logits[r][:], the lowest index on ties.
+void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream);
+
+// probs[r] = softmax(logits[r] / temperature[r]) with every value below the top_k[r]-th
+// largest (0: off), outside the smallest set of largest values holding top_p[r] of the
+// mass (1: off) and below min_p[r] * max (0: off) set to zero, renormalized, as the CPU
+// sampler does. Ties at a threshold are kept.
+// temperature[r] <= 0 gives the one-hot distribution on the argmax.
+void sampling_probs(const float* logits, int n_rows, int vocab, const float* temperature,
+                    const int32_t* top_k, const float* top_p, const float* min_p, float* probs,
+                    cudaStream_t stream);
+
+// out[r] = the first index i whose running sum of probs[r] exceeds uniforms[r] * sum.
+void sample_rows(const float* probs, int n_rows, int vocab, const float* uniforms, int32_t* out,
+                 cudaStream_t stream);
+
+// The speculative accept/reject draw for draft token d = draft_tokens[r] proposed with
+// draft_probs[r] against target_probs[r]: accepted[r] = u_accept[r] * q[d] < p[d], that is
+// with probability min(1, p[d] / q[d]); residual[r] = a draw (u_residual[r]) from
+// max(0, p - q) normalized, the token to emit when rejected.
+void speculative_verify(const float* target_probs, const float* draft_probs,
+                        const int32_t* draft_tokens, int n_rows, int vocab,
+                        const float* u_accept, const float* u_residual, int32_t* accepted,
+                        int32_t* residual, cudaStream_t stream);
+
+}  // namespace specula::cuda

@@ -1,0 +1,179 @@
+// The CUDA backend as a whole: what happens without a GPU (on every machine), and with one,
+// that a sequence's logits do not depend on the rest of its batch or on how its tokens were
+// split across calls (bit for bit in the batch-invariant mode).
+#include <QtTest>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "batch.h"
+#include "cuda_backend.h"
+#include "device_support.h"
+#include "random_model.h"
+
+using namespace specula;
+using namespace specula::test;
+
+namespace {
+
+// Wide enough for 16-byte vector loads and 8-way grouped-query attention.
+ModelConfig small_shape() {
+  ModelConfig c = random_model_config("tiny");
+  c.dim = 256;
+  c.hidden_dim = 688;
+  c.n_heads = 8;
+  c.n_kv_heads = 1;
+  c.vocab_size = 1000;
+  c.context_length = 512;
+  return c;
+}
+
+std::vector<int32_t> tokens_for(int seq, int n) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((seq * 131 + i * 17) % 1000);
+  return t;
+}
+
+// Logits of three sequences run together in ragged steps (prefill 20/7/33 tokens, then a
+// verify-like step of 5/1/3), and of each sequence alone, its prompt split in two calls.
+struct Runs {
+  std::vector<std::vector<float>> together, alone;  // per sequence, the last step's rows
+};
+
+Runs run_both_ways(Backend& backend, const Model& model) {
+  const std::vector<int> prompt{20, 7, 33}, step{5, 1, 3};
+  Runs r;
+  {
+    auto cache = backend.create_cache(model, 256);
+    std::vector<int> seqs;
+    RaggedBatch first, second;
+    for (int s = 0; s < 3; ++s) {
+      seqs.push_back(cache->create());
+      first.add(seqs.back(), tokens_for(s, prompt[s]), false);
+    }
+    std::vector<float> logits;
+    backend.forward(model, *cache, first, logits);
+    for (int s = 0; s < 3; ++s) second.add(seqs[s], tokens_for(s + 10, step[s]), true);
+    backend.forward(model, *cache, second, logits);
+    size_t at = 0;
+    for (int s = 0; s < 3; ++s) {
+      const size_t n = static_cast<size_t>(step[s]) * model.config.vocab_size;
+      r.together.emplace_back(logits.begin() + at, logits.begin() + at + n);
+      at += n;
+    }
+  }
+  for (int s = 0; s < 3; ++s) {
+    auto cache = backend.create_cache(model, 256);
+    const int seq = cache->create();
+    const std::vector<int32_t> p = tokens_for(s, prompt[s]);
+    const size_t half = p.size() / 2 + 1;
+    std::vector<float> logits;
+    for (const auto& part : {std::vector<int32_t>(p.begin(), p.begin() + half), std::vector<int32_t>(p.begin() + half, p.end())}) {
+      if (part.empty()) continue;
+      RaggedBatch b;
+      b.add(seq, part, false);
+      backend.forward(model, *cache, b, logits);
+    }
+    RaggedBatch b;
+    b.add(seq, tokens_for(s + 10, step[s]), true);
+    backend.forward(model, *cache, b, logits);
+    r.alone.push_back(logits);
+  }
+  return r;
+}
+
+}  // namespace
+
+class TestCudaBackend : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void missingGpuGivesAReasonNotACrash() {
+    std::string why;
+    auto backend = create_cuda_backend(&why);
+    if (gpu_unavailable().empty()) {
+      QVERIFY2(backend, why.c_str());
+      QVERIFY(backend->name().rfind("cuda (", 0) == 0);
+    } else {
+      QVERIFY(!backend);
+      QVERIFY2(why.find("CUDA") != std::string::npos, why.c_str());
+    }
+  }
+
+  void logitsDoNotDependOnTheBatch_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<bool>("invariant");
+    QTest::newRow("f16 cublas") << static_cast<int>(TensorType::F16) << false;
+    QTest::newRow("f16 invariant") << static_cast<int>(TensorType::F16) << true;
+    QTest::newRow("bf16 invariant") << static_cast<int>(TensorType::BF16) << true;
+    QTest::newRow("f32 invariant") << static_cast<int>(TensorType::F32) << true;
+  }
+  void logitsDoNotDependOnTheBatch() {
+    SPECULA_REQUIRE_GPU();
+    QFETCH(int, type);
+    QFETCH(bool, invariant);
+    std::string why;
+    auto backend = create_cuda_backend(&why, CudaOptions{invariant});
+    QVERIFY2(backend, why.c_str());
+    const auto model = make_random_model(small_shape(), static_cast<TensorType>(type), 5);
+    const Runs r = run_both_ways(*backend, *model);
+    for (size_t s = 0; s < 3; ++s) {
+      QCOMPARE(r.together[s].size(), r.alone[s].size());
+      if (invariant) {
+        QVERIFY2(std::memcmp(r.together[s].data(), r.alone[s].data(), r.alone[s].size() * sizeof(float)) == 0,
+                 qPrintable(QStringLiteral("sequence %1: logits differ in bits").arg(s)));
+      } else {
+        const std::vector<double> want(r.alone[s].begin(), r.alone[s].end());
+        SPECULA_EXPECT_CLOSE(r.together[s], want, 2e-2, "sequence " + std::to_string(s));
+      }
+    }
+  }
+
+  void argmaxOnTheDeviceMatchesTheLogits() {
+    SPECULA_REQUIRE_GPU();
+    auto backend = create_cuda_backend(nullptr);
+    QVERIFY(backend);
+    const auto model = make_random_model(small_shape(), TensorType::F16, 6);
+    auto cache = backend->create_cache(*model, 256);
+    const int a = cache->create(), b = cache->fork(a);
+    RaggedBatch batch;
+    batch.add(a, tokens_for(1, 9), true);
+    batch.add(b, tokens_for(2, 4), true);
+    std::vector<float> logits;
+    backend->forward(*model, *cache, batch, logits);
+    cache->truncate(a, 0);
+    cache->truncate(b, 0);
+    std::vector<int32_t> tokens;
+    backend->forward_argmax(*model, *cache, batch, tokens);
+    QCOMPARE(tokens.size(), static_cast<size_t>(13));
+    const size_t vocab = static_cast<size_t>(model->config.vocab_size);
+    for (size_t r = 0; r < tokens.size(); ++r) {
+      const float* row = logits.data() + r * vocab;
+      QCOMPARE(static_cast<size_t>(std::max_element(row, row + vocab) - row), static_cast<size_t>(tokens[r]));
+    }
+  }
+
+  void badRequestsThrowClearly() {
+    SPECULA_REQUIRE_GPU();
+    auto backend = create_cuda_backend(nullptr);
+    QVERIFY(backend);
+    const auto model = make_random_model(small_shape(), TensorType::F16, 7);
+    auto cache = backend->create_cache(*model, 64, 2);
+    const int s = cache->create();
+    RaggedBatch bad_token;
+    bad_token.add(s, std::vector<int32_t>{1, 1000}, false);
+    std::vector<float> logits;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, backend->forward(*model, *cache, bad_token, logits));
+    RaggedBatch ok;
+    ok.add(s, std::vector<int32_t>{1}, true);
+    // the cache holds 2 of the 3 layers
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, backend->forward(*model, *cache, ok, logits, 3));
+    backend->forward(*model, *cache, ok, logits, 2);
+    QCOMPARE(logits.size(), static_cast<size_t>(model->config.vocab_size));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCudaBackend)
+#include "test_cuda_backend.moc"

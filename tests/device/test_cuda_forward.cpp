@@ -1,0 +1,234 @@
+// The CUDA backend's forward pass against independent references: the CPU backend on
+// random models (ragged steps with forks, copy-on-write and rollback), the reference C
+// implementation's stories260K greedy outputs, greedy speculative decoding against plain
+// greedy decoding on the GPU, and the choice of device. Skips, with the reason, where no
+// GPU is usable.
+#include <QtTest>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "cuda_backend.h"
+#include "device_support.h"
+#include "model.h"
+#include "random_model.h"
+#include "session.h"
+#include "shared_data.h"
+
+using namespace specula;
+using namespace specula::test;
+
+namespace {
+
+// The same ragged steps on one backend: three prompts, then a fork that copies a shared
+// partial block, then a rollback; returns every step's logits.
+std::vector<std::vector<float>> ragged_steps(Backend& backend, const Model& model) {
+  auto cache = backend.create_cache(model, 512, -1, 4);
+  const auto tokens = [&](int seed, int n) {
+    std::vector<int32_t> t;
+    for (int i = 0; i < n; ++i) t.push_back((seed * 37 + i * 11) % model.config.vocab_size);
+    return t;
+  };
+  std::vector<std::vector<float>> out(3);
+  const int a = cache->create(), b = cache->create(), c = cache->create();
+  RaggedBatch first;
+  first.add(a, tokens(1, 9), true);
+  first.add(b, tokens(2, 1), true);
+  first.add(c, tokens(3, 20), true);
+  backend.forward(model, *cache, first, out[0]);
+  const int d = cache->fork(a);  // shares a's partial last block
+  RaggedBatch second;
+  second.add(a, tokens(4, 4), true);
+  second.add(d, tokens(5, 2), true);
+  second.add(b, tokens(6, 1), true);
+  backend.forward(model, *cache, second, out[1]);
+  cache->truncate(c, 15);  // rejected draft tokens
+  RaggedBatch third;
+  third.add(c, tokens(7, 3), true);
+  third.add(d, tokens(8, 1), false);
+  backend.forward(model, *cache, third, out[2]);
+  return out;
+}
+
+// The text of the n-th ```text block of the oracle file.
+QString oracle_block(const QString& path, int n) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) return {};
+  const QString all = QString::fromUtf8(file.readAll());
+  const QString open = QStringLiteral("```text\n");
+  qsizetype at = -1;
+  for (int i = 0; i <= n; ++i) {
+    at = all.indexOf(open, at + 1);
+    if (at < 0) return {};
+  }
+  const qsizetype begin = at + open.size();
+  const qsizetype end = all.indexOf(QStringLiteral("\n```"), begin);
+  return end < 0 ? QString() : all.mid(begin, end - begin);
+}
+
+// llama2.c's generate loop with the argmax taken on the device.
+std::string greedy(const Model& model, Backend& backend, const std::string& prompt, int steps) {
+  const Tokenizer& tokenizer = *model.tokenizer;
+  std::vector<int32_t> tokens;
+  for (int id : tokenizer.encode(prompt, true)) tokens.push_back(id);
+  auto cache = backend.create_cache(model, steps + 1);
+  const int seq = cache->create();
+  RaggedBatch batch;
+  batch.add(seq, tokens, false);
+  std::vector<int32_t> next;
+  while (static_cast<int>(tokens.size()) < steps) {
+    backend.forward_argmax(model, *cache, batch, next);
+    if (next.at(0) == tokenizer.bos()) break;
+    tokens.push_back(next[0]);
+    batch = RaggedBatch();
+    batch.add(seq, std::span(tokens).last(1), false);
+  }
+  std::string text = tokenizer.decode(std::vector<int>(tokens.begin() + 1, tokens.end()));
+  if (!text.empty() && text.front() == ' ') text.erase(0, 1);  // the dummy-prefix space
+  return text;
+}
+
+std::shared_ptr<const Model> stories260k() {
+  const QString checkpoint = sharedFile(QStringLiteral("models/stories260K/stories260K.bin"));
+  const QString tokenizer = sharedFile(QStringLiteral("models/stories260K/tok512.bin"));
+  if (checkpoint.isEmpty() || tokenizer.isEmpty()) return nullptr;
+  LoadOptions options;
+  options.tokenizer_path = tokenizer.toStdString();
+  return load_model(checkpoint.toStdString(), options);
+}
+
+// Greedy candidates of stories260K for a story opening, drafted by `draft`.
+std::vector<std::vector<int>> generate(Backend& backend, const Model& model, int n, const std::string& draft) {
+  GenerationRequest request;
+  request.prompt = "Once upon a time";
+  request.n_candidates = n;
+  request.max_new_tokens = 80;
+  request.draft.kind = draft;
+  std::vector<std::vector<int>> tokens;
+  for (const Candidate& c : run_session(backend, model, request).candidates) tokens.push_back(c.tokens);
+  return tokens;
+}
+
+}  // namespace
+
+class TestCudaForward : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void logitsMatchTheCpuBackend_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<bool>("invariant");
+    QTest::addColumn<double>("bound");
+    // f16/bf16: the device rounds every product's input to the weights' type, the CPU does not
+    QTest::newRow("f32 cublas") << static_cast<int>(TensorType::F32) << false << 1e-4;
+    QTest::newRow("f32 invariant") << static_cast<int>(TensorType::F32) << true << 1e-4;
+    QTest::newRow("f16 cublas") << static_cast<int>(TensorType::F16) << false << 1e-2;
+    QTest::newRow("bf16 invariant") << static_cast<int>(TensorType::BF16) << true << 5e-2;
+    QTest::newRow("q8_0 as f16") << static_cast<int>(TensorType::Q8_0) << false << 1e-2;
+  }
+  void logitsMatchTheCpuBackend() {
+    SPECULA_REQUIRE_GPU();
+    QFETCH(int, type);
+    QFETCH(bool, invariant);
+    QFETCH(double, bound);
+    const auto model = make_random_model(random_model_config("tiny"), static_cast<TensorType>(type), 11);
+    std::string why;
+    auto gpu = create_cuda_backend(&why, CudaOptions{invariant});
+    QVERIFY2(gpu, why.c_str());
+    auto cpu = create_cpu_backend(2);
+    const auto want = ragged_steps(*cpu, *model);
+    const auto got = ragged_steps(*gpu, *model);
+    for (size_t step = 0; step < want.size(); ++step) {
+      SPECULA_EXPECT_CLOSE(got[step], std::vector<double>(want[step].begin(), want[step].end()), bound,
+                           "step " + std::to_string(step));
+    }
+  }
+
+  void stories260kGreedyMatchesTheOracle_data() {
+    QTest::addColumn<QString>("prompt");
+    QTest::addColumn<int>("steps");
+    QTest::addColumn<int>("block");
+    QTest::addColumn<bool>("invariant");
+    QTest::newRow("no prompt, 200 steps") << QString() << 200 << 0 << false;
+    QTest::newRow("no prompt, 200 steps, invariant") << QString() << 200 << 0 << true;
+    QTest::newRow("Zoo, 60 steps") << QStringLiteral("Zoo") << 60 << 1 << false;
+  }
+  void stories260kGreedyMatchesTheOracle() {
+    SPECULA_REQUIRE_GPU();
+    QFETCH(QString, prompt);
+    QFETCH(int, steps);
+    QFETCH(int, block);
+    QFETCH(bool, invariant);
+    SPECULA_SHARED_FILE(oracle, "oracles/stories260K.md");
+    const auto model = stories260k();
+    if (!model) QSKIP("stories260K missing from the shared data");
+    const QString expected = oracle_block(QString::fromStdString(oracle), block);
+    QVERIFY(!expected.isEmpty());
+    std::string why;
+    auto gpu = create_cuda_backend(&why, CudaOptions{invariant});
+    QVERIFY2(gpu, why.c_str());
+    QCOMPARE(QString::fromStdString(greedy(*model, *gpu, prompt.toStdString(), steps)), expected);
+  }
+
+  // Exact in the batch-invariant mode; with cuBLAS the agreement rate is reported.
+  void greedySpeculativeEqualsPlainGreedy_data() {
+    QTest::addColumn<int>("n");
+    QTest::newRow("N=1") << 1;
+    QTest::newRow("N=8") << 8;
+  }
+  void greedySpeculativeEqualsPlainGreedy() {
+    SPECULA_REQUIRE_GPU();
+    QFETCH(int, n);
+    const auto model = stories260k();
+    if (!model) QSKIP("stories260K missing from the shared data");
+    for (bool invariant : {true, false}) {
+      std::string why;
+      auto gpu = create_cuda_backend(&why, CudaOptions{invariant});
+      QVERIFY2(gpu, why.c_str());
+      const auto plain = generate(*gpu, *model, n, "none");
+      QCOMPARE(plain.size(), static_cast<size_t>(n));
+      for (const std::string draft : {"layers:2", "ngram"}) {
+        const auto speculative = generate(*gpu, *model, n, draft);
+        QCOMPARE(speculative.size(), static_cast<size_t>(n));
+        int same = 0;
+        for (int i = 0; i < n; ++i) {
+          QVERIFY(!plain[static_cast<size_t>(i)].empty());
+          same += plain[static_cast<size_t>(i)] == speculative[static_cast<size_t>(i)] ? 1 : 0;
+        }
+        if (invariant) {
+          QVERIFY2(same == n, qPrintable(QStringLiteral("%1: %2 of %3 candidates equal plain greedy")
+                                             .arg(QString::fromStdString(draft)).arg(same).arg(n)));
+        } else {
+          qInfo("cuBLAS products, %s: %d of %d candidates identical to plain greedy", draft.c_str(), same, n);
+        }
+      }
+    }
+  }
+
+  // auto takes the GPU when one is usable and says which; without one it says why and
+  // takes the CPU, and an explicit cuda is a clear error (never a crash)
+  void deviceChoice() {
+    std::string note;
+    auto automatic = create_backend(DeviceChoice::Auto, &note);
+    QVERIFY(create_backend(DeviceChoice::Cpu)->name().rfind("cpu", 0) == 0);
+    if (gpu_unavailable().empty()) {
+      QVERIFY(automatic->name().rfind("cuda (", 0) == 0);
+      QVERIFY2(note.find(automatic->name()) != std::string::npos, note.c_str());
+      QVERIFY(create_backend(DeviceChoice::Cuda)->name().rfind("cuda (", 0) == 0);
+      return;
+    }
+    QVERIFY(automatic->name().rfind("cpu", 0) == 0);
+    QVERIFY2(note.find("CUDA") != std::string::npos, note.c_str());  // the reason
+    try {
+      create_backend(DeviceChoice::Cuda);
+      QFAIL("--device cuda without a usable GPU must throw");
+    } catch (const std::runtime_error& e) {
+      QVERIFY2(std::string(e.what()).find("CUDA") != std::string::npos, e.what());
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCudaForward)
+#include "test_cuda_forward.moc"

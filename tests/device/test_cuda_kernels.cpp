@@ -1,0 +1,386 @@
+// Every CUDA kernel against its float64 reference (kernels/reference.h) on random inputs,
+// in every element type it supports. Outputs are poisoned before each run; NaN never
+// passes. Skips, with the reason, where no GPU is usable.
+#include <QtTest>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "batch.h"
+#include "device_plan.h"
+#include "device_support.h"
+#include "kernels.h"
+#include "kv_cache.h"
+#include "reference.h"
+
+using namespace specula;
+using namespace specula::test;
+using cuda::DType;
+namespace ref = specula::cuda::reference;
+
+namespace {
+
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+std::string label(const char* kernel, DType t) { return std::string(kernel) + " " + dtype_name(t); }
+
+std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+class TestCudaKernels : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void init() { SPECULA_REQUIRE_GPU(); }
+
+  void embeddingGathersRows() {
+    std::mt19937 rng(1);
+    const int vocab = 300, dim = 96;
+    const std::vector<int32_t> tokens{5, 0, 299, 5, 17, 123};
+    for (DType t : kTypes) {
+      const Typed table = to_typed(t, random_floats(vocab * dim, rng));
+      Device<uint8_t> d_table(table.raw);
+      Device<int32_t> d_tokens(tokens);
+      Device<float> out(tokens.size() * dim);
+      out.poison();
+      cuda::embedding(d_table.get(), t, dim, d_tokens.get(), static_cast<int>(tokens.size()), out.get(), nullptr);
+      SPECULA_EXPECT_CLOSE(out.download(), ref::embedding(table.values, dim, tokens), 0.0, label("embedding", t));
+    }
+  }
+
+  void rmsnormNormalizesTheListedRows() {
+    std::mt19937 rng(2);
+    const int dim = 200, n = 9;
+    const std::vector<float> x = random_floats(n * dim, rng, 3.0f);
+    const std::vector<float> w = random_floats(dim, rng);
+    const std::vector<int32_t> all = [] { std::vector<int32_t> r(9); std::iota(r.begin(), r.end(), 0); return r; }();
+    const std::vector<int32_t> some{8, 2, 5};
+    Device<float> d_x(x), d_w(w);
+    Device<int32_t> d_rows(some);
+    for (DType t : kTypes) {
+      for (const auto* rows : {&all, &some}) {
+        Device<uint8_t> out(rows->size() * dim * cuda::dtype_bytes(t));
+        out.poison();
+        cuda::rmsnorm(d_x.get(), d_w.get(), rows == &some ? d_rows.get() : nullptr, static_cast<int>(rows->size()), dim,
+                      1e-5f, out.get(), t, nullptr);
+        SPECULA_EXPECT_CLOSE(from_typed_raw(t, out.download()), ref::rmsnorm(x, w, *rows, dim, 1e-5f), bound_for(t),
+                             label("rmsnorm", t));
+      }
+    }
+  }
+
+  void ropeRotatesQueriesAndKeys() {
+    std::mt19937 rng(3);
+    const int head_dim = 64, n_rot_heads = 6, stride = 10 * head_dim, n = 5;  // q|k|v rows, v untouched
+    const std::vector<float> qk = random_floats(n * stride, rng);
+    const std::vector<int32_t> positions{0, 1, 7, 300, 4095};
+    Device<float> d(qk);
+    Device<int32_t> d_pos(positions);
+    cuda::rope(d.get(), stride, d_pos.get(), n, n_rot_heads, head_dim, 10000.0f, nullptr);
+    // angles in double, rounded once to float for sine and cosine
+    SPECULA_EXPECT_CLOSE(d.download(), ref::rope(qk, stride, positions, n_rot_heads, head_dim, 10000.0f), 1e-6,
+                         std::string("rope"));
+  }
+
+  void swigluGatesTheUpProjection() {
+    std::mt19937 rng(4);
+    const int hidden = 172, n = 7;
+    const std::vector<float> gu = random_floats(n * 2 * hidden, rng, 2.0f);
+    Device<float> d(gu);
+    for (DType t : kTypes) {
+      Device<uint8_t> out(static_cast<size_t>(n) * hidden * cuda::dtype_bytes(t));
+      out.poison();
+      cuda::swiglu(d.get(), n, hidden, out.get(), t, nullptr);
+      SPECULA_EXPECT_CLOSE(from_typed_raw(t, out.download()), ref::swiglu(gu, hidden), bound_for(t), label("swiglu", t));
+    }
+  }
+
+  void residualAddsInPlace() {
+    std::mt19937 rng(5);
+    const std::vector<float> x = random_floats(1000, rng), y = random_floats(1000, rng);
+    Device<float> dx(x), dy(y);
+    cuda::residual_add(dx.get(), dy.get(), 1000, nullptr);
+    std::vector<double> want(1000);
+    for (size_t i = 0; i < 1000; ++i) want[i] = static_cast<double>(x[i]) + y[i];
+    SPECULA_EXPECT_CLOSE(dx.download(), want, 1e-7, std::string("residual_add"));
+  }
+
+  void kvWriteFillsTheSlots() {
+    std::mt19937 rng(6);
+    const int kv_dim = 48, dim = 96, stride = dim + 2 * kv_dim, n_slots = 40;
+    const std::vector<int32_t> target{33, 2, 17, 0};
+    const std::vector<float> qkv = random_floats(target.size() * stride, rng);
+    Device<float> d_qkv(qkv);
+    Device<int32_t> d_slots(target);
+    for (DType t : kTypes) {
+      Device<uint8_t> k(static_cast<size_t>(n_slots) * kv_dim * cuda::dtype_bytes(t)), v(static_cast<size_t>(n_slots) * kv_dim * cuda::dtype_bytes(t));
+      k.poison();
+      v.poison();
+      cuda::kv_write(d_qkv.get(), stride, dim, dim + kv_dim, d_slots.get(), static_cast<int>(target.size()), kv_dim,
+                     k.get(), v.get(), t, nullptr);
+      const std::vector<float> got_k = from_typed_raw(t, k.download()), got_v = from_typed_raw(t, v.download());
+      std::vector<float> gk, gv;
+      std::vector<double> wk, wv;
+      for (size_t i = 0; i < target.size(); ++i) {
+        for (int c = 0; c < kv_dim; ++c) {
+          gk.push_back(got_k[static_cast<size_t>(target[i]) * kv_dim + c]);
+          gv.push_back(got_v[static_cast<size_t>(target[i]) * kv_dim + c]);
+          wk.push_back(qkv[i * stride + dim + c]);
+          wv.push_back(qkv[i * stride + dim + kv_dim + c]);
+        }
+      }
+      SPECULA_EXPECT_CLOSE(gk, wk, bound_for(t), label("kv_write keys", t));
+      SPECULA_EXPECT_CLOSE(gv, wv, bound_for(t), label("kv_write values", t));
+      // untouched slots keep the poison
+      QVERIFY(std::isnan(got_k[static_cast<size_t>(1) * kv_dim]));
+    }
+  }
+
+  void pagedAttentionOverRaggedSequences_data() {
+    QTest::addColumn<int>("n_heads");
+    QTest::addColumn<int>("n_kv_heads");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("block_size");
+    QTest::newRow("mha 128") << 4 << 4 << 128 << 16;
+    QTest::newRow("gqa 2") << 8 << 4 << 8 << 4;
+    QTest::newRow("gqa 8") << 16 << 2 << 64 << 16;
+    QTest::newRow("mqa") << 32 << 1 << 32 << 8;
+  }
+  void pagedAttentionOverRaggedSequences() {
+    QFETCH(int, n_heads);
+    QFETCH(int, n_kv_heads);
+    QFETCH(int, head_dim);
+    QFETCH(int, block_size);
+    std::mt19937 rng(7);
+    // a shared prompt forked into sequences with their own histories, then a step where each
+    // brings a different number of new tokens (decode, verify, prefill sizes)
+    KvCache cache(block_size, 200);
+    const int prompt = cache.create();
+    cache.extend(prompt, 37);
+    const std::vector<int> histories{0, 3, 70, 1}, news{1, 5, 33, 9};
+    RaggedBatch batch;
+    for (size_t i = 0; i < news.size(); ++i) {
+      const int s = cache.fork(prompt);
+      cache.extend(s, histories[i]);
+      batch.add(s, std::vector<int32_t>(static_cast<size_t>(news[i]), 1), true);
+    }
+    const BatchPlan plan = plan_batch(cache, batch, 100000);
+    const auto work = partition_attention(plan, cuda::attention_query_tile(n_heads, n_kv_heads));
+    const PackedPlan packed = pack_plan(plan, batch.tokens, work);
+
+    const int q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim, stride = q_dim + 2 * kv_dim;
+    const size_t n_slots = static_cast<size_t>(cache.num_blocks()) * block_size;
+    const std::vector<float> qkv = random_floats(static_cast<size_t>(plan.n_tokens) * stride, rng);
+    ref::AttentionCase c;
+    c.n_heads = n_heads;
+    c.n_kv_heads = n_kv_heads;
+    c.head_dim = head_dim;
+    c.block_size = block_size;
+    for (int t = 0; t < plan.n_tokens; ++t) c.q.insert(c.q.end(), qkv.begin() + t * stride, qkv.begin() + t * stride + q_dim);
+    c.token_seq = plan.token_seq;
+    c.positions = plan.positions;
+    c.table_offsets = plan.table_offsets;
+    c.block_tables = plan.block_tables;
+    Device<float> d_qkv(qkv);
+    Device<int32_t> meta(packed.data);
+    for (DType t : kTypes) {
+      const Typed keys = to_typed(t, random_floats(n_slots * kv_dim, rng)), values = to_typed(t, random_floats(n_slots * kv_dim, rng));
+      c.k_cache = keys.values;
+      c.v_cache = values.values;
+      Device<uint8_t> d_k(keys.raw), d_v(values.raw);
+      Device<uint8_t> out(static_cast<size_t>(plan.n_tokens) * q_dim * cuda::dtype_bytes(t));
+      out.poison();
+      cuda::AttentionArgs a;
+      a.qkv = d_qkv.get();
+      a.row_stride = stride;
+      a.k_cache = d_k.get();
+      a.v_cache = d_v.get();
+      a.cache_type = t;
+      a.work = meta.get() + packed.work;
+      a.n_work = packed.n_work;
+      a.positions = meta.get() + packed.positions;
+      a.table_offsets = meta.get() + packed.table_offsets;
+      a.block_tables = meta.get() + packed.block_tables;
+      a.block_size = block_size;
+      a.n_heads = n_heads;
+      a.n_kv_heads = n_kv_heads;
+      a.head_dim = head_dim;
+      a.out = out.get();
+      cuda::paged_attention(a, nullptr);
+      SPECULA_EXPECT_CLOSE(from_typed_raw(t, out.download()), ref::attention(c), bound_for(t), label("paged_attention", t));
+    }
+  }
+
+  void gemmInBothModes_data() {
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::newRow("decode") << 1 << 96 << 256;
+    QTest::newRow("verify") << 40 << 130 << 64;
+    QTest::newRow("odd width") << 7 << 33 << 172;  // rows not 16-byte multiples: scalar loads
+    QTest::newRow("prefill") << 300 << 64 << 128;
+  }
+  void gemmInBothModes() {
+    QFETCH(int, m);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    std::mt19937 rng(8);
+    cublasHandle_t handle;
+    cuda::check(cublasCreate(&handle), "cublasCreate");
+    for (DType t : kTypes) {
+      const Typed x = to_typed(t, random_floats(static_cast<size_t>(m) * k, rng));
+      const Typed w = to_typed(t, random_floats(static_cast<size_t>(n) * k, rng));
+      const std::vector<double> want = ref::gemm(x.values, w.values, m, n, k);
+      Device<uint8_t> dx(x.raw), dw(w.raw);
+      for (cuda::GemmMode mode : {cuda::GemmMode::Cublas, cuda::GemmMode::Invariant}) {
+        Device<float> y(static_cast<size_t>(m) * n);
+        y.poison();
+        cuda::gemm(handle, mode, dx.get(), dw.get(), t, m, n, k, y.get(), nullptr);
+        // fp32 accumulation of exactly representable products: the f32 bound for every type
+        SPECULA_EXPECT_CLOSE(y.download(), want, 2e-5,
+                             label(mode == cuda::GemmMode::Cublas ? "gemm cublas" : "gemm invariant", t));
+      }
+    }
+    cublasDestroy(handle);
+  }
+
+  void invariantGemmRowsDoNotDependOnTheBatch() {
+    std::mt19937 rng(9);
+    const int n = 200, k = 512, m = 37;
+    cublasHandle_t handle;
+    cuda::check(cublasCreate(&handle), "cublasCreate");
+    for (DType t : kTypes) {
+      const Typed x = to_typed(t, random_floats(static_cast<size_t>(m) * k, rng));
+      const Typed w = to_typed(t, random_floats(static_cast<size_t>(n) * k, rng));
+      Device<uint8_t> dx(x.raw), dw(w.raw);
+      Device<float> all(static_cast<size_t>(m) * n), one(n);
+      cuda::gemm(handle, cuda::GemmMode::Invariant, dx.get(), dw.get(), t, m, n, k, all.get(), nullptr);
+      const std::vector<float> batch = all.download();
+      for (int row : {0, 9, 36}) {
+        cuda::gemm(handle, cuda::GemmMode::Invariant, dx.get() + static_cast<size_t>(row) * k * cuda::dtype_bytes(t),
+                   dw.get(), t, 1, n, k, one.get(), nullptr);
+        const std::vector<float> alone = one.download();
+        QVERIFY2(std::memcmp(alone.data(), batch.data() + static_cast<size_t>(row) * n, n * sizeof(float)) == 0,
+                 qPrintable(QStringLiteral("row %1 differs alone and in a batch of %2 (%3)").arg(row).arg(m).arg(dtype_name(t))));
+      }
+    }
+    cublasDestroy(handle);
+  }
+
+  void argmaxTakesTheFirstLargest() {
+    std::mt19937 rng(10);
+    const int vocab = 32000, rows = 5;
+    std::vector<float> logits = random_floats(static_cast<size_t>(vocab) * rows, rng);
+    logits[2 * vocab + 31999] = 50.0f;  // last index
+    logits[3 * vocab + 700] = 9.0f;     // a tie: the lower index wins
+    logits[3 * vocab + 20000] = 9.0f;
+    Device<float> d(logits);
+    Device<int32_t> out(rows);
+    out.poison();
+    cuda::argmax_rows(d.get(), rows, vocab, out.get(), nullptr);
+    const std::vector<int32_t> got = out.download();
+    for (int r = 0; r < rows; ++r) QCOMPARE(got[static_cast<size_t>(r)], ref::argmax(logits.data() + static_cast<size_t>(r) * vocab, vocab));
+    QCOMPARE(got[3], 700);
+  }
+
+  void samplingProbsFilterAndRenormalize() {
+    std::mt19937 rng(11);
+    const int vocab = 5000;
+    // (temperature, top_k, top_p, min_p) per row
+    // the last row's top-k set holds less than top_p of the mass: the top-k set stays
+    const std::vector<float> temperature{0.0f, 1.0f, 0.7f, 1.3f, 0.8f, 1.0f, 0.5f, 2.0f};
+    const std::vector<int32_t> top_k{0, 0, 50, 0, 0, 1, 40, 5};
+    const std::vector<float> top_p{1.0f, 1.0f, 1.0f, 0.9f, 1.0f, 1.0f, 0.5f, 0.95f};
+    const std::vector<float> min_p{0.0f, 0.0f, 0.0f, 0.0f, 0.05f, 0.0f, 0.1f, 0.0f};
+    const int rows = static_cast<int>(temperature.size());
+    const std::vector<float> logits = random_floats(static_cast<size_t>(vocab) * rows, rng, 2.5f);
+    Device<float> d_logits(logits), d_t(temperature), d_p(top_p), d_min(min_p), probs(static_cast<size_t>(vocab) * rows);
+    Device<int32_t> d_k(top_k);
+    probs.poison();
+    cuda::sampling_probs(d_logits.get(), rows, vocab, d_t.get(), d_k.get(), d_p.get(), d_min.get(), probs.get(), nullptr);
+    const std::vector<float> got = probs.download();
+    for (int r = 0; r < rows; ++r) {
+      const std::vector<double> want = ref::sampling_probs(logits.data() + static_cast<size_t>(r) * vocab, vocab,
+                                                           temperature[r], top_k[r], top_p[r], min_p[r]);
+      const std::vector<float> row(got.begin() + r * vocab, got.begin() + (r + 1) * vocab);
+      for (int i = 0; i < vocab; ++i) {
+        QVERIFY2((row[i] == 0.0f) == (want[i] == 0.0),
+                 qPrintable(QStringLiteral("row %1: token %2 filtered differently").arg(r).arg(i)));
+      }
+      SPECULA_EXPECT_CLOSE(row, want, 1e-5, "sampling_probs row " + std::to_string(r));
+    }
+  }
+
+  void sampleDrawsByInverseCdf() {
+    std::mt19937 rng(12);
+    const int vocab = 3000, rows = 64;
+    std::vector<float> probs(static_cast<size_t>(vocab) * rows, 0.0f);
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < vocab; ++i) {  // sparse rows, as after filtering
+        if (uniform(rng) < 0.05f) probs[static_cast<size_t>(r) * vocab + i] = uniform(rng);
+      }
+    }
+    std::vector<float> u(rows);
+    for (float& x : u) x = uniform(rng);
+    u[0] = 0.0f;
+    u[1] = 0.99999994f;
+    Device<float> d_probs(probs), d_u(u);
+    Device<int32_t> out(rows);
+    out.poison();
+    cuda::sample_rows(d_probs.get(), rows, vocab, d_u.get(), out.get(), nullptr);
+    const std::vector<int32_t> got = out.download();
+    for (int r = 0; r < rows; ++r) {
+      const float* row = probs.data() + static_cast<size_t>(r) * vocab;
+      QVERIFY(row[got[static_cast<size_t>(r)]] > 0.0f);  // never a filtered token
+      QCOMPARE(got[static_cast<size_t>(r)], ref::sample(row, vocab, u[static_cast<size_t>(r)]));
+    }
+  }
+
+  void speculativeVerifyAcceptsAndRedraws() {
+    std::mt19937 rng(13);
+    const int vocab = 4000, rows = 48;
+    std::vector<float> p(static_cast<size_t>(vocab) * rows), q(p.size());
+    const auto softmax_into = [&](std::vector<float>& dst) {
+      const std::vector<float> logits = random_floats(dst.size(), rng, 2.0f);
+      for (int r = 0; r < rows; ++r) {
+        double sum = 0.0;
+        for (int i = 0; i < vocab; ++i) sum += std::exp(logits[static_cast<size_t>(r) * vocab + i]);
+        for (int i = 0; i < vocab; ++i) dst[static_cast<size_t>(r) * vocab + i] = static_cast<float>(std::exp(logits[static_cast<size_t>(r) * vocab + i]) / sum);
+      }
+    };
+    softmax_into(p);
+    softmax_into(q);
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    std::vector<int32_t> draft(rows);
+    std::vector<float> ua(rows), ur(rows);
+    for (int r = 0; r < rows; ++r) {
+      draft[static_cast<size_t>(r)] = ref::sample(q.data() + static_cast<size_t>(r) * vocab, vocab, uniform(rng));
+      ua[static_cast<size_t>(r)] = uniform(rng);
+      ur[static_cast<size_t>(r)] = uniform(rng);
+    }
+    Device<float> d_p(p), d_q(q), d_ua(ua), d_ur(ur);
+    Device<int32_t> d_draft(draft), accepted(rows), residual(rows);
+    accepted.poison();
+    residual.poison();
+    cuda::speculative_verify(d_p.get(), d_q.get(), d_draft.get(), rows, vocab, d_ua.get(), d_ur.get(), accepted.get(),
+                             residual.get(), nullptr);
+    const std::vector<int32_t> got_a = accepted.download(), got_r = residual.download();
+    int n_accepted = 0;
+    for (int r = 0; r < rows; ++r) {
+      const ref::Verdict want = ref::verify(p.data() + static_cast<size_t>(r) * vocab, q.data() + static_cast<size_t>(r) * vocab,
+                                            vocab, draft[static_cast<size_t>(r)], ua[static_cast<size_t>(r)], ur[static_cast<size_t>(r)]);
+      QCOMPARE(got_a[static_cast<size_t>(r)], want.accepted ? 1 : 0);
+      QCOMPARE(got_r[static_cast<size_t>(r)], want.residual);
+      n_accepted += got_a[static_cast<size_t>(r)];
+    }
+    QVERIFY(n_accepted > 0 && n_accepted < rows);  // both branches exercised
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCudaKernels)
+#include "test_cuda_kernels.moc"

@@ -1,0 +1,489 @@
+// The main window driven like a user would, against the controlled FakeEngine: four
+// candidates stream, Stop ends the run midway, a second run reaches verdicts and ranking;
+// settings survive a restart; a killed process loses no prompt text; a bad model file
+// becomes a message in the window.
+#include <QApplication>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QGridLayout>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QProcess>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QSettings>
+#include <QSpinBox>
+#include <QTextBlock>
+#include <QTextDocument>
+#include <QTextLayout>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QToolButton>
+#include <QtTest>
+
+#include "autosave.h"
+#include "candidate_grid.h"
+#include "candidate_pane.h"
+#include "code_editor.h"
+#include "diff_view.h"
+#include "fake_engine.h"
+#include "main_window.h"
+#include "problem_browser.h"
+#include "python_highlighter.h"
+#ifdef SPECULA_HAVE_CHARTS
+#include "throughput_chart.h"
+#endif
+
+using specula::test::FakeEngine;
+using specula::ui::CandidateGrid;
+using specula::ui::CandidatePane;
+using specula::ui::CandidateState;
+using specula::ui::MainWindow;
+
+namespace {
+
+constexpr int kRunTimeoutMs = 20000;  // generous: the fake run takes well under a second
+const QString kPrompt = "def add(a: int, b: int) -> int:\n    \"\"\"Return a + b.\"\"\"\n";
+
+std::unique_ptr<MainWindow> makeWindow(std::chrono::milliseconds step = std::chrono::milliseconds(15),
+                                       std::chrono::milliseconds load_step = std::chrono::milliseconds(0)) {
+  auto window = std::make_unique<MainWindow>(std::make_unique<FakeEngine>(step, load_step));
+  window->show();
+  return window;
+}
+
+QString writeFile(const QTemporaryDir& dir, const QString& name, const QByteArray& bytes) {
+  const QString path = dir.filePath(name);
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) return {};
+  file.write(bytes);
+  return path;
+}
+
+// Grid position (row * columns + column) of each pane in the layout.
+int layoutPosition(CandidateGrid* grid, CandidatePane* pane) {
+  auto* layout = static_cast<QGridLayout*>(grid->widget()->layout());
+  int row = 0, column = 0, row_span = 0, column_span = 0;
+  layout->getItemPosition(layout->indexOf(pane), &row, &column, &row_span, &column_span);
+  int columns = 0;
+  for (int i = 0; i < layout->count(); ++i) {
+    int r, c, rs, cs;
+    layout->getItemPosition(i, &r, &c, &rs, &cs);
+    columns = std::max(columns, c + 1);
+  }
+  return row * columns + column;
+}
+
+// The process killed while in use: types a prompt, waits for the autosave, reports, waits to die.
+int crashChild() {
+  auto window = makeWindow();
+  window->promptEditor()->setFocus();
+  window->promptEditor()->clear();
+  QTest::keyClicks(window->promptEditor(), "def crash_safe(x):");
+  QTest::keyClick(window->promptEditor(), Qt::Key_Return);
+  QTest::keyClick(window->promptEditor(), Qt::Key_Tab);
+  QTest::keyClicks(window->promptEditor(), "return x");
+  for (int i = 0; i < 500; ++i) {
+    QTest::qWait(20);
+    const auto saved = specula::ui::readAutosave(specula::ui::autosavePath());
+    if (saved && saved->prompt.endsWith("return x")) {
+      std::printf("saved\n");
+      std::fflush(stdout);
+      QTest::qWait(60000);  // the parent kills us before this ends
+      return 0;
+    }
+  }
+  return 3;
+}
+
+}  // namespace
+
+class GuiWindowTest : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  // Every test starts from defaults: no autosave, no saved settings.
+  void init() {
+    QFile::remove(specula::ui::autosavePath());
+    QSettings().clear();
+  }
+
+  void generateStopRunAgainAndRank() {
+    QTemporaryDir dir;
+    const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
+    auto window = makeWindow(std::chrono::milliseconds(50));  // the longest candidate streams for 1.6 s
+    window->loadModels(model);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QVERIFY(window->statusText().contains("fake backend"));
+
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    auto* generate = window->findChild<QPushButton*>("generateButton");
+    auto* stop = window->findChild<QPushButton*>("stopButton");
+    QVERIFY(generate->isEnabled());
+    QVERIFY(!stop->isEnabled());
+
+    // First run: four panes fill, then Stop ends it midway.
+    QTest::mouseClick(generate, Qt::LeftButton);
+    CandidateGrid* grid = window->grid();
+    QCOMPARE(grid->count(), 4);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+          for (int i = 0; i < 4; ++i)
+            if (grid->pane(i)->text().size() < 4) return false;
+          return true;
+        }(),
+        kRunTimeoutMs);
+    QVERIFY(stop->isEnabled());
+    QCOMPARE(grid->pane(1)->state(), CandidateState::Generating);
+    QTest::mouseClick(stop, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QCOMPARE(grid->pane(1)->state(), CandidateState::Stopped);  // the longest could not have finished
+    QVERIFY(grid->pane(1)->text().size() < int(std::strlen(FakeEngine::kCompletions[1])));
+
+    // Second run, from the keyboard, to the end: verdicts, then panes ordered by rank.
+    window->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(window.get()));
+    QTest::keyClick(window.get(), Qt::Key_Return, Qt::ControlModifier);
+    QVERIFY(window->isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    for (int i = 0; i < 4; ++i) QCOMPARE(grid->pane(i)->text(), QString(FakeEngine::kCompletions[i]));
+    QCOMPARE(grid->pane(0)->state(), CandidateState::Failed);
+    QCOMPARE(grid->pane(1)->state(), CandidateState::Passed);
+    QCOMPARE(grid->pane(2)->state(), CandidateState::Timeout);
+    QCOMPARE(grid->pane(3)->state(), CandidateState::Passed);
+    QCOMPARE(grid->order(), (QVector<int>{3, 1, 0, 2}));
+    QCOMPARE(layoutPosition(grid, grid->pane(3)), 0);
+    QCOMPARE(layoutPosition(grid, grid->pane(2)), 3);
+    QVERIFY(grid->pane(3)->findChildren<QLabel*>().first()->text().contains("best"));
+    QVERIFY(grid->pane(3)->findChild<QLabel*>("numbers")->text().contains("acc 50%"));
+    QVERIFY(window->statusText().contains("tok/s"));
+#ifdef SPECULA_HAVE_CHARTS
+    QVERIFY(window->findChild<specula::ui::ThroughputChart*>("throughputChart")->points() > 0);
+#endif
+  }
+
+  void keyboardGeneratesAndStops() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(100));  // a run of seconds
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(window.get()));
+    window->promptEditor()->setFocus();
+    QTest::keyClick(window->promptEditor(), Qt::Key_Return, Qt::ControlModifier);
+    QVERIFY(window->isRunning());
+    QCOMPARE(window->promptEditor()->toPlainText(), kPrompt);  // the shortcut typed nothing
+    QTRY_VERIFY_WITH_TIMEOUT(!window->grid()->pane(0)->text().isEmpty(), kRunTimeoutMs);
+    QTest::keyClick(window->promptEditor(), Qt::Key_Escape);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QCOMPARE(window->grid()->pane(0)->state(), CandidateState::Stopped);
+  }
+
+  void budgetEndsTheRun() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(50));  // every candidate needs 0.85 s or more
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0.3);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    for (int i = 0; i < 4; ++i) {
+      QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Budget);  // cut off, so not tested
+      QVERIFY(!window->grid()->pane(i)->text().isEmpty());
+    }
+  }
+
+  void rankingKeepsScrollPosition() {
+    CandidateGrid grid;
+    grid.resize(800, 600);
+    grid.show();
+    grid.setCount(3);
+    QString lines;
+    for (int i = 0; i < 200; ++i) lines += QStringLiteral("x = %1\n").arg(i);
+    grid.pane(2)->setText(lines);
+    QScrollBar* bar = grid.pane(2)->editor()->verticalScrollBar();
+    QTRY_VERIFY(bar->maximum() > 60);
+    bar->setValue(50);
+    grid.applyRanking({2, 0, 1});
+    QCOMPARE(grid.order(), (QVector<int>{2, 0, 1}));
+    QCOMPARE(layoutPosition(&grid, grid.pane(2)), 0);
+    QCOMPARE(bar->value(), 50);
+    QCOMPARE(grid.pane(2)->text(), lines);
+  }
+
+  void streamingDoesNotMoveAScrolledView() {
+    CandidatePane pane(0);
+    pane.resize(400, 300);
+    pane.show();
+    QString lines;
+    for (int i = 0; i < 100; ++i) lines += QStringLiteral("y = %1\n").arg(i);
+    pane.appendText(lines, 100, 0, 0, 1.0);
+    QScrollBar* bar = pane.editor()->verticalScrollBar();
+    bar->setValue(10);
+    pane.appendText("z = 1\nz = 2\n", 102, 0, 0, 1.0);
+    QCOMPARE(bar->value(), 10);
+    bar->setValue(bar->maximum());
+    pane.appendText("z = 3\nz = 4\n", 104, 0, 0, 1.0);
+    QCOMPARE(bar->value(), bar->maximum());  // following the end keeps following it
+  }
+
+  void tabInsertsFourSpaces() {
+    auto window = makeWindow();
+    window->promptEditor()->clear();
+    window->promptEditor()->setFocus();
+    QTest::keyClick(window->promptEditor(), Qt::Key_Tab);
+    QTest::keyClicks(window->promptEditor(), "pass");
+    QCOMPARE(window->promptEditor()->toPlainText(), QString("    pass"));
+    // Ctrl+Tab leaves the editor for the next field in the tab order: the tests.
+    window->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(window.get()));
+    window->promptEditor()->setFocus();
+    QTest::keyClick(window->promptEditor(), Qt::Key_Tab, Qt::ControlModifier);
+    QCOMPARE(QApplication::focusWidget(), window->testsEditor());
+    QCOMPARE(window->promptEditor()->toPlainText(), QString("    pass"));
+    QTest::keyClick(window->testsEditor(), Qt::Key_Backtab, Qt::ControlModifier | Qt::ShiftModifier);
+    QCOMPARE(QApplication::focusWidget(), window->promptEditor());
+  }
+
+  void settingsSurviveRestart() {
+    {
+      auto window = makeWindow();
+      window->findChild<QSpinBox*>("candidatesSpin")->setValue(7);
+      window->findChild<QDoubleSpinBox*>("temperatureSpin")->setValue(0.35);
+      window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(12);
+      window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);
+      window->findChild<QComboBox*>("deviceCombo")->setCurrentIndex(1);
+      window->close();
+    }
+    auto window = makeWindow();
+    QCOMPARE(window->findChild<QSpinBox*>("candidatesSpin")->value(), 7);
+    QCOMPARE(window->findChild<QDoubleSpinBox*>("temperatureSpin")->value(), 0.35);
+    QCOMPARE(window->findChild<QDoubleSpinBox*>("budgetSpin")->value(), 12.0);
+    QCOMPARE(window->findChild<QComboBox*>("drafterCombo")->currentData().toString(), QString("none"));
+    QCOMPARE(window->findChild<QComboBox*>("deviceCombo")->currentIndex(), 1);
+  }
+
+  void killedProcessLosesNoPrompt() {
+    QProcess child;
+    child.start(QCoreApplication::applicationFilePath(), {"crash-child"});
+    QVERIFY(child.waitForStarted());
+    QByteArray output;
+    QTRY_VERIFY_WITH_TIMEOUT((output += child.readAllStandardOutput()).contains("saved") ||
+                                 child.state() == QProcess::NotRunning,
+                             kRunTimeoutMs);
+    QCOMPARE(child.state(), QProcess::Running);  // alive until killed: nothing ran at exit
+    child.kill();
+    QVERIFY(child.waitForFinished());
+    auto window = makeWindow();
+    QCOMPARE(window->promptEditor()->toPlainText(), QString("def crash_safe(x):\n    return x"));
+  }
+
+  void lastResultsAreRestored() {
+    QTemporaryDir dir;
+    const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
+    {
+      auto window = makeWindow();
+      window->loadModels(model);
+      QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+      window->promptEditor()->setPlainText(kPrompt);
+      window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+      window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+      window->generate();
+      QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    }
+    auto window = makeWindow();
+    QCOMPARE(window->grid()->count(), 4);
+    QCOMPARE(window->grid()->pane(3)->text(), QString(FakeEngine::kCompletions[3]));
+    QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
+    QCOMPARE(window->grid()->order().front(), 3);
+  }
+
+  void badModelFileIsAMessage() {
+    QTemporaryDir dir;
+    auto window = makeWindow();
+    window->loadModels(writeFile(dir, "broken.gguf", "this is not a model"));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kRunTimeoutMs);
+    QVERIFY(!window->hasModel());
+    QVERIFY2(window->message().contains("not a model file"), qPrintable(window->message()));
+    // Still responsive: Generate explains instead of failing.
+    window->promptEditor()->setPlainText(kPrompt);
+    window->generate();
+    QVERIFY(!window->isRunning());
+    QVERIFY(window->message().contains("No model is loaded"));
+  }
+
+  void unavailableDeviceIsAMessage() {
+    QTemporaryDir dir;
+    auto window = makeWindow();
+    window->findChild<QComboBox*>("deviceCombo")->setCurrentIndex(2);  // CUDA
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kRunTimeoutMs);
+    QVERIFY(!window->hasModel());
+    QVERIFY2(window->message().contains("CUDA"), qPrintable(window->message()));
+  }
+
+  void loadCanBeCancelled() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(15), std::chrono::milliseconds(300));
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QVERIFY(window->isLoading());
+    auto* cancel = window->findChild<QToolButton*>("cancelLoadButton");
+    QVERIFY(cancel->isVisible());
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kRunTimeoutMs);
+    QVERIFY(!window->hasModel());
+    QVERIFY2(window->message().contains("cancelled"), qPrintable(window->message()));
+  }
+
+  void engineRefusalMarksEveryPane() {
+    QTemporaryDir dir;
+    auto window = makeWindow();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(12);  // more than the fake runs
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QVERIFY2(window->message().contains("at most 8 candidates"), qPrintable(window->message()));
+    for (int i = 0; i < 12; ++i) QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Error);
+    QVERIFY(window->findChild<QPushButton*>("generateButton")->isEnabled());
+  }
+
+  void closingMidRunShutsDownCleanly() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(200));  // a run of several seconds
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->grid()->pane(0)->text().isEmpty(), kRunTimeoutMs);
+    QVERIFY(window->isRunning());
+    QVERIFY(window->close());
+    window.reset();  // joins the engine thread; a hang here fails the test by its timeout
+    const auto saved = specula::ui::readAutosave(specula::ui::autosavePath());
+    QVERIFY(saved.has_value());
+    QCOMPARE(saved->prompt, kPrompt);
+  }
+
+  void problemBrowserFillsEditorsAndRunsAll() {
+    QTemporaryDir dir;
+    auto window = makeWindow();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    specula::ui::ProblemBrowser* browser = window->openProblems();
+    QVERIFY(browser->openFile(SPECULA_TEST_DATA_DIR "/ui_problems.jsonl"));
+    auto* tasks = browser->findChild<QTableWidget*>("tasksTable");
+    QCOMPARE(tasks->rowCount(), 2);
+
+    // Picking a task from the keyboard fills both editors.
+    tasks->setFocus();
+    tasks->selectRow(1);
+    QTest::keyClick(tasks, Qt::Key_Return);
+    QVERIFY(window->promptEditor()->toPlainText().startsWith("def double(x: int) -> int:"));
+    QVERIFY(window->testsEditor()->toPlainText().contains("assert candidate(4) == 8"));
+
+    // Run all: one row per task, the summary, and both exports.
+    QTest::mouseClick(browser->findChild<QPushButton*>("runAllButton"), Qt::LeftButton);
+    QVERIFY(window->isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QCOMPARE(browser->findChild<QTableWidget*>("resultsTable")->rowCount(), 2);
+    // The fake passes 2 of 4 candidates on every task; the first to finish (#1) fails.
+    for (const specula::ProblemEvaluation& e : browser->evaluations()) {
+      QCOMPARE(e.n, 4);
+      QCOMPARE(e.c, 2);
+      QVERIFY(!e.pass_first);
+      QVERIFY(e.pass_all);
+    }
+    QVERIFY2(browser->summary().contains("Pass@First 0.0%") && browser->summary().contains("Pass@All 100.0%") &&
+                 browser->summary().contains("pass@1 50.0%"),
+             qPrintable(browser->summary()));
+
+    const QString csv_path = dir.filePath("results.csv"), samples_path = dir.filePath("samples.jsonl");
+    QVERIFY(browser->exportCsv(csv_path));
+    QFile csv(csv_path);
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const QList<QByteArray> rows = csv.readAll().trimmed().split('\n');
+    QCOMPARE(rows.size(), 3);
+    QVERIFY(rows[0].startsWith("task_id,n,passed,pass_first,pass_all"));
+    QVERIFY(rows[1].startsWith("\"Small/0\",4,2,0,1,"));
+    QVERIFY(browser->exportSamples(samples_path));
+    QFile samples(samples_path);
+    QVERIFY(samples.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = samples.readAll().trimmed().split('\n');
+    QCOMPARE(lines.size(), 8);
+    const QJsonObject first = QJsonDocument::fromJson(lines[0]).object();
+    QCOMPARE(first["task_id"].toString(), QString("Small/0"));
+    QVERIFY(first.contains("completion"));
+  }
+
+  void highlighterColoursDocstringsAcrossLines() {
+    QTextDocument document;
+    specula::ui::PythonHighlighter highlighter(&document);
+    document.setPlainText("def f(x):\n    \"\"\"Return x\n    if not\n    \"\"\"\n    return x  # done\n");
+    highlighter.rehighlight();  // without a view, nothing would lay the document out
+    auto format_at = [&](int line, int column) {
+      const QTextBlock block = document.findBlockByNumber(line);
+      for (const QTextLayout::FormatRange& range : block.layout()->formats())
+        if (column >= range.start && column < range.start + range.length) return range.format;
+      return QTextCharFormat();
+    };
+    QCOMPARE(format_at(1, 6).foreground().style(), Qt::SolidPattern);  // coloured at all
+    const QColor string = format_at(1, 6).foreground().color();  // inside the opening line of the docstring
+    QCOMPARE(format_at(2, 7).foreground().color(), string);  // "if" inside the docstring is text, not a keyword
+    QCOMPARE(format_at(3, 5).foreground().color(), string);  // the closing quotes
+    QVERIFY(format_at(4, 4).foreground().color() != string);  // "return" after the docstring is a keyword
+    QVERIFY(format_at(4, 4).fontWeight() == QFont::Bold);
+    QVERIFY(format_at(4, 15).fontItalic());  // the comment
+  }
+
+  void diffAlignsLines() {
+    const auto rows = specula::ui::diff_lines({"def f(x):", "    y = x", "    return y"},
+                                              {"def f(x):", "    return x", "    return y", "# end"});
+    using Row = specula::ui::DiffRow;
+    QCOMPARE(int(rows.size()), 4);
+    QCOMPARE(rows[0].kind, Row::Same);
+    QCOMPARE(rows[1].kind, Row::Changed);
+    QCOMPARE(rows[1].left, 1);
+    QCOMPARE(rows[1].right, 1);
+    QCOMPARE(rows[2].kind, Row::Same);
+    QCOMPARE(rows[3].kind, Row::Added);
+    QCOMPARE(rows[3].right, 3);
+    const auto block = specula::ui::diff_lines({"a", "b", "c", "same"}, {"x", "y", "same"});
+    QCOMPARE(int(block.size()), 4);
+    QCOMPARE(block[0].kind, Row::Changed);
+    QCOMPARE(block[1].kind, Row::Changed);
+    QCOMPARE(block[2].kind, Row::Removed);
+    QCOMPARE(block[2].left, 2);
+    QCOMPARE(block[3].kind, Row::Same);
+    specula::ui::DiffView view("a", "x = 1\ny = 2\n", "b", "x = 1\ny = 3\n");
+    QCOMPARE(view.changedRows(), 1);
+  }
+};
+
+int main(int argc, char** argv) {
+  // Settings and autosave go to a private directory, shared with the crash child.
+  if (qEnvironmentVariableIsEmpty("SPECULA_GUI_TEST_HOME")) {
+    static QTemporaryDir home;
+    qputenv("SPECULA_GUI_TEST_HOME", home.path().toLocal8Bit());
+  }
+  const QByteArray home = qgetenv("SPECULA_GUI_TEST_HOME");
+  qputenv("XDG_CONFIG_HOME", home + "/config");
+  qputenv("XDG_DATA_HOME", home + "/data");
+  QApplication app(argc, argv);
+  QCoreApplication::setOrganizationName("SpeculaTest");
+  QCoreApplication::setApplicationName("specula-gui-test");
+  if (argc >= 2 && QByteArray(argv[1]) == "crash-child") return crashChild();
+  GuiWindowTest test;
+  return QTest::qExec(&test, argc, argv);
+}
+
+#include "test_gui_window.moc"

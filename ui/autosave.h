@@ -1,0 +1,31 @@
+// The current prompt, tests and last results, saved atomically (QSaveFile writes a
+// temporary file and renames it over the old one) so that a crash at any moment leaves
+// either the previous or the new state on disk, never a torn file.
+#pragma once
+
+#include <QString>
+#include <QVector>
+#include <optional>
+
+namespace specula::ui {
+
+struct SavedCandidate {
+  QString text;
+  int state = 0;  // CandidateState
+};
+
+struct SavedState {
+  QString prompt;
+  QString tests;
+  QVector<SavedCandidate> candidates;  // the last run, in index order
+  QVector<int> ranking;                // best first; empty when unranked
+};
+
+// The autosave file in the application's data directory.
+QString autosavePath();
+// Returns false (and sets `error`) when the file could not be written.
+bool writeAutosave(const SavedState& state, const QString& path, QString* error = nullptr);
+// Nothing when the file is absent or unreadable.
+std::optional<SavedState> readAutosave(const QString& path);
+
+}  // namespace specula::ui

@@ -1,0 +1,154 @@
+#include "candidate_pane.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QFile>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMessageBox>
+#include <QSaveFile>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "code_editor.h"
+
+namespace specula::ui {
+
+namespace {
+
+// Header chip colours: the meaning (green pass, red fail, amber timeout) reads on light and dark.
+QString chip_style(CandidateState state) {
+  QString colour = "#7f7f7f";
+  switch (state) {
+    case CandidateState::Generating: colour = "#2f7bd8"; break;
+    case CandidateState::Testing: colour = "#8a5cd0"; break;
+    case CandidateState::Passed: colour = "#2e9d48"; break;
+    case CandidateState::Failed:
+    case CandidateState::Error: colour = "#d0403b"; break;
+    case CandidateState::Timeout:
+    case CandidateState::Budget: colour = "#c98a14"; break;
+    default: break;
+  }
+  return QStringLiteral("QLabel { background: %1; color: white; border-radius: 4px; padding: 1px 6px; }")
+      .arg(colour);
+}
+
+}  // namespace
+
+CandidatePane::CandidatePane(int index, QWidget* parent)
+    : QFrame(parent),
+      index_(index),
+      title_(new QLabel),
+      state_label_(new QLabel),
+      numbers_(new QLabel),
+      editor_(new CodeEditor) {
+  setObjectName(QStringLiteral("candidate%1").arg(index));
+  setFrameShape(QFrame::StyledPanel);
+  setMinimumSize(300, 220);
+  editor_->setReadOnly(true);
+  editor_->setLineWrapMode(QPlainTextEdit::WidgetWidth);  // a narrow pane shows every character
+  editor_->setTabChangesFocus(true);
+  editor_->setAccessibleName(tr("Candidate %1").arg(index + 1));
+
+  auto* copy = new QToolButton;
+  copy->setText(tr("Copy"));
+  copy->setToolTip(tr("Copy this candidate to the clipboard"));
+  connect(copy, &QToolButton::clicked, this, &CandidatePane::copyToClipboard);
+  auto* save = new QToolButton;
+  save->setText(tr("Save…"));
+  connect(save, &QToolButton::clicked, this, &CandidatePane::saveToFile);
+  auto* diff = new QToolButton;
+  diff->setText(tr("Diff…"));
+  diff->setToolTip(tr("Compare this candidate side by side with another"));
+  connect(diff, &QToolButton::clicked, this, [this] { Q_EMIT diffRequested(index_); });
+
+  auto* header = new QHBoxLayout;
+  header->addWidget(title_);
+  header->addWidget(state_label_);
+  header->addStretch(1);
+  header->addWidget(copy);
+  header->addWidget(save);
+  header->addWidget(diff);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->setSpacing(2);
+  layout->addLayout(header);
+  layout->addWidget(numbers_);
+  layout->addWidget(editor_, 1);
+  numbers_->setObjectName("numbers");
+  state_label_->setObjectName("state");
+  updateHeader();
+}
+
+QString CandidatePane::text() const { return editor_->toPlainText(); }
+
+void CandidatePane::reset() {
+  editor_->clear();
+  state_ = CandidateState::Queued;
+  tokens_ = accepted_ = proposed_ = 0;
+  tokens_per_second_ = 0.0;
+  rank_ = 0;
+  best_ = false;
+  setToolTip({});
+  updateHeader();
+}
+
+void CandidatePane::appendText(const QString& text, int tokens, int accepted, int proposed,
+                               double elapsed_seconds) {
+  editor_->appendStreamed(text);
+  tokens_ = tokens;
+  accepted_ = accepted;
+  proposed_ = proposed;
+  tokens_per_second_ = elapsed_seconds > 0 ? tokens / elapsed_seconds : 0.0;
+  updateHeader();
+}
+
+void CandidatePane::setText(const QString& text) {
+  editor_->setPlainText(text);
+  updateHeader();
+}
+
+void CandidatePane::setState(CandidateState state, const QString& detail) {
+  state_ = state;
+  setToolTip(detail);
+  updateHeader();
+}
+
+void CandidatePane::setRank(int rank, bool best) {
+  rank_ = rank;
+  best_ = best;
+  updateHeader();
+}
+
+void CandidatePane::updateHeader() {
+  QString title = QStringLiteral("#%1").arg(index_ + 1);
+  if (rank_ > 0) title += tr("  rank %1").arg(rank_);
+  if (best_) title = QStringLiteral("★ ") + title + tr("  best");
+  title_->setText(title);
+  QFont font = title_->font();
+  font.setBold(best_);
+  title_->setFont(font);
+  state_label_->setText(stateName(state_));
+  state_label_->setStyleSheet(chip_style(state_));
+  QString numbers = tr("%1 tok").arg(tokens_);
+  if (tokens_per_second_ > 0) numbers += tr(" · %1 tok/s").arg(tokens_per_second_, 0, 'f', 1);
+  if (proposed_ > 0) numbers += tr(" · acc %1%").arg(100.0 * accepted_ / proposed_, 0, 'f', 0);
+  numbers_->setText(numbers);
+  setStyleSheet(best_ ? QStringLiteral("QFrame#%1 { border: 2px solid #2e9d48; }").arg(objectName())
+                      : QString());
+}
+
+void CandidatePane::copyToClipboard() { QApplication::clipboard()->setText(text()); }
+
+void CandidatePane::saveToFile() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save candidate %1").arg(index_ + 1),
+                                                    QStringLiteral("candidate_%1.py").arg(index_ + 1),
+                                                    tr("Python (*.py);;All files (*)"));
+  if (path.isEmpty()) return;
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly) || file.write(text().toUtf8()) < 0 || !file.commit())
+    QMessageBox::warning(this, tr("Save failed"), tr("Could not write %1: %2").arg(path, file.errorString()));
+}
+
+}  // namespace specula::ui

@@ -1,0 +1,114 @@
+// The real engine behind the window: load_model + create_backend, run_session, and the
+// sandboxed test runner. A thin layer: every decision lives in the engine.
+#include <memory>
+#include <stdexcept>
+
+#include "engine_port.h"
+#include "evaluation.h"
+#include "problems.h"
+#include "sandbox.h"
+#include "test_runner.h"
+
+namespace specula::ui {
+
+namespace {
+
+constexpr int kTestJobs = 2;  // sandboxes at once; the machine also decodes meanwhile
+
+std::string describe(const Model& model) {
+  const ModelConfig& c = model.config;
+  std::string name = c.name.empty() ? model.path.substr(model.path.find_last_of('/') + 1) : c.name;
+  return name + " (" + c.architecture + ", " + std::to_string(c.n_layers) + " layers, dim " +
+         std::to_string(c.dim) + ", vocab " + std::to_string(c.vocab_size) + ", " + model.format + ")";
+}
+
+class SpeculaEngine final : public EnginePort {
+ public:
+  LoadedModels load(const ModelPaths& paths, const std::function<bool(double)>& progress) override {
+    std::string note;
+    std::unique_ptr<Backend> backend = create_backend(paths.device, &note);
+    const double target_share = paths.draft.empty() ? 1.0 : 0.8;  // the draft is the small one
+    LoadOptions options;
+    options.tokenizer_path = paths.tokenizer;
+    options.progress = [&](double f) { return progress(f * target_share); };
+    std::shared_ptr<const Model> target = load_model(paths.target, options);
+    if (!target->tokenizer)
+      throw ModelError(paths.target + " has no vocabulary: choose its tokenizer file too");
+    std::shared_ptr<const Model> draft;
+    if (!paths.draft.empty()) {
+      options.progress = [&](double f) { return progress(target_share + f * (1.0 - target_share)); };
+      draft = load_model(paths.draft, options);
+    }
+    if (!runner_) {
+      try {
+        sandbox_ = std::make_unique<Sandbox>();
+        runner_ = std::make_unique<TestRunner>(*sandbox_, SandboxLimits{}, kTestJobs);
+      } catch (const SandboxError& e) {
+        isolation_ = std::string("no tests: ") + e.what();
+      }
+    }
+    if (sandbox_) {
+      isolation_ = std::string("isolation: ") + isolation_name(sandbox_->isolation());
+      if (!sandbox_->isolation_note().empty()) isolation_ += " (" + sandbox_->isolation_note() + ")";
+    }
+    backend_ = std::move(backend);
+    target_ = std::move(target);
+    draft_ = std::move(draft);
+    std::string summary = describe(*target_);
+    if (draft_) summary += "; draft " + describe(*draft_);
+    return {summary, backend_->name(), isolation_};
+  }
+
+  SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
+                         const std::atomic<bool>* stop) override {
+    GenerationRequest with_draft = request;
+    if (with_draft.draft.kind == "model") {
+      if (!draft_) throw std::invalid_argument("the \"draft model\" drafter needs a draft model file");
+      with_draft.draft.draft_model = draft_;
+    }
+    return run_session(*backend_, *target_, with_draft, callbacks, stop);
+  }
+
+  TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
+                  double timeout_seconds) override {
+    const Problem problem = make_problem(prompt, tests);
+    return runner().submit(make_test_program(problem.code_prefix, completion, problem.test, problem.entry_point),
+                           timeout_seconds)
+        .get();
+  }
+
+  ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,
+                             const std::atomic<bool>* stop) override {
+    // run_session keeps the budget itself, so the user's stop flag is the only one it needs.
+    const CandidateGenerator generate = [&](const Problem& p, double budget_seconds, const CandidateSink& emit,
+                                            const std::atomic<bool>&) {
+      GenerationRequest r = request;
+      r.prompt = p.prompt;
+      r.budget_seconds = budget_seconds;
+      SessionCallbacks callbacks;
+      callbacks.on_finished = [&](const Candidate& c) {
+        if (c.finish != FinishReason::Cancelled) emit({c.index, c.text, c.mean_logprob()});
+      };
+      this->generate(r, callbacks, stop);
+    };
+    return evaluate_problem(problem, generate, runner(), request.budget_seconds);
+  }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<const Model> target_, draft_;
+  TestRunner& runner() {
+    if (!runner_) throw SandboxError(isolation_);
+    return *runner_;
+  }
+
+  std::unique_ptr<Sandbox> sandbox_;
+  std::unique_ptr<TestRunner> runner_;
+  std::string isolation_;
+};
+
+}  // namespace
+
+std::unique_ptr<EnginePort> make_engine() { return std::make_unique<SpeculaEngine>(); }
+
+}  // namespace specula::ui

@@ -1,0 +1,62 @@
+// The narrow surface through which the engine worker drives an engine: load models, run a
+// generation session, test one candidate, evaluate a problem within its budget.
+//
+// The application uses the real engine (engine_adapter.cpp); the GUI tests substitute a
+// small controlled engine so that timing and verdicts are predictable. Everything here is
+// called on the worker thread only, except test(), which may run on a pool thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "evaluation.h"
+#include "problems.h"
+#include "session.h"
+#include "test_runner.h"
+
+namespace specula::ui {
+
+struct ModelPaths {
+  std::string target;     // GGUF, llama2.c checkpoint or Hugging Face directory
+  std::string tokenizer;  // for checkpoints without a vocabulary; may be empty
+  std::string draft;      // draft model for the "model" drafter; may be empty
+  DeviceChoice device = DeviceChoice::Auto;
+};
+
+struct LoadedModels {
+  std::string summary;    // one line naming the model(s): "stories260K (llama, 5 layers, dim 64)"
+  std::string backend;    // Backend::name()
+  std::string isolation;  // how candidate tests are confined: "bubblewrap sandbox", ...
+};
+
+class EnginePort {
+ public:
+  virtual ~EnginePort() = default;
+
+  // Loads the models and creates the backend. `progress` gets a fraction in [0, 1] and
+  // returns false to cancel. Throws std::exception with a readable message on failure.
+  virtual LoadedModels load(const ModelPaths& paths, const std::function<bool(double)>& progress) = 0;
+
+  // Runs one session with the loaded models (run_session's contract, draft model filled in).
+  virtual SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
+                                 const std::atomic<bool>* stop) = 0;
+
+  // Runs `tests` (asserts or check(candidate)) against prompt + completion in the sandbox.
+  // Thread-safe: called from the worker's test pool.
+  virtual TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
+                          double timeout_seconds) = 0;
+
+  // Generates request.n_candidates completions of `problem` and tests each as it finishes,
+  // all within request.budget_seconds (evaluate_problem's contract); `stop` ends it early.
+  virtual ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,
+                                     const std::atomic<bool>* stop) = 0;
+};
+
+// The real engine: load_model, create_backend, run_session and the sandboxed test runner.
+std::unique_ptr<EnginePort> make_engine();
+
+}  // namespace specula::ui

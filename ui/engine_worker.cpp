@@ -1,0 +1,242 @@
+#include "engine_worker.h"
+
+#include <QElapsedTimer>
+#include <QThreadPool>
+#include <algorithm>
+#include <exception>
+#include <mutex>
+
+namespace specula::ui {
+
+namespace {
+
+constexpr double kTestTimeoutSeconds = 10.0;  // per candidate, inside the sandbox
+constexpr double kMinTestSeconds = 1.0;       // even a candidate finishing at the budget's edge gets tested
+constexpr int kTestThreads = 2;               // candidates tested while others still decode
+constexpr qint64 kStatsIntervalMs = 100;      // live statistics, about ten a second
+
+CandidateState state_after_generation(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::Budget: return CandidateState::Budget;
+    case FinishReason::Cancelled: return CandidateState::Stopped;
+    default: return CandidateState::Done;
+  }
+}
+
+// A crash or the memory limit is the candidate's failure; Error is the harness's own.
+CandidateState state_of(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::Passed: return CandidateState::Passed;
+    case Verdict::Failed:
+    case Verdict::Crashed:
+    case Verdict::Memory: return CandidateState::Failed;
+    case Verdict::Timeout: return CandidateState::Timeout;
+    case Verdict::Error: return CandidateState::Error;
+  }
+  return CandidateState::Error;
+}
+
+QString detail_of(const TestResult& result) {
+  QString detail = QString::fromLatin1(verdict_name(result.verdict));
+  if (result.asserts_total > 0) detail += QStringLiteral(", %1/%2 asserts").arg(result.asserts_passed).arg(result.asserts_total);
+  if (!result.detail.empty()) detail += QStringLiteral("\n") + QString::fromStdString(result.detail);
+  return detail;
+}
+
+// Running totals across candidates, fed by the session's callbacks.
+struct LiveTotals {
+  std::vector<int> tokens, accepted, proposed;  // (n) per candidate
+
+  RunStats stats(double elapsed, double budget) const {
+    RunStats s;
+    s.elapsedSeconds = elapsed;
+    s.budgetSeconds = budget;
+    for (int t : tokens) s.tokens += t;
+    int acc = 0, prop = 0;
+    for (int a : accepted) acc += a;
+    for (int p : proposed) prop += p;
+    s.acceptance = prop > 0 ? double(acc) / prop : 0.0;
+    s.tokensPerSecond = elapsed > 0 ? s.tokens / elapsed : 0.0;
+    const double per_sequence = double(s.tokens) / double(std::max<size_t>(1, tokens.size()));
+    s.msPerTokenPerSequence = per_sequence > 0 ? elapsed * 1000.0 / per_sequence : 0.0;
+    return s;
+  }
+};
+
+GenerationRequest generation_request(const RunRequest& request) {
+  GenerationRequest generation;
+  generation.prompt = request.prompt.toStdString();
+  generation.n_candidates = request.candidates;
+  generation.sampling.temperature = float(request.temperature);
+  generation.sampling.top_p = float(request.topP);
+  generation.sampling.seed = request.seed;
+  generation.max_new_tokens = request.maxNewTokens;
+  generation.budget_seconds = request.budgetSeconds;
+  generation.code_stops = true;
+  generation.draft.kind = request.drafter.toStdString();
+  generation.draft.policy = request.policy.toStdString();
+  return generation;
+}
+
+}  // namespace
+
+EngineWorker::EngineWorker(std::unique_ptr<EnginePort> engine, QObject* parent)
+    : QObject(parent), engine_(std::move(engine)) {}
+
+EngineWorker::~EngineWorker() = default;
+
+int EngineWorker::issueTicket() { return ++issued_; }
+
+void EngineWorker::stop() {
+  cancelled_upto_.store(issued_.load());  // first, so that begin() cannot miss it
+  stop_.store(true);
+}
+
+void EngineWorker::shutdown() {
+  shut_down_.store(true);
+  stop();
+}
+
+bool EngineWorker::begin(int ticket) {
+  stop_.store(false);
+  if (ticket <= cancelled_upto_.load()) stop_.store(true);  // cancelled while it waited
+  return !shut_down_.load();
+}
+
+void EngineWorker::loadModels(const QString& target, const QString& tokenizer, const QString& draft,
+                              int device, int ticket) {
+  if (!begin(ticket)) return;
+  loaded_ = false;
+  ModelPaths paths{target.toStdString(), tokenizer.toStdString(), draft.toStdString(),
+                   static_cast<DeviceChoice>(std::clamp(device, 0, 2))};
+  try {
+    const LoadedModels loaded = engine_->load(paths, [this](double fraction) {
+      Q_EMIT loadProgress(fraction);
+      return !stop_.load();
+    });
+    loaded_ = true;
+    Q_EMIT loadProgress(1.0);
+    Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),
+                      QString::fromStdString(loaded.isolation));
+  } catch (const std::exception& e) {
+    Q_EMIT error(QStringLiteral("Could not load the model: %1").arg(QString::fromStdString(e.what())));
+  }
+}
+
+void EngineWorker::start(const RunRequest& request, int ticket) {
+  if (!begin(ticket)) return;
+  const int n = request.candidates;
+  const RunStats empty{.budgetSeconds = request.budgetSeconds};
+  if (!loaded_) {
+    Q_EMIT error(QStringLiteral("No model is loaded: choose a model file first."));
+    Q_EMIT runFinished({}, empty);
+    return;
+  }
+
+  const GenerationRequest generation = generation_request(request);
+
+  Q_EMIT runStarted(n, request.budgetSeconds);
+  for (int i = 0; i < n; ++i) Q_EMIT candidateState(i, int(CandidateState::Generating), {});
+
+  QElapsedTimer clock;
+  clock.start();
+  qint64 last_stats_ms = 0;
+  LiveTotals totals{std::vector<int>(size_t(n)), std::vector<int>(size_t(n)), std::vector<int>(size_t(n))};
+  const std::string tests = request.tests.trimmed().toStdString();
+  std::vector<RankEntry> entries(static_cast<size_t>(n));  // verdicts, filled by the test pool
+  std::vector<bool> reported(size_t(n), false);
+  QThreadPool test_pool;
+  test_pool.setMaxThreadCount(kTestThreads);
+
+  auto finish = [&](const Candidate& candidate) {
+    const auto i = size_t(candidate.index);
+    if (i >= reported.size() || reported[i]) return;
+    reported[i] = true;
+    totals.tokens[i] = int(candidate.tokens.size());
+    entries[i].mean_logprob = candidate.mean_logprob();
+    entries[i].finished_seconds = candidate.seconds;
+    const CandidateState state = state_after_generation(candidate.finish);
+    // Stopped and budget-cut candidates are unfinished code: shown as such, never tested.
+    const bool testable = !tests.empty() && state == CandidateState::Done;
+    Q_EMIT candidateState(candidate.index, int(testable ? CandidateState::Testing : state), {});
+    if (!testable) return;
+    const std::string completion = candidate.text;
+    // A test may use what the budget has left, within the sandbox's own limit.
+    double timeout = kTestTimeoutSeconds;
+    if (request.budgetSeconds > 0)
+      timeout = std::clamp(request.budgetSeconds - clock.elapsed() / 1000.0, kMinTestSeconds, kTestTimeoutSeconds);
+    test_pool.start([this, i, completion, timeout, &tests, &generation, &entries] {
+      if (stop_.load()) {  // stopped while queued for testing: keep the text, skip the test
+        Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested"));
+        return;
+      }
+      TestResult result;
+      try {
+        result = engine_->test(generation.prompt, completion, tests, timeout);
+      } catch (const std::exception& e) {
+        result.verdict = Verdict::Error;
+        result.detail = e.what();
+      }
+      entries[i].result = result;
+      Q_EMIT candidateState(int(i), int(state_of(result.verdict)), detail_of(result));
+    });
+  };
+
+  SessionCallbacks callbacks;
+  callbacks.on_delta = [&](const CandidateDelta& delta) {
+    const auto i = size_t(delta.index);
+    if (i >= totals.tokens.size()) return;
+    totals.tokens[i] = delta.tokens;
+    totals.accepted[i] = delta.accepted;
+    totals.proposed[i] = delta.proposed;
+    Q_EMIT candidateDelta(delta.index, QString::fromStdString(delta.text), delta.tokens, delta.accepted,
+                        delta.proposed);
+    if (clock.elapsed() - last_stats_ms >= kStatsIntervalMs) {
+      last_stats_ms = clock.elapsed();
+      Q_EMIT stats(totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
+    }
+  };
+  callbacks.on_finished = finish;
+
+  SessionResult result;
+  try {
+    result = engine_->generate(generation, callbacks, &stop_);
+  } catch (const std::exception& e) {
+    const QString message = QString::fromStdString(e.what());
+    Q_EMIT error(QStringLiteral("Generation failed: %1").arg(message));
+    for (int i = 0; i < n; ++i)
+      if (!reported[size_t(i)]) Q_EMIT candidateState(i, int(CandidateState::Error), message);
+  }
+  for (const Candidate& candidate : result.candidates) finish(candidate);
+  test_pool.waitForDone();
+
+  // Untested candidates (no tests, or stopped) all hold the same default verdict, so the
+  // ranking falls through to mean log-probability and finishing time.
+  QVector<int> ranking;
+  if (!result.candidates.empty())
+    for (int i : rank_candidates(entries)) ranking.push_back(i);
+  Q_EMIT runFinished(ranking, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
+}
+
+void EngineWorker::evaluateProblems(const std::vector<Problem>& problems, const RunRequest& request, int ticket) {
+  if (!begin(ticket)) return;
+  if (!loaded_) {
+    Q_EMIT error(QStringLiteral("No model is loaded: choose a model file first."));
+    Q_EMIT evaluationFinished();
+    return;
+  }
+  GenerationRequest generation = generation_request(request);
+  for (const Problem& problem : problems) {
+    if (stop_.load()) break;
+    generation.prompt = problem.prompt;
+    try {
+      const ProblemEvaluation evaluation = engine_->evaluate(problem, generation, &stop_);
+      if (!stop_.load()) Q_EMIT problemEvaluated(evaluation);  // a stopped task's numbers mean nothing
+    } catch (const std::exception& e) {
+      Q_EMIT error(QStringLiteral("%1: %2").arg(QString::fromStdString(problem.task_id), QString::fromStdString(e.what())));
+    }
+  }
+  Q_EMIT evaluationFinished();
+}
+
+}  // namespace specula::ui

@@ -1,0 +1,70 @@
+// The engine worker: a QObject that lives on its own QThread and owns the engine (models,
+// backend, sessions). The window reaches it only through queued slots and hears from it
+// only through signals; no widget ever holds an engine pointer.
+//
+// A running session blocks the worker's thread, so a queued stop() would arrive too late:
+// stop() is therefore thread-safe and called directly; it sets the flag that run_session
+// checks every decoding step (and that model loading checks between tensors). Every request
+// carries a ticket from issueTicket(), so that stop() also cancels requests still waiting in
+// the queue, and never one issued after it.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QVector>
+#include <atomic>
+#include <memory>
+
+#include "engine_port.h"
+#include "run_types.h"
+
+namespace specula::ui {
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit EngineWorker(std::unique_ptr<EnginePort> engine, QObject* parent = nullptr);
+  ~EngineWorker() override;
+
+  // Thread-safe: the number to pass with the next request.
+  int issueTicket();
+  // Thread-safe: ends a running session within one decoding step, or cancels a load, and
+  // cancels every request issued so far.
+  void stop();
+  // Thread-safe: stops for good; runs and loads still queued are skipped. Called on close.
+  void shutdown();
+
+ public Q_SLOTS:
+  // device: 0 auto, 1 cpu, 2 cuda (DeviceChoice order).
+  void loadModels(const QString& target, const QString& tokenizer, const QString& draft, int device, int ticket);
+  void start(const specula::ui::RunRequest& request, int ticket);
+  // "Run all": each problem in turn, request.candidates candidates within request.budgetSeconds each.
+  void evaluateProblems(const std::vector<specula::Problem>& problems, const specula::ui::RunRequest& request,
+                        int ticket);
+
+ Q_SIGNALS:
+  void loadProgress(double fraction);
+  void modelsLoaded(const QString& summary, const QString& backend, const QString& isolation);
+  void runStarted(int candidates, double budgetSeconds);
+  void candidateDelta(int index, const QString& text, int tokens, int accepted, int proposed);
+  void candidateState(int index, int state, const QString& detail);  // CandidateState
+  void stats(const specula::ui::RunStats& stats);
+  void runFinished(const QVector<int>& ranking, const specula::ui::RunStats& stats);
+  void problemEvaluated(const specula::ProblemEvaluation& evaluation);
+  void evaluationFinished();
+  void error(const QString& message);
+
+ private:
+  std::unique_ptr<EnginePort> engine_;
+  bool loaded_ = false;
+  // Sets stop_ for the request `ticket`; returns false when the worker is shut down.
+  bool begin(int ticket);
+
+  std::atomic<bool> stop_{false};       // the current request's stop flag
+  std::atomic<int> issued_{0};          // the last ticket handed out
+  std::atomic<int> cancelled_upto_{0};  // every ticket up to this one is cancelled
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace specula::ui

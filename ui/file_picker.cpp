@@ -1,0 +1,81 @@
+#include "file_picker.h"
+
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QSettings>
+#include <QToolButton>
+
+namespace specula::ui {
+
+namespace {
+constexpr int kRecentFiles = 8;
+}
+
+FilePicker::FilePicker(const QString& settings_key, const QString& dialog_title, const QString& filter,
+                       bool optional, QWidget* parent)
+    : QWidget(parent),
+      settings_key_(settings_key),
+      dialog_title_(dialog_title),
+      filter_(filter),
+      optional_(optional),
+      combo_(new QComboBox),
+      browse_(new QToolButton) {
+  combo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  combo_->setMinimumContentsLength(16);
+  browse_->setText(tr("Browse…"));
+  browse_->setToolTip(dialog_title);
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(combo_, 1);
+  layout->addWidget(browse_);
+  setFocusProxy(combo_);
+  if (optional_) combo_->addItem(tr("(none)"), QString());
+  for (const QString& path : QSettings().value(settings_key_).toStringList())
+    combo_->addItem(QFileInfo(path).fileName(), path);
+  for (int i = 0; i < combo_->count(); ++i) combo_->setItemData(i, combo_->itemData(i), Qt::ToolTipRole);
+  combo_->setCurrentIndex(optional_ ? 0 : -1);
+  connect(browse_, &QToolButton::clicked, this, &FilePicker::browse);
+  connect(combo_, &QComboBox::activated, this, [this](int index) { Q_EMIT chosen(combo_->itemData(index).toString()); });
+}
+
+QString FilePicker::path() const { return combo_->currentData().toString(); }
+
+void FilePicker::setPath(const QString& path) {
+  if (path.isEmpty()) {
+    if (optional_) combo_->setCurrentIndex(0);
+    return;
+  }
+  remember(path);
+}
+
+void FilePicker::setSummary(const QString& summary) {
+  combo_->setToolTip(summary);
+  browse_->setToolTip(summary.isEmpty() ? dialog_title_ : summary);
+}
+
+void FilePicker::browse() {
+  const QString start = path().isEmpty() ? QString() : QFileInfo(path()).absolutePath();
+  const QString chosen_path = QFileDialog::getOpenFileName(this, dialog_title_, start, filter_);
+  if (chosen_path.isEmpty()) return;
+  remember(chosen_path);
+  Q_EMIT chosen(chosen_path);
+}
+
+void FilePicker::remember(const QString& path) {
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  QStringList recent = QSettings().value(settings_key_).toStringList();
+  recent.removeAll(absolute);
+  recent.prepend(absolute);
+  while (recent.size() > kRecentFiles) recent.removeLast();
+  QSettings().setValue(settings_key_, recent);
+  const int existing = combo_->findData(absolute);
+  if (existing >= 0) combo_->removeItem(existing);
+  const int at = optional_ ? 1 : 0;
+  combo_->insertItem(at, QFileInfo(absolute).fileName(), absolute);
+  combo_->setItemData(at, absolute, Qt::ToolTipRole);
+  combo_->setCurrentIndex(at);
+}
+
+}  // namespace specula::ui

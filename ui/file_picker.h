@@ -1,0 +1,41 @@
+// A file chooser row: a combo box of recently used files (kept in QSettings) and a
+// Browse button. Choosing a file, from the list or the dialog, emits chosen().
+#pragma once
+
+#include <QString>
+#include <QWidget>
+
+class QComboBox;
+class QToolButton;
+
+namespace specula::ui {
+
+class FilePicker : public QWidget {
+  Q_OBJECT
+
+ public:
+  // `settings_key` names the recent-files list; `filter` is a QFileDialog name filter.
+  FilePicker(const QString& settings_key, const QString& dialog_title, const QString& filter,
+             bool optional, QWidget* parent = nullptr);
+
+  QString path() const;
+  // Puts `path` first in the list and the recent files without emitting chosen().
+  void setPath(const QString& path);
+  void setSummary(const QString& summary);  // the tooltip: what the file holds
+
+ public Q_SLOTS:
+  void browse();
+
+ Q_SIGNALS:
+  void chosen(const QString& path);
+
+ private:
+  void remember(const QString& path);
+
+  QString settings_key_, dialog_title_, filter_;
+  bool optional_;  // the first entry is "(none)"
+  QComboBox* combo_;
+  QToolButton* browse_;
+};
+
+}  // namespace specula::ui

@@ -1,0 +1,621 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMenuBar>
+#include <QProgressBar>
+#include <QRandomGenerator>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "candidate_grid.h"
+#include "candidate_pane.h"
+#include "code_editor.h"
+#include "diff_view.h"
+#include "engine_worker.h"
+#include "file_picker.h"
+#include "problem_browser.h"
+#ifdef SPECULA_HAVE_CHARTS
+#include "throughput_chart.h"
+#endif
+
+namespace specula::ui {
+
+namespace {
+
+constexpr int kAutosaveDelayMs = 400;   // after the last keystroke
+constexpr int kElapsedTickMs = 100;
+
+QLabel* buddy_label(const QString& text, QWidget* buddy) {
+  auto* label = new QLabel(text);
+  label->setBuddy(buddy);
+  return label;
+}
+
+}  // namespace
+
+MainWindow::MainWindow(std::unique_ptr<EnginePort> engine, QWidget* parent)
+    : QMainWindow(parent), worker_(new EngineWorker(std::move(engine))) {
+  qRegisterMetaType<RunRequest>();
+  qRegisterMetaType<RunStats>();
+  qRegisterMetaType<QVector<int>>();
+  qRegisterMetaType<ProblemEvaluation>();
+  qRegisterMetaType<std::vector<Problem>>();
+  setWindowTitle(tr("Specula"));
+  buildUi();
+  buildActions();
+  worker_->moveToThread(&engine_thread_);
+  engine_thread_.setObjectName("engine");
+  connectWorker();
+  engine_thread_.start();
+
+  autosave_timer_.setSingleShot(true);
+  autosave_timer_.setInterval(kAutosaveDelayMs);
+  connect(&autosave_timer_, &QTimer::timeout, this, &MainWindow::saveNow);
+  elapsed_timer_.setInterval(kElapsedTickMs);
+  connect(&elapsed_timer_, &QTimer::timeout, this, &MainWindow::tickElapsed);
+
+  readSettings();
+  restoreAutosave();
+  connect(prompt_, &QPlainTextEdit::textChanged, &autosave_timer_, qOverload<>(&QTimer::start));
+  connect(tests_, &QPlainTextEdit::textChanged, &autosave_timer_, qOverload<>(&QTimer::start));
+  updateEnabled();
+}
+
+MainWindow::~MainWindow() {
+  shutdownWorker();
+}
+
+void MainWindow::buildUi() {
+  prompt_ = new CodeEditor;
+  prompt_->setObjectName("promptEditor");
+  prompt_->setAccessibleName(tr("Prompt"));
+  prompt_->setPlaceholderText(tr("def add(a: int, b: int) -> int:\n    \"\"\"Return the sum of a and b.\"\"\"\n"));
+  tests_ = new CodeEditor;
+  tests_->setObjectName("testsEditor");
+  tests_->setAccessibleName(tr("Tests"));
+  tests_->setPlaceholderText(tr("assert add(2, 3) == 5\n# or: def check(candidate): ..."));
+
+  const QString model_filter = tr("Models (*.gguf *.bin *.json);;All files (*)");
+  model_picker_ = new FilePicker("recent/models", tr("Open a model"), model_filter, false);
+  model_picker_->setObjectName("modelPicker");
+  tokenizer_picker_ = new FilePicker("recent/tokenizers", tr("Open a tokenizer"),
+                                     tr("Tokenizers (*.model *.bin *.json);;All files (*)"), true);
+  tokenizer_picker_->setObjectName("tokenizerPicker");
+  draft_picker_ = new FilePicker("recent/drafts", tr("Open a draft model"), model_filter, true);
+  draft_picker_->setObjectName("draftPicker");
+  connect(model_picker_, &FilePicker::chosen, this, [this](const QString& path) {
+    loadModels(path, tokenizer_picker_->path(), draft_picker_->path());
+  });
+  for (FilePicker* picker : {tokenizer_picker_, draft_picker_})
+    connect(picker, &FilePicker::chosen, this, [this] {
+      if (!model_picker_->path().isEmpty())
+        loadModels(model_picker_->path(), tokenizer_picker_->path(), draft_picker_->path());
+    });
+
+  candidates_ = new QSpinBox;
+  candidates_->setObjectName("candidatesSpin");
+  candidates_->setRange(1, 16);
+  candidates_->setValue(4);
+  temperature_ = new QDoubleSpinBox;
+  temperature_->setObjectName("temperatureSpin");
+  temperature_->setRange(0.0, 2.0);
+  temperature_->setSingleStep(0.05);
+  temperature_->setValue(0.8);
+  temperature_->setToolTip(tr("0 is greedy: every candidate would be the same"));
+  top_p_ = new QDoubleSpinBox;
+  top_p_->setObjectName("topPSpin");
+  top_p_->setRange(0.05, 1.0);
+  top_p_->setSingleStep(0.05);
+  top_p_->setValue(0.95);
+  max_new_tokens_ = new QSpinBox;
+  max_new_tokens_->setObjectName("maxTokensSpin");
+  max_new_tokens_->setRange(1, 8192);
+  max_new_tokens_->setValue(256);
+  budget_ = new QDoubleSpinBox;
+  budget_->setObjectName("budgetSpin");
+  budget_->setRange(0.0, 3600.0);
+  budget_->setSuffix(tr(" s"));
+  budget_->setSpecialValueText(tr("none"));
+  budget_->setValue(30.0);
+  drafter_ = new QComboBox;
+  drafter_->setObjectName("drafterCombo");
+  drafter_->addItem(tr("none"), "none");
+  drafter_->addItem(tr("n-gram (prompt lookup)"), "ngram");
+  drafter_->addItem(tr("first 2 layers"), "layers:2");
+  drafter_->addItem(tr("draft model"), "model");
+  drafter_->setCurrentIndex(1);
+  policy_ = new QComboBox;
+  policy_->setObjectName("policyCombo");
+  policy_->addItem(tr("adaptive"), "adaptive");
+  policy_->addItem(tr("BASS"), "bass");
+  policy_->addItem(tr("fixed 4"), "fixed:4");
+  device_ = new QComboBox;
+  device_->setObjectName("deviceCombo");
+  device_->addItem(tr("auto"), int(DeviceChoice::Auto));
+  device_->addItem(tr("CPU"), int(DeviceChoice::Cpu));
+  device_->addItem(tr("CUDA"), int(DeviceChoice::Cuda));
+  connect(device_, &QComboBox::activated, this, &MainWindow::reloadForDevice);
+
+  generate_button_ = new QPushButton(tr("&Generate"));
+  generate_button_->setObjectName("generateButton");
+  generate_button_->setToolTip(tr("Generate candidates (Ctrl+Return)"));
+  generate_button_->setDefault(true);
+  stop_button_ = new QPushButton(tr("S&top"));
+  stop_button_->setObjectName("stopButton");
+  stop_button_->setToolTip(tr("Stop the run (Esc)"));
+  connect(generate_button_, &QPushButton::clicked, this, &MainWindow::generate);
+  connect(stop_button_, &QPushButton::clicked, this, &MainWindow::stop);
+
+  auto* models = new QGroupBox(tr("Models"));
+  auto* model_form = new QFormLayout(models);
+  model_form->addRow(buddy_label(tr("&Model:"), model_picker_), model_picker_);
+  model_form->addRow(buddy_label(tr("To&kenizer:"), tokenizer_picker_), tokenizer_picker_);
+  model_form->addRow(buddy_label(tr("D&raft:"), draft_picker_), draft_picker_);
+  model_form->addRow(buddy_label(tr("De&vice:"), device_), device_);
+
+  auto* settings = new QGroupBox(tr("Generation"));
+  auto* form = new QFormLayout(settings);
+  form->addRow(buddy_label(tr("&Candidates:"), candidates_), candidates_);
+  form->addRow(buddy_label(tr("T&emperature:"), temperature_), temperature_);
+  form->addRow(buddy_label(tr("Top-&p:"), top_p_), top_p_);
+  form->addRow(buddy_label(tr("Max &new tokens:"), max_new_tokens_), max_new_tokens_);
+  form->addRow(buddy_label(tr("&Budget:"), budget_), budget_);
+  form->addRow(buddy_label(tr("&Drafter:"), drafter_), drafter_);
+  form->addRow(buddy_label(tr("Draft po&licy:"), policy_), policy_);
+
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(generate_button_, 1);
+  buttons->addWidget(stop_button_);
+
+  auto* left = new QWidget;
+  auto* left_layout = new QVBoxLayout(left);
+  left_layout->addWidget(buddy_label(tr("P&rompt (signature and docstring):"), prompt_));
+  left_layout->addWidget(prompt_, 3);
+  left_layout->addWidget(buddy_label(tr("Te&sts (asserts or check(candidate)):"), tests_));
+  left_layout->addWidget(tests_, 2);
+  left_layout->addWidget(models);
+  left_layout->addWidget(settings);
+  left_layout->addLayout(buttons);
+
+  grid_ = new CandidateGrid;
+  connect(grid_, &CandidateGrid::diffRequested, this, &MainWindow::openDiff);
+
+  message_bar_ = new QFrame;
+  message_bar_->setObjectName("messageBar");
+  message_label_ = new QLabel;
+  message_label_->setWordWrap(true);
+  message_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* dismiss = new QToolButton;
+  dismiss->setText(tr("Dismiss"));
+  connect(dismiss, &QToolButton::clicked, message_bar_, &QWidget::hide);
+  auto* message_layout = new QHBoxLayout(message_bar_);
+  message_layout->addWidget(message_label_, 1);
+  message_layout->addWidget(dismiss);
+  message_bar_->hide();
+
+  auto* right = new QWidget;
+  auto* right_layout = new QVBoxLayout(right);
+  right_layout->setContentsMargins(0, 0, 0, 0);
+  right_layout->addWidget(message_bar_);
+  right_layout->addWidget(grid_, 1);
+#ifdef SPECULA_HAVE_CHARTS
+  chart_ = new ThroughputChart;
+  right_layout->addWidget(chart_);
+#endif
+
+  auto* splitter = new QSplitter;
+  splitter->setObjectName("mainSplitter");
+  splitter->addWidget(left);
+  splitter->addWidget(right);
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  setCentralWidget(splitter);
+
+  progress_ = new QProgressBar;
+  progress_->setObjectName("budgetProgress");
+  progress_->setMaximumWidth(220);
+  progress_->setRange(0, 1000);
+  progress_->setValue(0);
+  progress_->setFormat(tr("idle"));
+  cancel_load_ = new QToolButton;
+  cancel_load_->setObjectName("cancelLoadButton");
+  cancel_load_->setText(tr("Cancel"));
+  cancel_load_->setToolTip(tr("Cancel loading the model"));
+  cancel_load_->hide();
+  connect(cancel_load_, &QToolButton::clicked, this, [this] { worker_->stop(); });
+  throughput_label_ = new QLabel;
+  latency_label_ = new QLabel;
+  acceptance_label_ = new QLabel;
+  backend_label_ = new QLabel(tr("no model"));
+  isolation_label_ = new QLabel;
+  statusBar()->addWidget(progress_);
+  statusBar()->addWidget(cancel_load_);
+  statusBar()->addWidget(throughput_label_);
+  statusBar()->addWidget(latency_label_);
+  statusBar()->addWidget(acceptance_label_);
+  statusBar()->addPermanentWidget(backend_label_);
+  statusBar()->addPermanentWidget(isolation_label_);
+
+  // Tab order: prompt, tests, models, settings, Generate, Stop, then the panes.
+  QWidget* chain[] = {prompt_, tests_, model_picker_, tokenizer_picker_, draft_picker_, device_, candidates_,
+                      temperature_, top_p_, max_new_tokens_, budget_, drafter_, policy_, generate_button_,
+                      stop_button_};
+  for (size_t i = 1; i < std::size(chain); ++i) setTabOrder(chain[i - 1], chain[i]);
+  resize(1280, 800);
+}
+
+void MainWindow::buildActions() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open_model = file->addAction(tr("Open &model…"), model_picker_, &FilePicker::browse);
+  open_model->setShortcut(QKeySequence::Open);
+  file->addAction(tr("Open &draft model…"), draft_picker_, &FilePicker::browse);
+  file->addAction(tr("Open &tokenizer…"), tokenizer_picker_, &FilePicker::browse);
+  QAction* problems = file->addAction(tr("&Problems…"), this, &MainWindow::openProblems);
+  problems->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  generate_action_ = run->addAction(tr("&Generate"), this, &MainWindow::generate);
+  generate_action_->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Return), QKeySequence(Qt::CTRL | Qt::Key_Enter)});
+  stop_action_ = run->addAction(tr("&Stop"), this, &MainWindow::stop);
+  stop_action_->setShortcut(QKeySequence(Qt::Key_Escape));
+
+  QMenu* go = menuBar()->addMenu(tr("&View"));
+  go->addAction(tr("Focus &prompt"), QKeySequence(Qt::ALT | Qt::Key_1), prompt_, qOverload<>(&QWidget::setFocus));
+  go->addAction(tr("Focus &tests"), QKeySequence(Qt::ALT | Qt::Key_2), tests_, qOverload<>(&QWidget::setFocus));
+  go->addAction(tr("Focus &candidates"), QKeySequence(Qt::ALT | Qt::Key_3), this, [this] {
+    if (grid_->count() > 0) grid_->pane(grid_->order().front())->editor()->setFocus();
+  });
+}
+
+void MainWindow::connectWorker() {
+  connect(this, &MainWindow::loadRequested, worker_, &EngineWorker::loadModels);
+  connect(this, &MainWindow::startRequested, worker_, &EngineWorker::start);
+  connect(worker_, &EngineWorker::loadProgress, this, [this](double fraction) {
+    if (!loading_) return;
+    progress_->setValue(int(fraction * 1000));
+    progress_->setFormat(tr("loading %p%"));
+  });
+  connect(worker_, &EngineWorker::modelsLoaded, this, &MainWindow::onModelsLoaded);
+  connect(worker_, &EngineWorker::runStarted, this, &MainWindow::onRunStarted);
+  connect(worker_, &EngineWorker::candidateDelta, this, &MainWindow::onCandidateDelta);
+  connect(worker_, &EngineWorker::candidateState, this, &MainWindow::onCandidateState);
+  connect(worker_, &EngineWorker::stats, this, &MainWindow::onStats);
+  connect(worker_, &EngineWorker::runFinished, this, &MainWindow::onRunFinished);
+  connect(worker_, &EngineWorker::error, this, &MainWindow::onError);
+  connect(this, &MainWindow::evaluateRequested, worker_, &EngineWorker::evaluateProblems);
+  connect(worker_, &EngineWorker::problemEvaluated, this, [this](const ProblemEvaluation& evaluation) {
+    if (problems_) problems_->addEvaluation(evaluation);
+  });
+  connect(worker_, &EngineWorker::evaluationFinished, this, [this] {
+    running_ = false;
+    elapsed_timer_.stop();
+    progress_->setFormat(tr("ready"));
+    if (problems_) problems_->setRunning(false);
+    updateEnabled();
+  });
+}
+
+void MainWindow::loadModels(const QString& target, const QString& tokenizer, const QString& draft) {
+  if (closing_ || target.isEmpty()) return;
+  if (running_) worker_->stop();  // the load waits in the worker's queue until the run ends
+  model_picker_->setPath(target);
+  tokenizer_picker_->setPath(tokenizer);
+  draft_picker_->setPath(draft);
+  loading_ = true;
+  model_loaded_ = false;
+  message_bar_->hide();
+  progress_->setValue(0);
+  progress_->setFormat(tr("loading %p%"));
+  cancel_load_->show();
+  backend_label_->setText(tr("loading %1").arg(QFileInfo(target).fileName()));
+  updateEnabled();
+  Q_EMIT loadRequested(target, tokenizer, draft, device_->currentData().toInt(), worker_->issueTicket());
+}
+
+void MainWindow::chooseModel() { model_picker_->browse(); }
+
+void MainWindow::reloadForDevice() {
+  if (!model_picker_->path().isEmpty())
+    loadModels(model_picker_->path(), tokenizer_picker_->path(), draft_picker_->path());
+}
+
+RunRequest MainWindow::currentRequest() const {
+  RunRequest request;
+  request.prompt = prompt_->toPlainText();
+  request.tests = tests_->toPlainText();
+  request.candidates = candidates_->value();
+  request.temperature = temperature_->value();
+  request.topP = top_p_->value();
+  request.maxNewTokens = max_new_tokens_->value();
+  request.budgetSeconds = budget_->value();
+  request.drafter = drafter_->currentData().toString();
+  request.policy = policy_->currentData().toString();
+  request.seed = QRandomGenerator::global()->generate64();  // Generate again: new candidates
+  return request;
+}
+
+void MainWindow::generate() {
+  if (running_ || loading_ || closing_) return;
+  if (!model_loaded_) {
+    showMessage(tr("No model is loaded. Choose a model file (File → Open model…, Ctrl+O)."));
+    return;
+  }
+  if (prompt_->toPlainText().trimmed().isEmpty()) {
+    showMessage(tr("The prompt is empty: write a function signature and docstring first."));
+    prompt_->setFocus();
+    return;
+  }
+  if (drafter_->currentData().toString() == "model" && draft_picker_->path().isEmpty()) {
+    showMessage(tr("The drafter \"draft model\" needs a draft model: choose one, or another drafter."));
+    return;
+  }
+  message_bar_->hide();
+  running_ = true;
+  saveNow();
+  const RunRequest request = currentRequest();
+  grid_->setCount(request.candidates);
+  last_ranking_.clear();
+#ifdef SPECULA_HAVE_CHARTS
+  if (chart_) chart_->reset();
+#endif
+  run_budget_seconds_ = request.budgetSeconds;
+  run_clock_.start();
+  elapsed_timer_.start();
+  updateEnabled();
+  Q_EMIT startRequested(request, worker_->issueTicket());
+}
+
+void MainWindow::stop() {
+  if (running_) worker_->stop();
+}
+
+void MainWindow::onModelsLoaded(const QString& summary, const QString& backend, const QString& isolation) {
+  loading_ = false;
+  model_loaded_ = true;
+  cancel_load_->hide();
+  progress_->setValue(0);
+  progress_->setFormat(tr("ready"));
+  model_picker_->setSummary(summary);
+  backend_label_->setText(backend);
+  backend_label_->setToolTip(summary);
+  isolation_label_->setText(isolation);
+  updateEnabled();
+  Q_EMIT modelsReady();
+}
+
+void MainWindow::onRunStarted(int candidates, double budget_seconds) {
+  if (grid_->count() != candidates) grid_->setCount(candidates);
+  run_budget_seconds_ = budget_seconds;
+}
+
+void MainWindow::onCandidateDelta(int index, const QString& text, int tokens, int accepted, int proposed) {
+  if (index < 0 || index >= grid_->count()) return;
+  grid_->pane(index)->appendText(text, tokens, accepted, proposed, run_clock_.elapsed() / 1000.0);
+}
+
+void MainWindow::onCandidateState(int index, int state, const QString& detail) {
+  if (index < 0 || index >= grid_->count()) return;
+  grid_->pane(index)->setState(static_cast<CandidateState>(state), detail);
+}
+
+void MainWindow::onStats(const RunStats& stats) {
+#ifdef SPECULA_HAVE_CHARTS
+  if (chart_) chart_->addPoint(stats);
+#endif
+  throughput_label_->setText(tr("%1 tok/s").arg(stats.tokensPerSecond, 0, 'f', 1));
+  latency_label_->setText(tr("%1 ms/tok/seq").arg(stats.msPerTokenPerSequence, 0, 'f', 1));
+  acceptance_label_->setText(stats.acceptance > 0 ? tr("acceptance %1%").arg(100 * stats.acceptance, 0, 'f', 0)
+                                                  : QString());
+}
+
+void MainWindow::tickElapsed() {
+  const double elapsed = run_clock_.elapsed() / 1000.0;
+  if (run_budget_seconds_ > 0) {
+    progress_->setValue(int(std::min(1.0, elapsed / run_budget_seconds_) * 1000));
+    progress_->setFormat(tr("%1 / %2 s").arg(elapsed, 0, 'f', 1).arg(run_budget_seconds_, 0, 'f', 0));
+  } else {
+    progress_->setValue(0);
+    progress_->setFormat(tr("%1 s").arg(elapsed, 0, 'f', 1));
+  }
+}
+
+void MainWindow::onRunFinished(const QVector<int>& ranking, const RunStats& stats) {
+  elapsed_timer_.stop();
+  tickElapsed();
+  onStats(stats);
+  running_ = false;
+  last_ranking_ = ranking;
+  grid_->applyRanking(ranking);
+  saveNow();
+  updateEnabled();
+}
+
+void MainWindow::onError(const QString& message) {
+  if (loading_) {
+    loading_ = false;
+    cancel_load_->hide();
+    progress_->setValue(0);
+    progress_->setFormat(tr("no model"));
+    backend_label_->setText(tr("no model"));
+    showMessage(message);
+    updateEnabled();
+    Q_EMIT loadFailed();
+    return;
+  }
+  showMessage(message);
+  updateEnabled();
+}
+
+void MainWindow::showMessage(const QString& text, bool error) {
+  message_label_->setText(text);
+  message_bar_->setStyleSheet(error ? QStringLiteral("#messageBar { background: #f8d7da; } #messageBar QLabel { color: #58151c; }")
+                                    : QStringLiteral("#messageBar { background: #d1e7dd; } #messageBar QLabel { color: #0a3622; }"));
+  message_bar_->show();
+}
+
+QString MainWindow::message() const { return message_bar_->isHidden() ? QString() : message_label_->text(); }
+
+QString MainWindow::statusText() const {
+  QStringList parts{progress_->text()};
+  for (QLabel* label : {throughput_label_, latency_label_, acceptance_label_, backend_label_, isolation_label_})
+    if (!label->text().isEmpty()) parts << label->text();
+  return parts.join(QStringLiteral(" | "));
+}
+
+void MainWindow::updateEnabled() {
+  const bool can_generate = model_loaded_ && !running_ && !loading_;
+  generate_button_->setEnabled(can_generate);
+  generate_action_->setEnabled(can_generate);
+  stop_button_->setEnabled(running_);
+  stop_action_->setEnabled(running_);
+  candidates_->setEnabled(!running_);
+}
+
+DiffView* MainWindow::openDiff(int index) {
+  if (grid_->count() < 2 || index < 0 || index >= grid_->count()) {
+    showMessage(tr("A diff needs at least two candidates."), false);
+    return nullptr;
+  }
+  int other = -1;
+  for (int i : grid_->order())
+    if (i != index) {
+      other = i;
+      break;
+    }
+  auto* view = new DiffView(tr("Candidate %1").arg(index + 1), grid_->pane(index)->text(),
+                            tr("Candidate %1").arg(other + 1), grid_->pane(other)->text(), this);
+  view->setAttribute(Qt::WA_DeleteOnClose);
+  view->show();
+  return view;
+}
+
+ProblemBrowser* MainWindow::openProblems() {
+  if (!problems_) {
+    problems_ = new ProblemBrowser(this);
+    connect(problems_, &ProblemBrowser::problemChosen, this, [this](const QString& prompt, const QString& tests) {
+      prompt_->setPlainText(prompt);
+      tests_->setPlainText(tests);
+      activateWindow();
+      prompt_->setFocus();
+    });
+    connect(problems_, &ProblemBrowser::runAllRequested, this, [this](const std::vector<Problem>& problems) {
+      if (running_ || loading_ || closing_) return;
+      if (!model_loaded_) {
+        showMessage(tr("No model is loaded. Choose a model file (File → Open model…, Ctrl+O)."));
+        return;
+      }
+      running_ = true;
+      problems_->setRunning(true);
+      run_budget_seconds_ = 0.0;  // the budget is per task; the bar shows the time so far
+      run_clock_.start();
+      elapsed_timer_.start();
+      updateEnabled();
+      Q_EMIT evaluateRequested(problems, currentRequest(), worker_->issueTicket());
+    });
+    connect(problems_, &ProblemBrowser::stopRequested, this, &MainWindow::stop);
+  }
+  problems_->show();
+  problems_->raise();
+  problems_->activateWindow();
+  return problems_;
+}
+
+void MainWindow::saveNow() {
+  autosave_timer_.stop();
+  SavedState state;
+  state.prompt = prompt_->toPlainText();
+  state.tests = tests_->toPlainText();
+  for (int i = 0; i < grid_->count(); ++i) {
+    const CandidatePane* pane = grid_->pane(i);
+    state.candidates.push_back({pane->text(), int(pane->state())});
+  }
+  state.ranking = last_ranking_;
+  QString error;
+  if (!writeAutosave(state, autosavePath(), &error))
+    showMessage(tr("Autosave failed: %1").arg(error));
+}
+
+void MainWindow::restoreAutosave() {
+  const std::optional<SavedState> saved = readAutosave(autosavePath());
+  if (!saved) return;
+  prompt_->setPlainText(saved->prompt);
+  tests_->setPlainText(saved->tests);
+  if (saved->candidates.isEmpty()) return;
+  grid_->setCount(int(saved->candidates.size()));
+  for (int i = 0; i < saved->candidates.size(); ++i) {
+    grid_->pane(i)->setText(saved->candidates[i].text);
+    grid_->pane(i)->setState(static_cast<CandidateState>(saved->candidates[i].state));
+  }
+  last_ranking_ = saved->ranking;
+  grid_->applyRanking(saved->ranking);
+}
+
+void MainWindow::readSettings() {
+  QSettings settings;
+  candidates_->setValue(settings.value("generation/candidates", candidates_->value()).toInt());
+  temperature_->setValue(settings.value("generation/temperature", temperature_->value()).toDouble());
+  top_p_->setValue(settings.value("generation/topP", top_p_->value()).toDouble());
+  max_new_tokens_->setValue(settings.value("generation/maxNewTokens", max_new_tokens_->value()).toInt());
+  budget_->setValue(settings.value("generation/budgetSeconds", budget_->value()).toDouble());
+  auto select = [](QComboBox* combo, const QVariant& data) {
+    const int i = combo->findData(data);
+    if (i >= 0) combo->setCurrentIndex(i);
+  };
+  select(drafter_, settings.value("generation/drafter", drafter_->currentData()));
+  select(policy_, settings.value("generation/policy", policy_->currentData()));
+  select(device_, settings.value("engine/device", device_->currentData()));
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+  if (auto* splitter = findChild<QSplitter*>("mainSplitter"))
+    splitter->restoreState(settings.value("window/splitter").toByteArray());
+}
+
+void MainWindow::writeSettings() const {
+  QSettings settings;
+  settings.setValue("generation/candidates", candidates_->value());
+  settings.setValue("generation/temperature", temperature_->value());
+  settings.setValue("generation/topP", top_p_->value());
+  settings.setValue("generation/maxNewTokens", max_new_tokens_->value());
+  settings.setValue("generation/budgetSeconds", budget_->value());
+  settings.setValue("generation/drafter", drafter_->currentData());
+  settings.setValue("generation/policy", policy_->currentData());
+  settings.setValue("engine/device", device_->currentData());
+  settings.setValue("window/geometry", saveGeometry());
+  if (auto* splitter = findChild<QSplitter*>("mainSplitter"))
+    settings.setValue("window/splitter", splitter->saveState());
+  settings.sync();
+}
+
+void MainWindow::shutdownWorker() {
+  if (!engine_thread_.isRunning()) return;
+  closing_ = true;
+  worker_->shutdown();
+  engine_thread_.quit();
+  engine_thread_.wait();
+  delete worker_;
+  worker_ = nullptr;
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  writeSettings();
+  saveNow();
+  shutdownWorker();
+  event->accept();
+}
+
+}  // namespace specula::ui

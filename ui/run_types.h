@@ -1,0 +1,45 @@
+// Values that travel between the window and the engine worker through queued signals.
+#pragma once
+
+#include <QMetaType>
+#include <QString>
+#include <QVector>
+#include <vector>
+
+#include "evaluation.h"
+#include "problems.h"
+
+namespace specula::ui {
+
+// What one candidate pane shows in its header, in the order a candidate passes through them.
+enum class CandidateState { Queued, Generating, Testing, Passed, Failed, Timeout, Budget, Stopped, Done, Error };
+QString stateName(CandidateState state);  // "queued", "generating", ...
+
+struct RunRequest {
+  QString prompt;
+  QString tests;            // asserts or a check(candidate) function; empty: no testing
+  int candidates = 4;       // N, 1..16
+  double temperature = 0.8;
+  double topP = 0.95;
+  int maxNewTokens = 256;
+  double budgetSeconds = 30.0;  // 0: none
+  QString drafter = "ngram";    // "none", "ngram", "layers:K", "model"
+  QString policy = "adaptive";  // "fixed:K", "bass", "adaptive"
+  quint64 seed = 1;             // candidate i samples with seed + i
+};
+
+struct RunStats {
+  double elapsedSeconds = 0.0;
+  double budgetSeconds = 0.0;
+  int tokens = 0;                // generated so far, all candidates
+  double tokensPerSecond = 0.0;  // generated tokens per wall-clock second
+  double msPerTokenPerSequence = 0.0;
+  double acceptance = 0.0;       // accepted / proposed draft tokens; 0 without a drafter
+};
+
+}  // namespace specula::ui
+
+Q_DECLARE_METATYPE(specula::ui::RunRequest)
+Q_DECLARE_METATYPE(specula::ui::RunStats)
+Q_DECLARE_METATYPE(specula::ProblemEvaluation)
+Q_DECLARE_METATYPE(std::vector<specula::Problem>)
