@@ -25,7 +25,10 @@ namespace {
 class CpuKvStorage : public KvStorage {
  public:
   CpuKvStorage(int n_layers, int slots, int block_size, int kv_dim)
-      : n_layers_(n_layers), slots_(slots), block_size_(block_size), kv_dim_(kv_dim),
+      : n_layers_(n_layers),
+        slots_(slots),
+        block_size_(block_size),
+        kv_dim_(kv_dim),
         keys_(static_cast<size_t>(n_layers) * slots * kv_dim),
         values_(keys_.size()) {}
 
@@ -72,6 +75,21 @@ void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) 
   for (int i = 0; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
 }
 
+// q · k for one head. Eight partial sums in a fixed order (lane i takes elements i, i+8,
+// ...), then a fixed pairwise sum: the same bits for every caller, and a loop the compiler
+// vectorizes without reordering anything.
+float dot(const float* a, const float* b, int n) {
+  constexpr int kLanes = 8;
+  float partial[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) partial[l] += a[i + l] * b[i + l];
+  }
+  for (int l = 0; i < n; ++i, ++l) partial[l] += a[i] * b[i];
+  return ((partial[0] + partial[4]) + (partial[2] + partial[6])) +
+         ((partial[1] + partial[5]) + (partial[3] + partial[7]));
+}
+
 // Rotates adjacent pairs (x[2i], x[2i+1]) of each head by the token's angles.
 void rope(float* x, int n_heads, int head_dim, const float* cos_t, const float* sin_t) {
   for (int h = 0; h < n_heads; ++h) {
@@ -105,8 +123,8 @@ class CpuBackend : public Backend {
       throw std::invalid_argument("cache needs a positive size and block size");
     }
     const int num_blocks = (max_tokens + block_size - 1) / block_size;
-    auto storage = std::make_unique<CpuKvStorage>(n_layers, num_blocks * block_size, block_size,
-                                                  c.kv_dim());
+    auto storage =
+        std::make_unique<CpuKvStorage>(n_layers, num_blocks * block_size, block_size, c.kv_dim());
     return std::make_unique<KvCache>(block_size, num_blocks, std::move(storage));
   }
 
@@ -123,8 +141,8 @@ class CpuBackend : public Backend {
     }
     for (int32_t token : batch.tokens) {
       if (token < 0 || token >= c.vocab_size) {
-        throw std::invalid_argument("token id " + std::to_string(token) + " outside the vocabulary of " +
-                                    std::to_string(c.vocab_size));
+        throw std::invalid_argument("token id " + std::to_string(token) +
+                                    " outside the vocabulary of " + std::to_string(c.vocab_size));
       }
     }
     const BatchPlan plan =
@@ -179,7 +197,8 @@ class CpuBackend : public Backend {
       float* keys = kv->keys(l);
       float* values = kv->values(l);
       for (int t = 0; t < n; ++t) {
-        rope(q_.data() + t * dim, n_heads, head_dim, cos_.data() + t * half, sin_.data() + t * half);
+        rope(q_.data() + t * dim, n_heads, head_dim, cos_.data() + t * half,
+             sin_.data() + t * half);
         rope(k_.data() + t * kv_dim, c.n_kv_heads, head_dim, cos_.data() + t * half,
              sin_.data() + t * half);
         const size_t slot = static_cast<size_t>(plan.cache_slots[t]);
@@ -188,39 +207,41 @@ class CpuBackend : public Backend {
       }
 
       // each (token, head) attends over its sequence's positions 0..its own
-      pool_.parallel_for(static_cast<int64_t>(n) * n_heads, [&](int64_t begin, int64_t end, int thread) {
-        float* scores = scores_.data() + static_cast<size_t>(thread) * std::max(1, plan.max_context);
-        for (int64_t item = begin; item < end; ++item) {
-          const int t = static_cast<int>(item / n_heads), h = static_cast<int>(item % n_heads);
-          const int seq = plan.token_seq[t];
-          const int32_t* table = plan.block_tables.data() + plan.table_offsets[seq];
-          const int kv_offset = (h / heads_per_kv) * head_dim;
-          const float* q = q_.data() + static_cast<size_t>(t) * dim + h * head_dim;
-          const int length = plan.positions[t] + 1;
-          float max_score = -INFINITY;
-          for (int p = 0; p < length; ++p) {
-            const size_t slot = static_cast<size_t>(table[p / block_size]) * block_size + p % block_size;
-            const float* k = keys + slot * kv_dim + kv_offset;
-            float s = 0.0f;
-            for (int i = 0; i < head_dim; ++i) s += q[i] * k[i];
-            scores[p] = s * attn_scale;
-            max_score = std::max(max_score, scores[p]);
-          }
-          float sum = 0.0f;
-          for (int p = 0; p < length; ++p) {
-            scores[p] = std::exp(scores[p] - max_score);
-            sum += scores[p];
-          }
-          float* out = attn_.data() + static_cast<size_t>(t) * dim + h * head_dim;
-          std::fill(out, out + head_dim, 0.0f);
-          for (int p = 0; p < length; ++p) {
-            const size_t slot = static_cast<size_t>(table[p / block_size]) * block_size + p % block_size;
-            const float* v = values + slot * kv_dim + kv_offset;
-            const float a = scores[p] / sum;
-            for (int i = 0; i < head_dim; ++i) out[i] += a * v[i];
-          }
-        }
-      });
+      pool_.parallel_for(
+          static_cast<int64_t>(n) * n_heads, [&](int64_t begin, int64_t end, int thread) {
+            float* scores =
+                scores_.data() + static_cast<size_t>(thread) * std::max(1, plan.max_context);
+            for (int64_t item = begin; item < end; ++item) {
+              const int t = static_cast<int>(item / n_heads), h = static_cast<int>(item % n_heads);
+              const int seq = plan.token_seq[t];
+              const int32_t* table = plan.block_tables.data() + plan.table_offsets[seq];
+              const int kv_offset = (h / heads_per_kv) * head_dim;
+              const float* q = q_.data() + static_cast<size_t>(t) * dim + h * head_dim;
+              const int length = plan.positions[t] + 1;
+              float max_score = -INFINITY;
+              for (int p = 0; p < length; ++p) {
+                const size_t slot =
+                    static_cast<size_t>(table[p / block_size]) * block_size + p % block_size;
+                const float* k = keys + slot * kv_dim + kv_offset;
+                scores[p] = dot(q, k, head_dim) * attn_scale;
+                max_score = std::max(max_score, scores[p]);
+              }
+              float sum = 0.0f;
+              for (int p = 0; p < length; ++p) {
+                scores[p] = std::exp(scores[p] - max_score);
+                sum += scores[p];
+              }
+              float* out = attn_.data() + static_cast<size_t>(t) * dim + h * head_dim;
+              std::fill(out, out + head_dim, 0.0f);
+              for (int p = 0; p < length; ++p) {
+                const size_t slot =
+                    static_cast<size_t>(table[p / block_size]) * block_size + p % block_size;
+                const float* v = values + slot * kv_dim + kv_offset;
+                const float a = scores[p] / sum;
+                for (int i = 0; i < head_dim; ++i) out[i] += a * v[i];
+              }
+            }
+          });
       matmul(lw.wo, attn_.data(), n, xb_.data(), pool_, simd_);
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
 
@@ -231,12 +252,15 @@ class CpuBackend : public Backend {
       }
       matmul(lw.w_gate, xb_.data(), n, gate_.data(), pool_, simd_);
       matmul(lw.w_up, xb_.data(), n, up_.data(), pool_, simd_);
-      pool_.parallel_for(static_cast<int64_t>(gate_.size()), [&](int64_t begin, int64_t end, int) {
-        for (int64_t i = begin; i < end; ++i) {
-          const float g = gate_[i];
-          gate_[i] = g / (1.0f + std::exp(-g)) * up_[i];
-        }
-      }, 1024);
+      pool_.parallel_for(
+          static_cast<int64_t>(gate_.size()),
+          [&](int64_t begin, int64_t end, int) {
+            for (int64_t i = begin; i < end; ++i) {
+              const float g = gate_[i];
+              gate_[i] = g / (1.0f + std::exp(-g)) * up_[i];
+            }
+          },
+          1024);
       matmul(lw.w_down, gate_.data(), n, xb_.data(), pool_, simd_);
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
     }

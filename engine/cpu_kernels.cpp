@@ -1,6 +1,7 @@
 // Portable kernels, activation quantization, SIMD detection and the matmul driver.
 #include "cpu_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -20,7 +21,8 @@ void f32_tile(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t cols,
   const auto* wf = reinterpret_cast<const float*>(w);
   float acc[T] = {};
   for (int64_t c = 0; c < cols; ++c) {
-    for (int t = 0; t < T; ++t) acc[t] += wf[c] * reinterpret_cast<const float*>(x + t * x_stride)[c];
+    for (int t = 0; t < T; ++t)
+      acc[t] += wf[c] * reinterpret_cast<const float*>(x + t * x_stride)[c];
   }
   for (int t = 0; t < T; ++t) out[t] = acc[t];
 }
@@ -95,7 +97,7 @@ SPECULA_ROWS_KERNEL(SPECULA_PORTABLE, q6_k_rows, q6_k_tile)
 }  // namespace
 
 const KernelTable& portable_kernels() {
-  static const KernelTable table{f32_rows, f16_rows, bf16_rows, q8_0_rows,
+  static const KernelTable table{f32_rows,  f16_rows,  bf16_rows, q8_0_rows,
                                  q4_0_rows, q4_k_rows, q6_k_rows};
   return table;
 }
@@ -104,9 +106,12 @@ const KernelTable& portable_kernels() {
 
 std::string_view simd_name(SimdLevel level) {
   switch (level) {
-    case SimdLevel::Scalar: return "scalar";
-    case SimdLevel::Avx2: return "avx2";
-    case SimdLevel::Avx512: return "avx512";
+    case SimdLevel::Scalar:
+      return "scalar";
+    case SimdLevel::Avx2:
+      return "avx2";
+    case SimdLevel::Avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -139,7 +144,7 @@ void quantize_activations_q8(const float* x, uint8_t* out, int64_t n) {
     const float* v = x + 32 * b;
     int8_t* q = values + 32 * b;
     float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
@@ -154,7 +159,7 @@ void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n) {
   for (int64_t b = 0; b < n / 256; ++b) {
     const float* v = x + 256 * b;
     float amax = 0.0f;
-    for (int i = 0; i < 256; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(v[i]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].d = d;
@@ -185,15 +190,22 @@ void matmul(const TensorView& w, const float* x, int n, float* y, ThreadPool& po
   size_t x_stride = static_cast<size_t>(cols) * sizeof(float);
   RowsKernel kernel = nullptr;
   switch (w.type) {
-    case TensorType::F32: kernel = table.f32; break;
-    case TensorType::F16: kernel = table.f16; break;
-    case TensorType::BF16: kernel = table.bf16; break;
+    case TensorType::F32:
+      kernel = table.f32;
+      break;
+    case TensorType::F16:
+      kernel = table.f16;
+      break;
+    case TensorType::BF16:
+      kernel = table.bf16;
+      break;
     case TensorType::Q8_0:
     case TensorType::Q4_0: {
       kernel = w.type == TensorType::Q8_0 ? table.q8_0 : table.q4_0;
       x_stride = q8_row_bytes(cols);
       scratch.resize(x_stride * static_cast<size_t>(n));
-      for (int t = 0; t < n; ++t) quantize_activations_q8(x + t * cols, scratch.data() + t * x_stride, cols);
+      for (int t = 0; t < n; ++t)
+        quantize_activations_q8(x + t * cols, scratch.data() + t * x_stride, cols);
       xa = scratch.data();
       break;
     }

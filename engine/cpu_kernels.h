@@ -59,10 +59,10 @@ inline Q8Row q8_row(const uint8_t* row, int64_t n) {
 }
 void quantize_activations_q8(const float* x, uint8_t* out, int64_t n);
 
-struct BlockQ8K {     // 256 activations for Q4_K and Q6_K weights
-  float d;            // scale: value = d * q
-  int16_t sums[16];   // sum of q over each 16 values (for the K-quants' minimums)
-  int8_t q[256];      // quantized values in [-127, 127]
+struct BlockQ8K {    // 256 activations for Q4_K and Q6_K weights
+  float d;           // scale: value = d * q
+  int16_t sums[16];  // sum of q over each 16 values (for the K-quants' minimums)
+  int8_t q[256];     // quantized values in [-127, 127]
 };
 void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n);
 

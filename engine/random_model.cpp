@@ -66,7 +66,6 @@ class Builder {
     TensorView view = matrix(TensorType::F32, 1, dim, 0.25f);
     float* values = static_cast<float*>(const_cast<void*>(view.data));
     for (int64_t i = 0; i < dim; ++i) values[i] += 1.0f;
-    view.cols = dim;
     return view;
   }
 
@@ -101,7 +100,8 @@ ModelConfig random_model_config(std::string_view shape) {
   }
   std::string known;
   for (const NamedShape& s : kShapes) known += (known.empty() ? "" : ", ") + std::string(s.name);
-  throw std::invalid_argument("unknown model shape '" + std::string(shape) + "' (known: " + known + ")");
+  throw std::invalid_argument("unknown model shape '" + std::string(shape) + "' (known: " + known +
+                              ")");
 }
 
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,

@@ -2,7 +2,6 @@
 // token, in random chunks, inside batches of 8 sequences of different lengths, continued
 // from a forked prefix (copy-on-write), and on 1 or 2 threads.
 #include <QtTest>
-
 #include <cstring>
 #include <random>
 
@@ -22,8 +21,8 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int n, int vocab) {
 }
 
 // Logits of every position of `tokens`, fed in chunks of the given sizes.
-std::vector<float> run_chunks(Backend& backend, const Model& model, const std::vector<int32_t>& tokens,
-                              const std::vector<int>& chunks) {
+std::vector<float> run_chunks(Backend& backend, const Model& model,
+                              const std::vector<int32_t>& tokens, const std::vector<int>& chunks) {
   std::unique_ptr<KvCache> cache = backend.create_cache(model, 256, -1, 4);
   const int seq = cache->create();
   std::vector<float> all, logits;
@@ -40,8 +39,8 @@ std::vector<float> run_chunks(Backend& backend, const Model& model, const std::v
 
 // The sequence under test travels with 7 others of different lengths; each step gives every
 // sequence a different number of new tokens, and asks for the logits of all of them.
-std::vector<float> run_in_crowd(Backend& backend, const Model& model, const std::vector<int32_t>& tokens,
-                                std::mt19937& rng) {
+std::vector<float> run_in_crowd(Backend& backend, const Model& model,
+                                const std::vector<int32_t>& tokens, std::mt19937& rng) {
   const int vocab = model.config.vocab_size;
   std::unique_ptr<KvCache> cache = backend.create_cache(model, 512, -1, 4);
   std::vector<int> others;
@@ -79,7 +78,8 @@ std::vector<float> run_in_crowd(Backend& backend, const Model& model, const std:
 // The first 6 tokens go into a sequence that is then forked twice and released. The
 // fork under test writes first, so it gets the copy of the shared partial block
 // (copy-on-write); the other fork then writes its own tokens into the original.
-std::vector<float> run_forked(Backend& backend, const Model& model, const std::vector<int32_t>& tokens) {
+std::vector<float> run_forked(Backend& backend, const Model& model,
+                              const std::vector<int32_t>& tokens) {
   std::unique_ptr<KvCache> cache = backend.create_cache(model, 256, -1, 4);
   const int parent = cache->create();
   std::vector<float> all, logits;
@@ -125,8 +125,9 @@ class TestBatchInvariance : public QObject {
       std::unique_ptr<Backend> backend = create_cpu_backend(threads);
       const auto check = [&](const std::vector<float>& logits, const char* how) {
         QVERIFY2(logits.size() == reference.size(), how);
-        QVERIFY2(std::memcmp(logits.data(), reference.data(), reference.size() * sizeof(float)) == 0,
-                 qPrintable(QStringLiteral("%1 on %2 threads").arg(how).arg(threads)));
+        QVERIFY2(
+            std::memcmp(logits.data(), reference.data(), reference.size() * sizeof(float)) == 0,
+            qPrintable(QStringLiteral("%1 on %2 threads").arg(how).arg(threads)));
       };
       check(run_chunks(*backend, *model, tokens, {kLength}), "one call");
       check(run_chunks(*backend, *model, tokens, std::vector<int>(kLength, 1)), "token by token");

@@ -3,7 +3,6 @@
 // batch invariance: a token's outputs are the same bits whatever else is in the call and
 // whatever the thread count.
 #include <QtTest>
-
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -78,7 +77,8 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
     case TensorType::Q6_K:
       for (int64_t b = 0; b < n / 256; ++b, p += 210) {
         for (int i = 0; i < 192; ++i) p[i] = static_cast<uint8_t>(byte(rng));
-        for (int i = 0; i < 16; ++i) p[192 + i] = static_cast<uint8_t>(std::uniform_int_distribution<int>(-64, 64)(rng));
+        for (int i = 0; i < 16; ++i)
+          p[192 + i] = static_cast<uint8_t>(std::uniform_int_distribution<int>(-64, 64)(rng));
         put16(p + 208, random_half(rng, 0.0005f, 0.002f));
       }
       break;
@@ -226,9 +226,14 @@ class TestCpuKernels : public QObject {
             const double error = std::fabs(y[t * rows + r] - exact);
             if (!(error <= 1e-5 * magnitude)) {
               QFAIL(qPrintable(QStringLiteral("%1 %2 token %3 row %4: %5 vs %6")
-                                   .arg(QString::fromLatin1(simd_name(level).data(), int(simd_name(level).size())))
-                                   .arg(QString::fromLatin1(type_traits(type).name.data(), int(type_traits(type).name.size())))
-                                   .arg(t).arg(r).arg(y[t * rows + r]).arg(exact)));
+                                   .arg(QString::fromLatin1(simd_name(level).data(),
+                                                            int(simd_name(level).size())))
+                                   .arg(QString::fromLatin1(type_traits(type).name.data(),
+                                                            int(type_traits(type).name.size())))
+                                   .arg(t)
+                                   .arg(r)
+                                   .arg(y[t * rows + r])
+                                   .arg(exact)));
             }
           }
         }
@@ -246,8 +251,10 @@ class TestCpuKernels : public QObject {
     const std::vector<double> q8k = effective_activations(TensorType::Q6_K, x);
     for (size_t i = 0; i < x.size(); ++i) {
       float amax32 = 0.0f, amax256 = 0.0f;
-      for (size_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax32 = std::max(amax32, std::fabs(x[j]));
-      for (size_t j = i / 256 * 256; j < i / 256 * 256 + 256; ++j) amax256 = std::max(amax256, std::fabs(x[j]));
+      for (size_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j)
+        amax32 = std::max(amax32, std::fabs(x[j]));
+      for (size_t j = i / 256 * 256; j < i / 256 * 256 + 256; ++j)
+        amax256 = std::max(amax256, std::fabs(x[j]));
       QVERIFY(std::fabs(q8[i] - x[i]) <= 0.5 * amax32 / 127 * (1 + 1e-6));
       QVERIFY(std::fabs(q8k[i] - x[i]) <= 0.5 * amax256 / 127 * (1 + 1e-6));
     }
@@ -269,10 +276,13 @@ class TestCpuKernels : public QObject {
         for (int count : {1, 2, 3, 5, 8}) {
           for (int start = 0; start + count <= n; start += count) {
             std::vector<float> part(static_cast<size_t>(count * rows));
-            matmul(w.view(), x.data() + start * cols, count, part.data(), count % 2 ? one : two, level);
+            matmul(w.view(), x.data() + start * cols, count, part.data(), count % 2 ? one : two,
+                   level);
             QVERIFY2(std::memcmp(part.data(), all.data() + start * rows, part.size() * 4) == 0,
                      qPrintable(QStringLiteral("type %1, %2 tokens from %3")
-                                    .arg(int(type)).arg(count).arg(start)));
+                                    .arg(int(type))
+                                    .arg(count)
+                                    .arg(start)));
           }
         }
       }

@@ -2,7 +2,6 @@
 // models with odd sizes, grouped-query attention and an untied output matrix, over a
 // multi-step sequence through the paged cache.
 #include <QtTest>
-
 #include <cmath>
 #include <vector>
 
@@ -35,7 +34,8 @@ std::vector<double> matvec(const Matrix& w, const std::vector<double>& x) {
   return y;
 }
 
-std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<double>& weight, double eps) {
+std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<double>& weight,
+                            double eps) {
   double ss = 0.0;
   for (double v : x) ss += v * v;
   const double scale = 1.0 / std::sqrt(ss / x.size() + eps);
@@ -65,9 +65,17 @@ class ReferenceModel {
     embedding_ = decode(w.token_embedding);
     for (int l = 0; l < n_layers; ++l) {
       const LayerWeights& lw = w.layers[l];
-      layers_.push_back({decode(lw.attn_norm)[0], decode(lw.wq), decode(lw.wk), decode(lw.wv),
-                         decode(lw.wo), decode(lw.ffn_norm)[0], decode(lw.w_gate),
-                         decode(lw.w_up), decode(lw.w_down), {}, {}});
+      layers_.push_back({decode(lw.attn_norm)[0],
+                         decode(lw.wq),
+                         decode(lw.wk),
+                         decode(lw.wv),
+                         decode(lw.wo),
+                         decode(lw.ffn_norm)[0],
+                         decode(lw.w_gate),
+                         decode(lw.w_up),
+                         decode(lw.w_down),
+                         {},
+                         {}});
     }
     final_norm_ = decode(w.final_norm)[0];
     output_ = decode(w.output);
@@ -98,7 +106,8 @@ class ReferenceModel {
         double sum = 0.0;
         for (double& s : scores) sum += (s = std::exp(s - max_score));
         for (size_t p = 0; p < scores.size(); ++p) {
-          for (int i = 0; i < hd; ++i) attn[h * hd + i] += scores[p] / sum * L.values[p][kvh * hd + i];
+          for (int i = 0; i < hd; ++i)
+            attn[h * hd + i] += scores[p] / sum * L.values[p][kvh * hd + i];
         }
       }
       const std::vector<double> o = matvec(L.wo, attn);
@@ -162,7 +171,8 @@ double worst_error(const Model& model, int n_layers, int threads) {
   std::unique_ptr<KvCache> cache = backend->create_cache(model, 64, n_layers, 4);
   ReferenceModel reference(model, n_layers < 0 ? model.config.n_layers : n_layers);
   const int seq = cache->create();
-  const std::vector<int32_t> tokens{1, 17, 42, 3, 99 % model.config.vocab_size, 5, 64, 8, 23, 71, 0, 13};
+  const std::vector<int32_t> tokens{1,  17, 42, 3, 99 % model.config.vocab_size, 5, 64, 8,
+                                    23, 71, 0,  13};
   const std::vector<int> chunks{5, 1, 1, 1, 4};
   double worst = 0.0;
   size_t next = 0;
@@ -236,7 +246,8 @@ class TestForwardReference : public QObject {
     std::vector<float> logits;
     RaggedBatch bad_token;
     bad_token.add(seq, std::vector<int32_t>{1, 101}, true);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, backend->forward(*model, *cache, bad_token, logits));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             backend->forward(*model, *cache, bad_token, logits));
     QCOMPARE(cache->length(seq), 0);
     RaggedBatch too_long;
     too_long.add(seq, std::vector<int32_t>(9, 1), false);
@@ -245,11 +256,13 @@ class TestForwardReference : public QObject {
     std::unique_ptr<KvCache> shallow = backend->create_cache(*model, 8, 1, 4);
     RaggedBatch ok;
     ok.add(shallow->create(), std::vector<int32_t>{1}, true);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, backend->forward(*model, *shallow, ok, logits, 2));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             backend->forward(*model, *shallow, ok, logits, 2));
     KvCache foreign(4, 2);
     RaggedBatch other;
     other.add(foreign.create(), std::vector<int32_t>{1}, true);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, backend->forward(*model, foreign, other, logits));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             backend->forward(*model, foreign, other, logits));
   }
 
   void backendChoice() {

@@ -1,7 +1,6 @@
 // Greedy decoding of the real stories260K model with the CPU backend reproduces the
 // reference C implementation's outputs (../shared/oracles/stories260K.md) byte for byte.
 #include <QtTest>
-
 #include <algorithm>
 
 #include "backend.h"
@@ -28,7 +27,8 @@ std::string greedy(const Model& model, Backend& backend, const std::string& prom
   batch.add(seq, tokens, false);
   while (static_cast<int>(tokens.size()) < steps + 1) {
     backend.forward(model, *cache, batch, logits);
-    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const int next =
+        static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (next == tokenizer.bos()) break;
     tokens.push_back(next);
     batch = RaggedBatch();

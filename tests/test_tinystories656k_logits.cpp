@@ -3,7 +3,6 @@
 // LlamaForCausalLM (tests/data/tinystories656k_logits.json): every position's argmax,
 // and the full logits of the last position to a relative error below 1e-4.
 #include <QtTest>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -41,7 +40,8 @@ class TestTinyStories656kLogits : public QObject {
       const std::vector<double> last = c["last_logits"].get<std::vector<double>>();
       const int vocab = model->config.vocab_size;
       QCOMPARE(static_cast<int>(last.size()), vocab);
-      std::unique_ptr<KvCache> cache = backend->create_cache(*model, static_cast<int>(tokens.size()));
+      std::unique_ptr<KvCache> cache =
+          backend->create_cache(*model, static_cast<int>(tokens.size()));
       RaggedBatch batch;
       batch.add(cache->create(), tokens, true);
       std::vector<float> logits;
@@ -57,7 +57,8 @@ class TestTinyStories656kLogits : public QObject {
         diff = std::max(diff, std::fabs(row[i] - last[i]));
         scale = std::max(scale, std::fabs(last[i]));
       }
-      qInfo("%s: relative error %.3g", c["text"].get<std::string>().substr(0, 24).c_str(), diff / scale);
+      qInfo("%s: relative error %.3g", c["text"].get<std::string>().substr(0, 24).c_str(),
+            diff / scale);
       QVERIFY2(diff / scale < 1e-4, qPrintable(QString::number(diff / scale)));
     }
   }

@@ -5,10 +5,11 @@
 // speculation buy.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
-#include <numeric>
+#include <ctime>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <thread>
 
 #include "backend.h"
 #include "commands.h"
@@ -65,11 +66,14 @@ Bandwidth measure_bandwidth(ThreadPool& pool, int repeats) {
     sums.assign(static_cast<size_t>(pool.size()), 0);
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = process_cpu_seconds();
-    pool.parallel_for(static_cast<int64_t>(words), [&](int64_t begin, int64_t end, int thread) {
-      uint64_t sum = 0;
-      for (int64_t i = begin; i < end; ++i) sum += buffer[static_cast<size_t>(i)];
-      sums[static_cast<size_t>(thread)] += sum;
-    }, 4096);
+    pool.parallel_for(
+        static_cast<int64_t>(words),
+        [&](int64_t begin, int64_t end, int thread) {
+          uint64_t sum = 0;
+          for (int64_t i = begin; i < end; ++i) sum += buffer[static_cast<size_t>(i)];
+          sums[static_cast<size_t>(thread)] += sum;
+        },
+        4096);
     times.push_back(seconds_since(start));
     cpu_times.push_back((process_cpu_seconds() - cpu_start) / pool.size());
   }
@@ -85,8 +89,8 @@ Bandwidth measure_bandwidth(ThreadPool& pool, int repeats) {
 double streamed_weight_bytes(const Model& model) {
   double bytes = static_cast<double>(model.weights.output.bytes());
   for (const LayerWeights& l : model.weights.layers) {
-    for (const TensorView* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate,
-                                &l.w_up, &l.w_down}) {
+    for (const TensorView* v :
+         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
       bytes += static_cast<double>(v->bytes());
     }
   }
@@ -102,8 +106,8 @@ struct Timing {
 // Median time of forwards that add `per_seq` tokens to each of `n_seqs` forks of a
 // prefilled sequence (logits for all tokens); the forks are cut back after each run so
 // every repeat sees the same context.
-Timing time_forward(Backend& backend, const Model& model, KvCache& cache, int prefilled,
-                    int n_seqs, int per_seq, int repeats) {
+Timing time_forward(Backend& backend, const Model& model, KvCache& cache, int prefilled, int n_seqs,
+                    int per_seq, int repeats) {
   std::vector<int> forks;
   for (int i = 0; i < n_seqs; ++i) forks.push_back(cache.fork(prefilled));
   RaggedBatch batch;
@@ -170,7 +174,8 @@ void run_bench(const BenchOptions& o) {
     backend->forward(*model, *cache, batch, logits);
   }
 
-  const double backend_threads = o.threads > 0 ? o.threads : ThreadPool(0).size();
+  const double backend_threads =
+      o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   const Timing one = time_forward(*backend, *model, *cache, prefilled, 1, 1, o.repeats);
   nlohmann::json report{
       {"model", model->config.name.empty() ? model->path : model->config.name},
@@ -183,14 +188,15 @@ void run_bench(const BenchOptions& o) {
       {"read_bandwidth_cpu_gb_s", bandwidth.cpu / 1e9},
       {"context", o.prefix},
       {"repeats", o.repeats},
-      {"decode", {{"ms", one.seconds * 1e3},
-                  {"best_ms", one.best * 1e3},
-                  {"cpu_ms", one.cpu * 1e3},
-                  {"tokens_per_s", 1.0 / one.seconds},
-                  {"weight_gb_s", weight_bytes / one.seconds / 1e9},
-                  {"fraction_of_bandwidth", weight_bytes / one.seconds / bandwidth.wall},
-                  {"cpu_weight_gb_s", weight_bytes / (one.cpu / backend_threads) / 1e9},
-                  {"cpu_fraction_of_bandwidth", weight_bytes / (one.cpu / backend_threads) / bandwidth.cpu}}},
+      {"decode",
+       {{"ms", one.seconds * 1e3},
+        {"best_ms", one.best * 1e3},
+        {"cpu_ms", one.cpu * 1e3},
+        {"tokens_per_s", 1.0 / one.seconds},
+        {"weight_gb_s", weight_bytes / one.seconds / 1e9},
+        {"fraction_of_bandwidth", weight_bytes / one.seconds / bandwidth.wall},
+        {"cpu_weight_gb_s", weight_bytes / (one.cpu / backend_threads) / 1e9},
+        {"cpu_fraction_of_bandwidth", weight_bytes / (one.cpu / backend_threads) / bandwidth.cpu}}},
   };
   nlohmann::json rows = nlohmann::json::array();
   for (int k : o.tokens) {
@@ -216,13 +222,14 @@ void run_bench(const BenchOptions& o) {
   }
   std::printf("model %s (%s), %s\n", report["model"].get<std::string>().c_str(), type_name.c_str(),
               backend->name().c_str());
-  std::printf("weights read per forward: %.3f GB; read bandwidth: %.2f GB/s (%.2f GB/s of CPU time)\n",
-              weight_bytes / 1e9, bandwidth.wall / 1e9, bandwidth.cpu / 1e9);
-  std::printf("one-token decode: %.2f ms (best %.2f, cpu %.2f), %.2f tokens/s, weights at %.2f GB/s "
-              "= %.0f%% of bandwidth\n",
-              one.seconds * 1e3, one.best * 1e3, one.cpu * 1e3, 1.0 / one.seconds,
-              weight_bytes / one.seconds / 1e9,
-              100.0 * weight_bytes / one.seconds / bandwidth.wall);
+  std::printf(
+      "weights read per forward: %.3f GB; read bandwidth: %.2f GB/s (%.2f GB/s of CPU time)\n",
+      weight_bytes / 1e9, bandwidth.wall / 1e9, bandwidth.cpu / 1e9);
+  std::printf(
+      "one-token decode: %.2f ms (best %.2f, cpu %.2f), %.2f tokens/s, weights at %.2f GB/s "
+      "= %.0f%% of bandwidth\n",
+      one.seconds * 1e3, one.best * 1e3, one.cpu * 1e3, 1.0 / one.seconds,
+      weight_bytes / one.seconds / 1e9, 100.0 * weight_bytes / one.seconds / bandwidth.wall);
   std::printf("  by CPU time: weights at %.2f GB/s = %.0f%% of bandwidth\n",
               report["decode"]["cpu_weight_gb_s"].get<double>(),
               100.0 * report["decode"]["cpu_fraction_of_bandwidth"].get<double>());
@@ -232,9 +239,10 @@ void run_bench(const BenchOptions& o) {
   for (const nlohmann::json& r : rows) {
     std::printf("%6d | %9.2f %9.2f %9.1f %8.2f | %9.2f %9.2f %9.1f %8.2f\n", r["tokens"].get<int>(),
                 r["one_sequence_ms"].get<double>(), r["one_sequence_best_ms"].get<double>(),
-                r["one_sequence_tokens_per_s"].get<double>(), r["one_sequence_cost_vs_1"].get<double>(),
-                r["k_sequences_ms"].get<double>(), r["k_sequences_best_ms"].get<double>(),
-                r["k_sequences_tokens_per_s"].get<double>(), r["k_sequences_cost_vs_1"].get<double>());
+                r["one_sequence_tokens_per_s"].get<double>(),
+                r["one_sequence_cost_vs_1"].get<double>(), r["k_sequences_ms"].get<double>(),
+                r["k_sequences_best_ms"].get<double>(), r["k_sequences_tokens_per_s"].get<double>(),
+                r["k_sequences_cost_vs_1"].get<double>());
   }
 }
 
@@ -242,13 +250,20 @@ void run_bench(const BenchOptions& o) {
 
 void add_bench_forward_command(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench-forward", "Time the CPU forward pass against memory bandwidth");
-  cmd->add_option("-m,--model", options->model_path, "Model file (GGUF, llama2.c, Hugging Face directory)");
-  cmd->add_option("--random", options->random_shape, "Random weights of a named shape: tiny, 110m, 1.1b, 7b");
-  cmd->add_option("--type", options->type, "Weight type of a random model: f32, f16, bf16, q8_0, q4_0");
-  cmd->add_option("--write-gguf", options->write_gguf, "Also save the random model as this GGUF file");
-  cmd->add_option("--tokens", options->tokens, "Forward sizes to time, e.g. 1,2,4,8")->delimiter(',');
-  cmd->add_option("--repeats", options->repeats, "Timed runs per measurement (the median is reported)");
+  CLI::App* cmd =
+      app.add_subcommand("bench-forward", "Time the CPU forward pass against memory bandwidth");
+  cmd->add_option("-m,--model", options->model_path,
+                  "Model file (GGUF, llama2.c, Hugging Face directory)");
+  cmd->add_option("--random", options->random_shape,
+                  "Random weights of a named shape: tiny, 110m, 1.1b, 7b");
+  cmd->add_option("--type", options->type,
+                  "Weight type of a random model: f32, f16, bf16, q8_0, q4_0");
+  cmd->add_option("--write-gguf", options->write_gguf,
+                  "Also save the random model as this GGUF file");
+  cmd->add_option("--tokens", options->tokens, "Forward sizes to time, e.g. 1,2,4,8")
+      ->delimiter(',');
+  cmd->add_option("--repeats", options->repeats,
+                  "Timed runs per measurement (the median is reported)");
   cmd->add_option("--threads", options->threads, "Threads (0: one per core)");
   cmd->add_option("--context", options->prefix, "Cached positions before the timed forwards");
   cmd->add_flag("--json", options->json, "Print the results as JSON");
