@@ -65,7 +65,6 @@ struct GgufTensorInfo {
 
   int64_t cols() const { return shape.empty() ? 0 : shape[0]; }
   int64_t rows() const;  // product of the outer dimensions
-  int64_t elements() const { return cols() * rows(); }
   TensorView view() const { return TensorView{type, cols(), rows(), data}; }
 };
 

@@ -50,7 +50,9 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* data, size_t size, std::st
 
   const uint8_t* section = data + 8 + header_bytes;
   const uint64_t section_bytes = size - 8 - header_bytes;
-  for (const auto& [key, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& key = item.key();  // not a structured binding: lambdas below capture it
+    const nlohmann::json& entry = item.value();
     if (key == "__metadata__") continue;
     SafetensorsTensor t;
     t.name = key;

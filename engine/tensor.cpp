@@ -59,28 +59,19 @@ size_t row_bytes(TensorType type, int64_t n) {
   return static_cast<size_t>(n / t.block_elements * t.block_bytes);
 }
 
+// Branch-free, so row loops vectorize (the method of Maratyszcza's FP16 library, as ggml
+// uses): move the half's exponent and mantissa into float position and rescale by 2^-112,
+// which is exact for normals, infinities and NaNs; subnormals come out of a float whose
+// mantissa holds them, minus the implicit 0.5.
 float fp16_to_fp32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1fu;
-  uint32_t mantissa = h & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      exponent = 127 - 15 + 1;
-      while ((mantissa & 0x400u) == 0) {
-        mantissa <<= 1;
-        --exponent;
-      }
-      bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-    }
-  } else if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else {
-    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  }
-  return std::bit_cast<float>(bits);
+  const uint32_t w = static_cast<uint32_t>(h) << 16;
+  const uint32_t sign = w & 0x80000000u;
+  const uint32_t two_w = w + w;  // exponent and mantissa, sign shifted out
+  const float normalized = std::bit_cast<float>((two_w >> 4) + (0xE0u << 23)) * 0x1p-112f;
+  const float denormalized = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
+  const uint32_t magnitude = two_w < (1u << 27) ? std::bit_cast<uint32_t>(denormalized)
+                                                 : std::bit_cast<uint32_t>(normalized);
+  return std::bit_cast<float>(sign | magnitude);
 }
 
 uint16_t fp32_to_fp16(float f) {

@@ -126,6 +126,7 @@ void write_llama2c(const std::string& path, std::vector<int32_t> header, const s
 }
 
 // Writes a GGUF model whose tensors are given as (name, shape); values are zeros.
+// Norms (1-D tensors) are written as f16 halves, everything else as f32 zeros.
 void write_gguf_model_file(const std::string& path, const std::string& arch,
                            const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors) {
   GgufWriter w;
@@ -137,7 +138,16 @@ void write_gguf_model_file(const std::string& path, const std::string& arch,
   w.set("llama.attention.head_count_kv", GgufValue::u32(2));
   w.set("llama.context_length", GgufValue::u32(16));
   for (const auto& [name, shape] : tensors) {
-    w.add_tensor(name, TensorType::F32, shape, [](uint8_t*) {});
+    if (shape.size() == 1) {
+      w.add_tensor(name, TensorType::F16, shape, [n = shape[0]](uint8_t* dst) {
+        for (int64_t i = 0; i < n; i++) {
+          const uint16_t half = 0x3800;  // 0.5
+          std::memcpy(dst + 2 * i, &half, 2);
+        }
+      });
+    } else {
+      w.add_tensor(name, TensorType::F32, shape, [](uint8_t*) {});
+    }
   }
   w.write(path);
 }
@@ -457,6 +467,9 @@ class TestGguf : public QObject {
     QCOMPARE(model->config.n_kv_heads, 2);
     QVERIFY(model->tied_output());
     QVERIFY(model->tokenizer == nullptr);
+    QVERIFY(model->weights.layers[0].ffn_norm.type == TensorType::F32);  // converted from f16
+    QCOMPARE(static_cast<const float*>(model->weights.layers[0].ffn_norm.data)[63], 0.5f);
+    QCOMPARE(static_cast<const float*>(model->weights.final_norm.data)[0], 0.5f);
 
     // Cancelling through the progress callback.
     std::vector<double> seen;

@@ -296,6 +296,77 @@ class TestModelLoading : public QObject {
     QCOMPARE(g->tokenizer->size(), 2048);
   }
 
+  // The same model re-saved by this test in f16 and bf16, split over two shards, with a
+  // header length that leaves the data misaligned: same views (of the rounded values),
+  // norms converted to f32, matrices kept in their stored type.
+  void halfPrecisionShardedSafetensors_data() {
+    QTest::addColumn<QString>("dtype");
+    QTest::newRow("F16") << "F16";
+    QTest::newRow("BF16") << "BF16";
+  }
+  void halfPrecisionShardedSafetensors() {
+    QFETCH(QString, dtype);
+    SPECULA_SHARED_FILE(config, "models/tinystories656k/config.json");
+    const fs::path source = fs::path(config).parent_path();
+    const bool bf16 = dtype == "BF16";
+    const TensorType type = bf16 ? TensorType::BF16 : TensorType::F16;
+    const std::vector<char> raw = read_bytes((source / "model.safetensors").string());
+    uint64_t header_bytes;
+    std::memcpy(&header_bytes, raw.data(), 8);
+    const auto header = nlohmann::json::parse(raw.begin() + 8, raw.begin() + 8 + static_cast<std::ptrdiff_t>(header_bytes));
+
+    const fs::path dir = tmp_.filePath("half-" + dtype).toStdString();
+    fs::create_directories(dir);
+    fs::copy_file(source / "config.json", dir / "config.json");
+    fs::copy_file(source / "tokenizer.json", dir / "tokenizer.json");
+    nlohmann::json shard_headers[2];
+    std::vector<uint16_t> shard_data[2];
+    int index = 0;
+    for (const auto& [name, entry] : header.items()) {
+      if (name == "__metadata__") continue;
+      const size_t begin = entry["data_offsets"][0].get<size_t>(), end = entry["data_offsets"][1].get<size_t>();
+      const int shard = index++ % 2;
+      std::vector<uint16_t>& out = shard_data[shard];
+      const size_t first = out.size();
+      for (size_t k = begin; k < end; k += 4) {
+        float f;
+        std::memcpy(&f, raw.data() + 8 + header_bytes + k, 4);
+        out.push_back(bf16 ? fp32_to_bf16(f) : fp32_to_fp16(f));
+      }
+      shard_headers[shard][name] = {{"dtype", dtype.toStdString()},
+                                    {"shape", entry["shape"]},
+                                    {"data_offsets", {first * 2, out.size() * 2}}};
+    }
+    for (int shard = 0; shard < 2; shard++) {
+      std::string text = shard_headers[shard].dump() + "   ";  // 8 + length is not a multiple of 4
+      if ((8 + text.size()) % 4 == 0) text += " ";
+      const uint64_t n = text.size();
+      std::ofstream out(dir / ("model-0000" + std::to_string(shard + 1) + "-of-00002.safetensors"), std::ios::binary);
+      out.write(reinterpret_cast<const char*>(&n), 8);
+      out.write(text.data(), static_cast<std::streamsize>(n));
+      out.write(reinterpret_cast<const char*>(shard_data[shard].data()), static_cast<std::streamsize>(shard_data[shard].size() * 2));
+    }
+
+    const auto original = load_model(source.string());
+    const auto half = load_model(dir.string());
+    QCOMPARE(half->config.n_kv_heads, 4);
+    QVERIFY(half->tied_output());
+    const auto a = all_views(*original), b = all_views(*half);
+    for (size_t i = 0; i < a.size(); i++) {
+      const bool is_norm = a[i].first.find("norm") != std::string::npos;
+      QVERIFY2(b[i].second.type == (is_norm ? TensorType::F32 : type), a[i].first.c_str());
+      QVERIFY2(reinterpret_cast<uintptr_t>(b[i].second.data) % 4 == 0, a[i].first.c_str());
+      const auto x = to_double(a[i].second), y = to_double(b[i].second);
+      size_t mismatch = 0;
+      while (mismatch < x.size()) {
+        const float f = static_cast<float>(x[mismatch]);
+        if (y[mismatch] != (bf16 ? bf16_to_fp32(fp32_to_bf16(f)) : fp16_to_fp32(fp32_to_fp16(f)))) break;
+        mismatch++;
+      }
+      QVERIFY2(mismatch == x.size(), qPrintable(QString("%1[%2]").arg(a[i].first.c_str()).arg(mismatch)));
+    }
+  }
+
   // Quantized conversions keep every matrix close to the original (relative RMS error
   // well inside each format's step) and shrink the file.
   void quantizedConversionStaysClose() {

@@ -136,6 +136,16 @@ class TestQuant : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, row_bytes(TensorType::Q4_0, 33));
   }
 
+  void everyHalfDecodes() {
+    for (uint32_t h = 0; h < 65536; h++) {
+      const uint8_t bytes[2] = {static_cast<uint8_t>(h & 0xff), static_cast<uint8_t>(h >> 8)};
+      const float f = fp16_to_fp32(static_cast<uint16_t>(h));
+      if (!same_float(f, ref_half(bytes))) QFAIL(qPrintable("decoding half 0x" + QString::number(h, 16)));
+      // exact values encode back
+      if (!std::isnan(f) && fp32_to_fp16(f) != h) QFAIL(qPrintable("encoding half 0x" + QString::number(h, 16)));
+    }
+  }
+
   void dequantizeFloatTypes() {
     std::mt19937 rng(7);
     std::vector<uint8_t> bytes(2 * 4096);

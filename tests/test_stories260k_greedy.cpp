@@ -12,18 +12,21 @@ using namespace specula;
 
 namespace {
 
-// llama2.c's generate loop: BOS + prompt, then argmax until `steps` positions (or BOS).
-// The prompt goes through in one call; each generated token in its own.
+// llama2.c's generate loop: `steps` forward passes over positions 0 .. steps-1, each
+// yielding the next token (the prompt's own while inside it, else the argmax), stopping
+// early at BOS; the text is every token after BOS, so steps tokens in all. (The oracle's
+// note counts BOS among the steps, but its texts hold steps tokens after BOS, as run.c
+// prints.) The prompt goes through in one call; each generated token in its own.
 std::string greedy(const Model& model, Backend& backend, const std::string& prompt, int steps) {
   const Tokenizer& tokenizer = *model.tokenizer;
   std::vector<int32_t> tokens;
   for (int id : tokenizer.encode(prompt, true)) tokens.push_back(id);
-  std::unique_ptr<KvCache> cache = backend.create_cache(model, steps + 1);
+  std::unique_ptr<KvCache> cache = backend.create_cache(model, steps);
   const int seq = cache->create();
   std::vector<float> logits;
   RaggedBatch batch;
   batch.add(seq, tokens, false);
-  while (static_cast<int>(tokens.size()) < steps) {
+  while (static_cast<int>(tokens.size()) < steps + 1) {
     backend.forward(model, *cache, batch, logits);
     const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (next == tokenizer.bos()) break;

@@ -15,10 +15,12 @@ struct CommandFailed : std::runtime_error {
   int code;
 };
 
+void add_check_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_bench_spec_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_bench_forward_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 
 }  // namespace specula::cli

@@ -8,11 +8,13 @@ int main(int argc, char** argv) {
   CLI::App app{"specula-cli: multi-candidate code generation with batched speculative decoding"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "specula-cli 0.1.0");
+  specula::cli::add_check_command(app);
   specula::cli::add_generate_command(app);
   specula::cli::add_bench_spec_command(app);
   specula::cli::add_inspect_command(app);
   specula::cli::add_convert_command(app);
   specula::cli::add_bench_forward_command(app);
+  specula::cli::add_eval_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

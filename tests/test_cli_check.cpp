@@ -1,0 +1,197 @@
+// `specula-cli check` end to end: HumanEval's 164 canonical solutions pass and the same
+// functions returning None fail; bad input gets clear messages and the documented exit codes.
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QThread>
+#include <QtTest>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "problems.h"
+#include "shared_data.h"
+
+namespace {
+
+struct Outcome {
+  int code = -1;
+  QString out;
+  QString err;
+};
+
+Outcome run_cli(const QStringList& arguments, int timeout_ms = 240000) {
+  QProcess process;
+  process.start(QStringLiteral(SPECULA_CLI), arguments);
+  Outcome outcome;
+  if (!process.waitForFinished(timeout_ms)) {
+    process.kill();
+    process.waitForFinished();
+    outcome.err = "specula-cli did not finish";
+    return outcome;
+  }
+  outcome.code = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
+  outcome.out = QString::fromUtf8(process.readAllStandardOutput());
+  outcome.err = QString::fromUtf8(process.readAllStandardError());
+  return outcome;
+}
+
+QString write_file(const QTemporaryDir& dir, const char* name, const std::string& text) {
+  const QString path = dir.filePath(name);
+  std::ofstream(path.toStdString()) << text;
+  return path;
+}
+
+const std::string kAdd =
+    R"J({"task_id": "t/add", "prompt": "def add(a, b):\n", "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"})J" "\n";
+const std::string kProblems = kAdd +
+    R"J({"task_id": "t/none", "prompt": "def f():\n", "test": "   ", "entry_point": "f"})J" "\n"
+    R"J({"task_id": 11, "text": "Double a number.", "test_list": ["assert double(2) == 4"]})J" "\n";
+
+int processes_named(const QString& name) {
+  int count = 0;
+  for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    QFile comm("/proc/" + pid + "/comm");
+    if (comm.open(QIODevice::ReadOnly) && comm.readAll().trimmed() == name.toUtf8()) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+class TestCliCheck : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void humaneval_canonical_pass_and_none_fails() {
+    SPECULA_SHARED_FILE(path, "data/humaneval/HumanEval.jsonl.gz");
+    const specula::ProblemSet set = specula::load_problems(path);
+    QCOMPARE(set.problems.size(), std::size_t{164});
+    QTemporaryDir dir;
+    std::string samples;
+    for (const specula::Problem& p : set.problems) {
+      samples += nlohmann::json{{"task_id", p.task_id}, {"completion", p.canonical_solution}}.dump() + "\n";
+      samples += nlohmann::json{{"task_id", p.task_id}, {"completion", "    return None\n"}}.dump() + "\n";
+    }
+    const QString samples_path = write_file(dir, "samples.jsonl", samples);
+    QElapsedTimer clock;
+    clock.start();
+    const Outcome o = run_cli({"check", "--problems", QString::fromStdString(path), "--samples", samples_path,
+                               "--jobs", "2", "--timeout", "10", "--json"});
+    qInfo("328 runs (164 canonical + 164 'return None') with --jobs 2: %.1f s", clock.elapsed() / 1000.0);
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    const QJsonObject result = QJsonDocument::fromJson(o.out.toUtf8()).object();
+    const QJsonArray rows = result["results"].toArray();
+    QCOMPARE(rows.size(), 328);
+    for (const QJsonValue& value : rows) {
+      const QJsonObject row = value.toObject();
+      const bool canonical = row["completion_index"].toInt() == 0;
+      QVERIFY2(row["verdict"].toString() == (canonical ? "passed" : "failed"),
+               qPrintable(row["task_id"].toString() + " #" + QString::number(row["completion_index"].toInt()) +
+                          ": " + row["verdict"].toString() + " " + row["detail"].toString()));
+      QCOMPARE(row["isolation"].toString(), result["isolation"].toString());
+    }
+    // Two samples per task, one correct: pass@1 = 0.5.
+    QCOMPARE(result["pass_at_k"].toObject()["pass@1"].toDouble(), 0.5);
+  }
+
+  void bad_lines_are_reported_and_the_rest_runs() {
+    QTemporaryDir dir;
+    const QString problems = write_file(dir, "problems.jsonl", kProblems);
+    const QString samples = write_file(dir, "samples.jsonl",
+        R"J({"task_id": "t/add", "completion": "    return a + b\n"})J" "\n"
+        "this is not json\n"
+        R"J({"task_id": "t/unknown", "completion": "    pass\n"})J" "\n"
+        R"J({"task_id": "11", "completion": "def double(x):\n    return x + x\n"})J" "\n"
+        R"J({"task_id": "t/add", "completion": "    return a - b\n"})J" "\n");
+    const Outcome o = run_cli({"check", "--problems", problems, "--samples", samples, "--timeout", "5"});
+    QCOMPARE(o.code, 4);
+    QVERIFY2(o.err.contains("problems.jsonl:2: task 't/none' has no tests"), qPrintable(o.err));
+    QVERIFY2(o.err.contains("samples.jsonl:2: malformed JSON"), qPrintable(o.err));
+    QVERIFY2(o.err.contains("samples.jsonl:3: unknown task id 't/unknown'"), qPrintable(o.err));
+    QVERIFY2(o.out.contains("t/add #0: passed"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("t/add #1: failed"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("11 #0: passed"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("pass@1: 0.7500"), qPrintable(o.out));  // (1/2 + 1) / 2
+  }
+
+  void json_survives_invalid_utf8_in_tracebacks() {
+    QTemporaryDir dir;
+    const QString problems = write_file(dir, "problems.jsonl", kAdd);
+    const QString samples = write_file(dir, "samples.jsonl",
+        R"J({"task_id": "t/add", "completion": "    import os\n    os.write(2, b'bad bytes: ' + bytes([0xff, 0xfe, 10]))\n    os._exit(1)\n"})J" "\n");
+    const Outcome o = run_cli({"check", "--problems", problems, "--samples", samples, "--json"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    const QJsonObject row = QJsonDocument::fromJson(o.out.toUtf8()).object()["results"].toArray()[0].toObject();
+    QCOMPARE(row["verdict"].toString(), QString("failed"));
+    QVERIFY2(row["detail"].toString().contains("bad bytes: \uFFFD"), qPrintable(o.out));
+  }
+
+  void missing_python_is_reported() {
+    QTemporaryDir dir;
+    const QString problems = write_file(dir, "problems.jsonl", kProblems);
+    const QString samples = write_file(dir, "samples.jsonl", R"J({"task_id": "t/add", "completion": "    return a + b\n"})J" "\n");
+    const Outcome o = run_cli({"check", "--problems", problems, "--samples", samples, "--python", "/nonexistent/python3"});
+    QCOMPARE(o.code, 5);
+    QVERIFY2(o.err.contains("Python interpreter '/nonexistent/python3' not found"), qPrintable(o.err));
+    QProcessEnvironment no_python;
+    no_python.insert("PATH", dir.path());
+    QProcess process;
+    process.setProcessEnvironment(no_python);
+    process.start(QStringLiteral(SPECULA_CLI), {"check", "--problems", problems, "--samples", samples});
+    QVERIFY(process.waitForFinished(60000));
+    QCOMPARE(process.exitCode(), 5);
+    QVERIFY(QString::fromUtf8(process.readAllStandardError()).contains("'python3' not found on PATH"));
+  }
+
+  void unreadable_or_empty_inputs() {
+    QTemporaryDir dir;
+    const QString samples = write_file(dir, "samples.jsonl", R"J({"task_id": "t/add", "completion": ""})J" "\n");
+    Outcome o = run_cli({"check", "--problems", dir.filePath("absent.jsonl"), "--samples", samples});
+    QCOMPARE(o.code, 3);
+    QVERIFY2(o.err.contains("cannot open"), qPrintable(o.err));
+    const QString garbage = write_file(dir, "garbage.jsonl", "not json at all\n");
+    o = run_cli({"check", "--problems", garbage, "--samples", samples});
+    QCOMPARE(o.code, 3);
+    QVERIFY2(o.err.contains("garbage.jsonl:1: malformed JSON"), qPrintable(o.err));
+    QVERIFY2(o.err.contains("no usable problem"), qPrintable(o.err));
+  }
+
+  // Killing the checker mid-run takes its runs with it (death signal, --die-with-parent).
+  void runs_die_with_the_checker() {
+    QTemporaryDir dir;
+    const QString problems = write_file(dir, "problems.jsonl", kProblems);
+    const QString samples = write_file(dir, "samples.jsonl",
+        R"J({"task_id": "t/add", "completion": "    open('/proc/self/comm', 'w').write('spx-orphan')\n    import os, time\n    os.fork()\n    time.sleep(10**6)\n"})J" "\n");
+    QProcess process;
+    process.start(QStringLiteral(SPECULA_CLI), {"check", "--problems", problems, "--samples", samples, "--timeout", "120"});
+    QVERIFY(process.waitForStarted());
+    int running = 0;
+    for (int i = 0; i < 400 && running < 2; ++i) {
+      QThread::msleep(50);
+      running = processes_named("spx-orphan");
+    }
+    QCOMPARE(running, 2);
+    process.kill();
+    QVERIFY(process.waitForFinished());
+    int remaining = processes_named("spx-orphan");
+    for (int i = 0; i < 100 && remaining > 0; ++i) {
+      QThread::msleep(50);
+      remaining = processes_named("spx-orphan");
+    }
+    QCOMPARE(remaining, 0);
+  }
+
+  void help_documents_exit_codes() {
+    const Outcome o = run_cli({"check", "--help"});
+    QCOMPARE(o.code, 0);
+    QVERIFY2(o.out.contains("Exit codes:") && o.out.contains("5  the Python interpreter"), qPrintable(o.out));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliCheck)
+#include "test_cli_check.moc"

