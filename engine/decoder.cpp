@@ -156,10 +156,9 @@ DecodeResult decode(Backend& backend, const Model& target, KvCache& cache, Draft
   }
   cache.release(root);
   const std::span<const float> first_row(logits.data(), static_cast<size_t>(vocab));
-  const float no_logprob = 0.0f;
   for (int i = 0; i < n; ++i) {
     const int t = sample_token(i, first_row);
-    const float lp = t == options.eos ? no_logprob : token_logprob(first_row, t);
+    const float lp = token_logprob(first_row, t);
     emit(i, std::span<const int>(&t, 1), std::span<const float>(&lp, 1));
     if (result.seqs[static_cast<size_t>(i)].finish == FinishReason::Running) drafter.sync(i, seq_tokens[static_cast<size_t>(i)]);
   }
@@ -198,8 +197,6 @@ DecodeResult decode(Backend& backend, const Model& target, KvCache& cache, Draft
       batch.add(ids[static_cast<size_t>(i)], rows, true);
     }
     run_target(batch);
-    stats.draft_forwards = drafter.forwards();
-    stats.draft_tokens = drafter.tokens_run();
     ++stats.steps;
 
     proposed.assign(live.size(), 0);
@@ -229,7 +226,7 @@ DecodeResult decode(Backend& backend, const Model& target, KvCache& cache, Draft
       step_logprobs.clear();
       for (size_t t = 0; t < step_tokens.size(); ++t) {
         const auto r = rows.subspan(t * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
-        step_logprobs.push_back(step_tokens[t] == options.eos ? no_logprob : token_logprob(r, step_tokens[t]));
+        step_logprobs.push_back(token_logprob(r, step_tokens[t]));
       }
       SequenceOutput& out = result.seqs[static_cast<size_t>(i)];
       out.proposed += static_cast<int>(d.size());

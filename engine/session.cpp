@@ -132,7 +132,6 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   options.max_new_tokens = request.max_new_tokens;
   options.budget_seconds = request.budget_seconds;
   options.eos = tokenizer.eos();
-  options.forced_acceptance = request.forced_acceptance;
 
   const int cache_tokens = decode_cache_tokens(static_cast<int>(prompt.size()), target.config.context_length, options);
   auto drafter = create_drafter(request.draft.kind, backend, target, request.draft.draft_model, request.sampling,

@@ -36,7 +36,6 @@ struct GenerationRequest {
   std::vector<std::string> stop;    // stop strings; the completion is cut before them
   bool code_stops = false;          // add the default code-completion stops (code_stop_strings)
   DraftOptions draft;
-  double forced_acceptance = -1.0;  // BENCHMARK ONLY, see DecodeOptions; negative: off
 };
 
 // The default stops for completing a Python function: a new top-level def, class,
