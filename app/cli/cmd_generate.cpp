@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_options.h"
 #include "model.h"
 #include "session.h"
 
@@ -19,8 +20,7 @@ namespace specula::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model_path;
-  std::string tokenizer_path;
+  ModelOptions models;
   std::string prompt;
   std::string prompt_file;
   int steps = 0;
@@ -32,15 +32,11 @@ struct GenerateArgs {
   uint64_t seed = 0;
   bool seed_given = false;
   int candidates = 1;
-  std::string draft_model_path;
-  std::string draft;
-  std::string draft_policy = "adaptive";
   double budget = 0.0;
   bool budget_given = false;
   std::vector<std::string> stops;
   bool code_stops = false;
   bool json = false;
-  std::string device = "auto";
 };
 
 std::string read_file(const std::string& path) {
@@ -49,12 +45,6 @@ std::string read_file(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-DeviceChoice device_choice(const std::string& name) {
-  if (name == "cpu") return DeviceChoice::Cpu;
-  if (name == "cuda") return DeviceChoice::Cuda;
-  return DeviceChoice::Auto;
 }
 
 nlohmann::json to_json(const SessionResult& r, int n) {
@@ -87,17 +77,10 @@ void run(const GenerateArgs& a) {
   request.code_stops = a.code_stops;
   if (a.budget_given && !(a.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);
   request.budget_seconds = a.budget;
-  request.draft.kind = !a.draft.empty() ? a.draft : (a.draft_model_path.empty() ? "none" : "model");
-  request.draft.policy = a.draft_policy;
 
-  LoadOptions load;
-  load.tokenizer_path = a.tokenizer_path;
-  const std::shared_ptr<const Model> model = load_model(a.model_path, load);
-  if (!a.draft_model_path.empty()) {
-    if (request.draft.kind != "model") throw CommandFailed("-d names a draft model; use it with --draft model", 2);
-    request.draft.draft_model = load_model(a.draft_model_path, load);
-  }
-  if (!model->tokenizer) throw CommandFailed("the model file carries no tokenizer: name one with --tokenizer", 2);
+  const LoadedModels loaded = load_models(a.models);
+  const Model* model = loaded.target.get();
+  request.draft = loaded.draft;
 
   const int context = model->config.context_length;
   if (a.steps > 0) {
@@ -115,8 +98,6 @@ void run(const GenerateArgs& a) {
     request.max_new_tokens = a.max_tokens > 0 ? a.max_tokens : 256;
   }
 
-  std::string note;
-  const auto backend = create_backend(device_choice(a.device), &note);
 
   // one candidate in text mode streams as it goes
   const bool stream = !a.json && a.candidates == 1;
@@ -134,7 +115,7 @@ void run(const GenerateArgs& a) {
       std::fflush(stdout);
     };
   }
-  const SessionResult result = run_session(*backend, *model, request, callbacks);
+  const SessionResult result = run_session(*loaded.backend, *model, request, callbacks);
 
   if (a.json) {
     std::puts(to_json(result, a.candidates).dump(2).c_str());
@@ -151,7 +132,7 @@ void run(const GenerateArgs& a) {
   }
   const SessionTotals& t = result.totals;
   std::fprintf(stderr, "%s\n%d tokens in %.3f s: %.1f tokens/s, %.2f ms/token/sequence, acceptance %.2f, %d target forwards\n",
-               note.c_str(), t.generated_tokens, t.wall_seconds, t.tokens_per_second(),
+               loaded.backend_note.c_str(), t.generated_tokens, t.wall_seconds, t.tokens_per_second(),
                t.ms_per_token_per_sequence(a.candidates), t.acceptance_rate(), t.target_forwards);
 }
 
@@ -160,8 +141,7 @@ void run(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate N candidate continuations of a prompt");
-  cmd->add_option("-m,--model", args->model_path, "Model file: GGUF, llama2.c checkpoint or Hugging Face directory")->required();
-  cmd->add_option("--tokenizer", args->tokenizer_path, "Tokenizer for model files without one (tokenizer.model, tokenizer.bin, tokenizer.json)");
+  add_model_options(cmd, args->models);
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text (none: generate from BOS alone)");
   cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file")->excludes(prompt);
   auto* steps = cmd->add_option("--steps", args->steps, "Total positions, BOS and prompt included (llama2.c's meaning)")->check(CLI::PositiveNumber);
@@ -172,14 +152,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--min-p", args->min_p, "Drop tokens under this fraction of the best one (0: off)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option_function<uint64_t>("--seed", [args](uint64_t s) { args->seed = s; args->seed_given = true; }, "Random seed; candidate i uses seed + i");
   cmd->add_option("-n,--candidates", args->candidates, "Number of candidates (1.." + std::to_string(kMaxCandidates) + ")");
-  cmd->add_option("-d,--draft-model", args->draft_model_path, "Draft model file (implies --draft model)");
-  cmd->add_option("--draft", args->draft, "Drafter: none, ngram, layers:K or model (default none, or model with -d)");
-  cmd->add_option("--draft-policy", args->draft_policy, "Draft length: fixed:K, bass or adaptive (default adaptive)");
   cmd->add_option_function<double>("--budget", [args](double s) { args->budget = s; args->budget_given = true; }, "Wall-clock budget in seconds; unfinished candidates end with finish=budget");
   cmd->add_option("--stop", args->stops, "Stop string (repeatable); the completion is cut before it");
   cmd->add_flag("--code-stops", args->code_stops, "Also stop at a new top-level def / class / if __name__ / print( line");
   cmd->add_flag("--json", args->json, "Print one JSON object with every candidate and the totals");
-  cmd->add_option("--device", args->device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->callback([args] {
     try {
       run(*args);
