@@ -19,24 +19,13 @@
 #include <cstdio>
 
 #include "candidate_grid.h"
+#include "demo_models.h"
 #include "code_editor.h"
 #include "diff_view.h"
 #include "main_window.h"
 #include "problem_browser.h"
 
 namespace {
-
-// The demo model pair: next to an installed executable, in the build's source tree, or absent.
-QString demo_model(const QString& suffix) {
-  const QString name = QStringLiteral("specula-demo-%1.gguf").arg(suffix);
-  const QString app_dir = QCoreApplication::applicationDirPath();
-  for (const QString& dir : {app_dir + "/../share/specula/models", app_dir + "/models",
-                             QStringLiteral(SPECULA_RESOURCE_DIR "/models")}) {
-    const QString path = QDir(dir).filePath(name);
-    if (QFileInfo::exists(path)) return QFileInfo(path).absoluteFilePath();
-  }
-  return {};
-}
 
 QString read_text(const QString& path, bool* ok) {
   QFile file(path);
@@ -118,8 +107,10 @@ int main(int argc, char** argv) {
 
   QString target = parser.value(model), draft_path = parser.value(draft);
   if (target.isEmpty()) {
-    target = demo_model("target");
-    if (draft_path.isEmpty()) draft_path = demo_model("draft");
+    if (const auto demo = specula::find_demo_models(QCoreApplication::applicationDirPath().toStdString())) {
+      target = QString::fromStdString(demo->target);
+      if (draft_path.isEmpty()) draft_path = QString::fromStdString(demo->draft);
+    }
   }
   if (!target.isEmpty()) {
     window.loadModels(target, parser.value(tokenizer), draft_path);
