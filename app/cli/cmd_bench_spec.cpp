@@ -28,6 +28,7 @@ namespace {
 struct BenchArgs {
   std::string model_path;
   std::string tokenizer_path;
+  std::string draft_model_path;
   std::string random_shape;
   std::string type = "q4_0";
   int threads = 0;
@@ -52,8 +53,8 @@ struct Row {
   double speedup = 1.0;
 };
 
-Row measure(Backend& backend, const Model& model, const std::vector<int>& prompt, const std::string& drafter_kind,
-            const std::string& policy_spec, const DecodeOptions& options, int repeats) {
+Row measure(Backend& backend, const Model& model, const std::shared_ptr<const Model>& draft_model, const std::vector<int>& prompt,
+            const std::string& drafter_kind, const std::string& policy_spec, const DecodeOptions& options, int repeats) {
   Row row;
   row.n = options.n_seqs;
   row.drafter = drafter_kind;
@@ -63,7 +64,7 @@ Row measure(Backend& backend, const Model& model, const std::vector<int>& prompt
   for (int rep = 0; rep < repeats; ++rep) {
     const int cache_tokens = decode_cache_tokens(static_cast<int>(prompt.size()), model.config.context_length, options);
     auto cache = backend.create_cache(model, cache_tokens);
-    auto drafter = create_drafter(drafter_kind, backend, model, nullptr, options.sampling, options.n_seqs, cache_tokens);
+    auto drafter = create_drafter(drafter_kind, backend, model, draft_model, options.sampling, options.n_seqs, cache_tokens);
     auto policy = create_draft_policy(policy_spec, options.n_seqs);
     const DecodeResult r = decode(backend, model, *cache, *drafter, *policy, prompt, options);
     wall += r.stats.wall_seconds;
@@ -93,6 +94,12 @@ void run(const BenchArgs& a) {
     LoadOptions load;
     load.tokenizer_path = a.tokenizer_path;
     model = load_model(a.model_path, load);
+  }
+  std::shared_ptr<const Model> draft_model;
+  if (!a.draft_model_path.empty()) {
+    LoadOptions load;
+    load.tokenizer_path = a.tokenizer_path;
+    draft_model = load_model(a.draft_model_path, load);
   }
   std::vector<int> prompt;
   if (model->tokenizer) {
@@ -130,13 +137,13 @@ void run(const BenchArgs& a) {
         o.sampling.seed = 1;
         o.eos = -1;
         o.forced_acceptance = forced[m];
-        Row base = measure(*backend, *model, prompt, "none", "fixed:1", o, a.repeats);
+        Row base = measure(*backend, *model, draft_model, prompt, "none", "fixed:1", o, a.repeats);
         base.mode = modes[m];
         base.temperature = t;
         rows.push_back(base);
         for (const auto& d : a.drafters) {
           for (const auto& p : a.policies) {
-            Row r = measure(*backend, *model, prompt, d, p, o, a.repeats);
+            Row r = measure(*backend, *model, draft_model, prompt, d, p, o, a.repeats);
             r.mode = modes[m];
             r.temperature = t;
             r.speedup = base.ms_per_token_per_seq / r.ms_per_token_per_seq;
@@ -182,6 +189,7 @@ void add_bench_spec_command(CLI::App& app) {
   cmd->add_option("--type", args->type, "Weight type of a random model (default q4_0)");
   cmd->add_option("--threads", args->threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--tokenizer", args->tokenizer_path, "Tokenizer for model files without one");
+  cmd->add_option("-d,--draft-model", args->draft_model_path, "Draft model file, for the drafter 'model'");
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
   cmd->add_option("--n", args->batch_sizes, "Batch sizes (default 1 2 4 8 16)")->delimiter(',');
   cmd->add_option("--drafters", args->drafters, "Drafters besides none (default ngram,layers:2)")->delimiter(',');
