@@ -72,7 +72,15 @@ void ThreadPool::parallel_for(int64_t n, const Body& fn, int64_t grain) {
   generation_.store(job, std::memory_order_release);
   generation_.notify_all();
   run_chunks(job, 0);
-  while (done_.load(std::memory_order_acquire) < chunks) SPECULA_CPU_RELAX();
+  // A worker may hold a claimed chunk while the scheduler has taken its core away (a shared
+  // or busy machine): after a short spin, give the core up rather than burn it waiting.
+  for (int spin = 0; done_.load(std::memory_order_acquire) < chunks; ++spin) {
+    if (spin < kSpinIterations) {
+      SPECULA_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::worker_loop(int thread) {
