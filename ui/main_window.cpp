@@ -492,12 +492,16 @@ DiffView* MainWindow::openDiff(int index) {
     showMessage(tr("A diff needs at least two candidates."), false);
     return nullptr;
   }
+  // the best-ranked other candidate, preferring one whose text differs: that is the diff worth seeing
   int other = -1;
-  for (int i : grid_->order())
-    if (i != index) {
+  for (int i : grid_->order()) {
+    if (i == index) continue;
+    if (other < 0) other = i;
+    if (grid_->pane(i)->text() != grid_->pane(index)->text()) {
       other = i;
       break;
     }
+  }
   auto* view = new DiffView(tr("Candidate %1").arg(index + 1), grid_->pane(index)->text(),
                             tr("Candidate %1").arg(other + 1), grid_->pane(other)->text(), this);
   view->setAttribute(Qt::WA_DeleteOnClose);
