@@ -40,6 +40,11 @@ case "$mode" in
   run)
     install_missing_packages
     build
+    if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ] && [ -z "${QT_QPA_PLATFORM:-}" ]; then
+      echo "No display found: the application needs a desktop session (DISPLAY or WAYLAND_DISPLAY)." >&2
+      echo "Headless, run it under xvfb-run, or with QT_QPA_PLATFORM=offscreen and --screenshot OUT.png." >&2
+      exit 1
+    fi
     exec "${BUILD_DIR:-build}/app/specula" "$@"
     ;;
   test)
