@@ -15,6 +15,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "gguf.h"
 #include "shared_data.h"
 #include "tokenizer.h"
 
@@ -260,6 +261,16 @@ class TestTokenizer : public QObject {
     checkVocabCases(tokenizer, readVocabCases(inp, out));
     const std::string text = "def f(x):\n\treturn x  # \xE2\x9C\x93\n";
     QCOMPARE(tokenizer.encode(text, true), Tokenizer(specula::load_vocabulary(model)).encode(text, true));
+  }
+
+  // The same vectors from the vocabulary embedded in llama.cpp's GGUF (tokenizer.ggml.*).
+  void llamaSpmVectorsFromGgufVocabulary() {
+    SPECULA_SHARED_FILE(gguf, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf");
+    SPECULA_SHARED_FILE(inp, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf.inp");
+    SPECULA_SHARED_FILE(out, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf.out");
+    Vocabulary vocab = specula::gguf_vocabulary(specula::GgufFile::open(gguf));
+    QVERIFY(vocab.serialized_model.empty());
+    checkVocabCases(Tokenizer(std::move(vocab)), readVocabCases(inp, out));
   }
 
   // The writer's flags survive a trip through a file: no dummy prefix means no leading "▁".
