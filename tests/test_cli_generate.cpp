@@ -108,6 +108,15 @@ class TestCliGenerate : public QObject {
     QVERIFY2(QString(r.err).contains(message), r.err.constData());
     QVERIFY(r.out.isEmpty());
   }
+
+  void promptBeyondContext() {
+    if (model.isEmpty()) QSKIP("no model");
+    const QString prompt = QStringLiteral("hello world ").repeated(400);  // about 2400 tokens; the context is 512
+    const Run r = cli(QStringList{"generate"} + model + QStringList{"-p", prompt, "--max-tokens", "4"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(QString(r.err).contains("context"), r.err.constData());
+    QVERIFY(r.out.isEmpty());
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCliGenerate)
