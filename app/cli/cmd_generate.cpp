@@ -24,7 +24,7 @@ struct GenerateArgs {
   std::string prompt;
   std::string prompt_file;
   int steps = 0;
-  int max_tokens = 0;
+  int max_tokens = 256;
   float temperature = 1.0f;
   float top_p = 1.0f;
   int top_k = 0;
@@ -94,7 +94,7 @@ void run(const GenerateArgs& a) {
     }
     request.max_new_tokens = steps + 1 - prompt_tokens;
   } else {
-    request.max_new_tokens = a.max_tokens > 0 ? a.max_tokens : 256;
+    request.max_new_tokens = a.max_tokens;
   }
 
   // one candidate in text mode streams as it goes
