@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "batch.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "sampler.h"
 
 namespace specula {
 
@@ -39,12 +41,9 @@ class Backend {
     std::vector<float> logits;
     forward(model, cache, batch, logits, n_layers);
     const size_t vocab = static_cast<size_t>(model.config.vocab_size);
-    tokens.assign(logits.size() / vocab, 0);
+    tokens.resize(logits.size() / vocab);
     for (size_t r = 0; r < tokens.size(); ++r) {
-      const float* row = logits.data() + r * vocab;
-      for (size_t i = 1; i < vocab; ++i) {
-        if (row[i] > row[tokens[r]]) tokens[r] = static_cast<int32_t>(i);
-      }
+      tokens[r] = argmax(std::span<const float>(logits).subspan(r * vocab, vocab));
     }
   }
 };

@@ -239,7 +239,6 @@ DecodeResult decode(Backend& backend, const Model& target, KvCache& cache, Draft
     policy.update(live, proposed, accepted);
   }
   stats.draft_forwards = drafter.forwards();
-  stats.draft_tokens = drafter.tokens_run();
   stats.wall_seconds = elapsed();
   return result;
 }

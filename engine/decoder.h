@@ -50,7 +50,6 @@ struct DecodeStats {
   int target_forwards = 0;        // prefill included
   int target_tokens = 0;          // tokens run through the target, prompt included
   int draft_forwards = 0;
-  int draft_tokens = 0;
   int prompt_tokens = 0;
   int peak_blocks = 0;            // most target KV blocks in use at once
   double wall_seconds = 0.0;

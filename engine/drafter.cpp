@@ -177,7 +177,6 @@ class ModelDrafter : public Drafter {
   void run(const RaggedBatch& batch) {
     backend_.forward(model_, *cache_, batch, logits_, n_layers_);
     ++forwards_;
-    tokens_run_ += batch.n_tokens();
   }
 
   std::string name_;

@@ -46,14 +46,12 @@ class Drafter {
   // Sequence `seq` is finished: free what it holds.
   virtual void finish(int seq) = 0;
 
-  int forwards() const { return forwards_; }        // draft forward passes run
-  int tokens_run() const { return tokens_run_; }    // tokens run through the draft model
+  int forwards() const { return forwards_; }  // draft forward passes run
   // Draft KV blocks in use (0 for drafters without a cache); for leak checks.
   virtual int blocks_in_use() const { return 0; }
 
  protected:
   int forwards_ = 0;
-  int tokens_run_ = 0;
 };
 
 // "none", "ngram", "layers:K" or "model" (with `draft_model`). `sampling` is the session's:

@@ -9,6 +9,7 @@
 // the rows of wq and wk at load, as llama.cpp's converter does.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -52,6 +53,11 @@ struct LayerWeights {
   TensorView w_gate;     // (hidden_dim rows, dim cols)
   TensorView w_up;       // (hidden_dim rows, dim cols)
   TensorView w_down;     // (dim rows, hidden_dim cols)
+
+  // Every tensor of the layer, in the order above.
+  std::array<const TensorView*, 9> tensors() const {
+    return {&attn_norm, &wq, &wk, &wv, &wo, &ffn_norm, &w_gate, &w_up, &w_down};
+  }
 };
 
 struct Weights {

@@ -406,9 +406,7 @@ size_t Model::weight_bytes() const {
   size_t total = weights.token_embedding.bytes() + weights.final_norm.bytes();
   if (!tied_output()) total += weights.output.bytes();
   for (const LayerWeights& L : weights.layers) {
-    for (const TensorView* v : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down}) {
-      total += v->bytes();
-    }
+    for (const TensorView* v : L.tensors()) total += v->bytes();
   }
   return total;
 }

@@ -92,23 +92,36 @@ std::vector<std::string> read_text_lines(const std::string& path) {
   return lines;
 }
 
-ProblemSet load_problems(const std::string& path) {
-  ProblemSet set;
-  std::set<std::string> seen;
+namespace {
+
+// Calls use(record, line) for the JSON object on each non-blank line of a JSONL file; a
+// line that does not parse, or that `use` throws on, becomes an issue and is skipped.
+template <typename Use>
+void for_each_record(const std::string& path, std::vector<LoadIssue>& issues, const Use& use) {
   const std::vector<std::string> lines = read_text_lines(path);
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const int line = static_cast<int>(i) + 1;
     if (blank(lines[i])) continue;
     try {
-      Problem p = problem_from(parse_object(lines[i]));
-      if (!seen.insert(p.task_id).second) throw std::invalid_argument("duplicate task_id '" + p.task_id + "'");
-      set.problems.push_back(std::move(p));
+      use(parse_object(lines[i]), line);
     } catch (const json::parse_error& e) {
-      set.issues.push_back({line, parse_message(e)});
+      issues.push_back({line, parse_message(e)});
     } catch (const std::exception& e) {
-      set.issues.push_back({line, e.what()});
+      issues.push_back({line, e.what()});
     }
   }
+}
+
+}  // namespace
+
+ProblemSet load_problems(const std::string& path) {
+  ProblemSet set;
+  std::set<std::string> seen;
+  for_each_record(path, set.issues, [&](const json& record, int) {
+    Problem p = problem_from(record);
+    if (!seen.insert(p.task_id).second) throw std::invalid_argument("duplicate task_id '" + p.task_id + "'");
+    set.problems.push_back(std::move(p));
+  });
   return set;
 }
 
@@ -138,25 +151,15 @@ Problem make_problem(const std::string& prompt, const std::string& tests, const 
 
 SampleSet load_samples(const std::string& path) {
   SampleSet set;
-  const std::vector<std::string> lines = read_text_lines(path);
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const int line = static_cast<int>(i) + 1;
-    if (blank(lines[i])) continue;
-    try {
-      const json record = parse_object(lines[i]);
-      Sample s;
-      s.task_id = text_field(record, "task_id");
-      if (s.task_id.empty()) throw std::invalid_argument("no task_id");
-      if (!record.contains("completion")) throw std::invalid_argument("no completion");
-      s.completion = text_field(record, "completion");
-      s.line = line;
-      set.samples.push_back(std::move(s));
-    } catch (const json::parse_error& e) {
-      set.issues.push_back({line, parse_message(e)});
-    } catch (const std::exception& e) {
-      set.issues.push_back({line, e.what()});
-    }
-  }
+  for_each_record(path, set.issues, [&](const json& record, int line) {
+    Sample s;
+    s.task_id = text_field(record, "task_id");
+    if (s.task_id.empty()) throw std::invalid_argument("no task_id");
+    if (!record.contains("completion")) throw std::invalid_argument("no completion");
+    s.completion = text_field(record, "completion");
+    s.line = line;
+    set.samples.push_back(std::move(s));
+  });
   return set;
 }
 

@@ -78,12 +78,6 @@ class Builder {
 
 }  // namespace
 
-std::vector<std::string> random_model_shapes() {
-  std::vector<std::string> names;
-  for (const NamedShape& s : kShapes) names.emplace_back(s.name);
-  return names;
-}
-
 ModelConfig random_model_config(std::string_view shape) {
   for (const NamedShape& s : kShapes) {
     if (s.name != shape) continue;

@@ -4,9 +4,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <string_view>
-#include <vector>
 
 #include "model.h"
 
@@ -17,7 +15,6 @@ namespace specula {
 // layers, dim 2048, 32 heads, 4 KV heads, FFN 5632, vocab 32000), "7b" (32 layers, dim
 // 4096, 32 heads, FFN 11008, vocab 32000). Throws std::invalid_argument for other names.
 ModelConfig random_model_config(std::string_view shape);
-std::vector<std::string> random_model_shapes();
 
 // A model of `config` whose matrices are stored as `type` (norms stay f32), with an
 // untied output matrix and no tokenizer. Weights are uniform in ±sqrt(3 / cols) (unit

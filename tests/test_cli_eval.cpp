@@ -5,25 +5,15 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "cli_run.h"
 #include "shared_data.h"
 
+using namespace specula::test;
+
 namespace {
-
-struct Run {
-  int code = -1;
-  QByteArray out, err;
-};
-
-Run cli(const QStringList& args) {
-  QProcess p;
-  p.start(QStringLiteral(SPECULA_CLI), args);
-  p.waitForFinished(180000);
-  return {p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
-}
 
 QByteArray problem_line(const QString& id, const QString& expected) {
   QJsonObject o;
@@ -58,7 +48,7 @@ class TestCliEval : public QObject {
 
   void verdictsAndSummary() {
     const QString samples = dir.filePath("samples.jsonl");
-    const Run r = cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "-n", "3", "--budget", "30", "--max-tokens",
+    const CliRun r = run_cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "-n", "3", "--budget", "30", "--max-tokens",
                                           "24", "--temp", "0.8", "--out", samples, "--json"});
     QVERIFY2(r.code == 0, r.err.constData());
     const QJsonObject out = QJsonDocument::fromJson(r.out).object();
@@ -94,7 +84,7 @@ class TestCliEval : public QObject {
     QCOMPARE(lines, 6);
 
     // and `check` reaches the same verdicts from that file
-    const Run check = cli({"check", "--problems", problems, "--samples", samples, "--json"});
+    const CliRun check = run_cli({"check", "--problems", problems, "--samples", samples, "--json"});
     QVERIFY2(check.code == 0, check.err.constData());
     const QJsonArray results = QJsonDocument::fromJson(check.out).object()["results"].toArray();
     QCOMPARE(results.size(), 6);
@@ -105,13 +95,13 @@ class TestCliEval : public QObject {
   }
 
   void badInput() {
-    Run r = cli(QStringList{"eval"} + model + QStringList{"--problems", dir.filePath("missing.jsonl")});
+    CliRun r = run_cli(QStringList{"eval"} + model + QStringList{"--problems", dir.filePath("missing.jsonl")});
     QCOMPARE(r.code, 3);
     QVERIFY(r.err.contains("missing.jsonl"));
-    r = cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "--budget", "0"});
+    r = run_cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "--budget", "0"});
     QCOMPARE(r.code, 2);
     QVERIFY(r.err.contains("--budget"));
-    r = cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "--python", dir.filePath("no-python")});
+    r = run_cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "--python", dir.filePath("no-python")});
     QCOMPARE(r.code, 5);
   }
 };

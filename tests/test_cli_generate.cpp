@@ -4,42 +4,19 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QtTest>
 
+#include "cli_run.h"
+#include "oracle_text.h"
 #include "shared_data.h"
 
-namespace {
-
-struct Run {
-  int code = -1;
-  QByteArray out, err;
-};
-
-Run cli(const QStringList& args) {
-  QProcess p;
-  p.start(QStringLiteral(SPECULA_CLI), args);
-  p.waitForFinished(120000);
-  return {p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
-}
-
-QByteArray oracle_block(const QString& path, int n) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  const QByteArray all = f.readAll();
-  qsizetype at = -1;
-  for (int i = 0; i <= n; ++i) at = all.indexOf("```text\n", at + 1);
-  const qsizetype begin = at + 8;
-  return all.mid(begin, all.indexOf("\n```", begin) - begin);
-}
-
-}  // namespace
+using namespace specula::test;
 
 class TestCliGenerate : public QObject {
   Q_OBJECT
 
   QStringList model;
-  QString oracle;
+  std::string oracle;
 
  private slots:
   void initTestCase() {
@@ -47,7 +24,7 @@ class TestCliGenerate : public QObject {
     SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
     SPECULA_SHARED_FILE(md, "oracles/stories260K.md");
     model = {"-m", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--device", "cpu"};
-    oracle = QString::fromStdString(md);
+    oracle = md;
   }
 
   void greedyTextIsTheReference_data() {
@@ -61,14 +38,16 @@ class TestCliGenerate : public QObject {
     if (model.isEmpty()) QSKIP("no model");
     QFETCH(QStringList, args);
     QFETCH(int, block);
-    const Run r = cli(QStringList{"generate"} + model + QStringList{"--temp", "0"} + args);
+    const CliRun r = run_cli(QStringList{"generate"} + model + QStringList{"--temp", "0"} + args);
     QCOMPARE(r.code, 0);
-    QCOMPARE(r.out, oracle_block(oracle, block) + "\n");
+    const std::string expected = oracle_text_block(oracle, static_cast<size_t>(block));
+    QVERIFY(!expected.empty());
+    QCOMPARE(r.out, QByteArray::fromStdString(expected) + "\n");
   }
 
   void jsonOutput() {
     if (model.isEmpty()) QSKIP("no model");
-    const Run r = cli(QStringList{"generate"} + model +
+    const CliRun r = run_cli(QStringList{"generate"} + model +
                       QStringList{"-p", "Zoo", "--max-tokens", "20", "--temp", "0.8", "--seed", "5", "-n", "3",
                                   "--draft", "layers:3", "--draft-policy", "adaptive", "--stop", "\n", "--json"});
     QCOMPARE(r.code, 0);
@@ -103,7 +82,7 @@ class TestCliGenerate : public QObject {
     if (model.isEmpty()) QSKIP("no model");
     QFETCH(QStringList, args);
     QFETCH(QString, message);
-    const Run r = cli(QStringList{"generate"} + model + QStringList{"-p", "Hi", "--max-tokens", "4"} + args);
+    const CliRun r = run_cli(QStringList{"generate"} + model + QStringList{"-p", "Hi", "--max-tokens", "4"} + args);
     QCOMPARE(r.code, 2);
     QVERIFY2(QString(r.err).contains(message), r.err.constData());
     QVERIFY(r.out.isEmpty());
@@ -112,7 +91,7 @@ class TestCliGenerate : public QObject {
   void promptBeyondContext() {
     if (model.isEmpty()) QSKIP("no model");
     const QString prompt = QStringLiteral("hello world ").repeated(400);  // about 2400 tokens; the context is 512
-    const Run r = cli(QStringList{"generate"} + model + QStringList{"-p", prompt, "--max-tokens", "4"});
+    const CliRun r = run_cli(QStringList{"generate"} + model + QStringList{"-p", prompt, "--max-tokens", "4"});
     QCOMPARE(r.code, 2);
     QVERIFY2(QString(r.err).contains("context"), r.err.constData());
     QVERIFY(r.out.isEmpty());

@@ -3,28 +3,13 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "cli_run.h"
 #include "shared_data.h"
 
-namespace {
-
-struct Run {
-  int exit_code;
-  QByteArray out;
-  QByteArray err;
-};
-
-Run run_cli(const QStringList& args) {
-  QProcess p;
-  p.start(QStringLiteral(SPECULA_CLI), args);
-  p.waitForFinished(60000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(), p.readAllStandardError()};
-}
-
-}  // namespace
+using namespace specula::test;
 
 class TestCliModels : public QObject {
   Q_OBJECT
@@ -35,13 +20,13 @@ class TestCliModels : public QObject {
     SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
     SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
     const QString out = tmp_.filePath("stories260K-q8_0.gguf");
-    const Run convert = run_cli({"convert", QString::fromStdString(bin), out, "--tokenizer", QString::fromStdString(tok),
+    const CliRun convert = run_cli({"convert", QString::fromStdString(bin), out, "--tokenizer", QString::fromStdString(tok),
                                  "--type", "q8_0"});
-    QVERIFY2(convert.exit_code == 0, convert.err.constData());
+    QVERIFY2(convert.code == 0, convert.err.constData());
     QVERIFY(convert.out.contains("q8_0"));
 
-    const Run inspect = run_cli({"inspect", out, "--json"});
-    QVERIFY2(inspect.exit_code == 0, inspect.err.constData());
+    const CliRun inspect = run_cli({"inspect", out, "--json"});
+    QVERIFY2(inspect.code == 0, inspect.err.constData());
     const QJsonObject j = QJsonDocument::fromJson(inspect.out).object();
     QCOMPARE(j["format"].toString(), QString("gguf"));
     QCOMPARE(j["config"].toObject()["dim"].toInt(), 64);
@@ -63,8 +48,8 @@ class TestCliModels : public QObject {
     QCOMPARE(tokenizer["sample_ids"].toArray().first().toInt(), 1);
     QVERIFY(tokenizer["sample_ids"].toArray().size() > 5);
 
-    const Run text = run_cli({"inspect", out});
-    QCOMPARE(text.exit_code, 0);
+    const CliRun text = run_cli({"inspect", out});
+    QCOMPARE(text.code, 0);
     QVERIFY(text.out.contains("q8_0") && text.out.contains("512 pieces"));
   }
 
@@ -74,14 +59,14 @@ class TestCliModels : public QObject {
     QVERIFY(f.open(QIODevice::WriteOnly));
     f.write(QByteArray("GGUF\x03\0\0\0", 8) + QByteArray(16, '\xff'));
     f.close();
-    const Run inspect = run_cli({"inspect", bad});
-    QCOMPARE(inspect.exit_code, 2);
+    const CliRun inspect = run_cli({"inspect", bad});
+    QCOMPARE(inspect.code, 2);
     QVERIFY2(inspect.err.contains("bad.gguf") && inspect.err.contains("invalid GGUF file"), inspect.err.constData());
-    const Run convert = run_cli({"convert", bad, tmp_.filePath("out.gguf")});
-    QCOMPARE(convert.exit_code, 2);
+    const CliRun convert = run_cli({"convert", bad, tmp_.filePath("out.gguf")});
+    QCOMPARE(convert.code, 2);
     QVERIFY(!QFile::exists(tmp_.filePath("out.gguf")));
-    const Run type = run_cli({"convert", bad, tmp_.filePath("out.gguf"), "--type", "q5_1"});
-    QVERIFY(type.exit_code != 0);
+    const CliRun type = run_cli({"convert", bad, tmp_.filePath("out.gguf"), "--type", "q5_1"});
+    QVERIFY(type.code != 0);
   }
 };
 

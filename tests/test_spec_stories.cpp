@@ -4,12 +4,11 @@
 // the distribution of sampling without it; prefix sharing; an incompatible draft model.
 #include <QtTest>
 
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <tuple>
 
 #include "backend.h"
+#include "oracle_text.h"
 #include "session.h"
 #include "shared_data.h"
 #include "stats.h"
@@ -19,21 +18,6 @@ using namespace specula;
 using namespace specula::test;
 
 namespace {
-
-// The ```text blocks of the oracle file, in order.
-std::vector<std::string> oracle_blocks(const std::string& path) {
-  std::ifstream in(path);
-  const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> blocks;
-  const std::string open = "```text\n", close = "\n```";
-  for (size_t at = md.find(open); at != std::string::npos; at = md.find(open, at)) {
-    at += open.size();
-    const size_t end = md.find(close, at);
-    blocks.push_back(md.substr(at, end - at));
-    at = end;
-  }
-  return blocks;
-}
 
 struct Stories {
   std::shared_ptr<const Model> model;
@@ -61,7 +45,7 @@ class TestSpecStories : public QObject {
     LoadOptions o;
     o.tokenizer_path = tok;
     s.model = load_model(bin, o);
-    oracle = oracle_blocks(md);
+    oracle = oracle_text_blocks(md);
     QCOMPARE(oracle.size(), size_t{2});
   }
 

@@ -9,9 +9,11 @@
 #include "backend.h"
 #include "model.h"
 #include "model_export.h"
+#include "oracle_text.h"
 #include "shared_data.h"
 
 using namespace specula;
+using namespace specula::test;
 
 namespace {
 
@@ -59,22 +61,6 @@ std::shared_ptr<const Model> load_as(const std::string& checkpoint, const std::s
   return load_model(path);
 }
 
-// The text of the n-th ```text block of the oracle file (no trailing newline).
-QString oracle_block(const QString& path, int n) {
-  QFile file(path);
-  if (!file.open(QIODevice::ReadOnly)) return {};
-  const QString all = QString::fromUtf8(file.readAll());
-  const QString open = QStringLiteral("```text\n");
-  qsizetype at = -1;
-  for (int i = 0; i <= n; ++i) {
-    at = all.indexOf(open, at + 1);
-    if (at < 0) return {};
-  }
-  const qsizetype begin = at + open.size();
-  const qsizetype end = all.indexOf(QStringLiteral("\n```"), begin);
-  return end < 0 ? QString() : all.mid(begin, end - begin);
-}
-
 }  // namespace
 
 class TestStories260kGreedy : public QObject {
@@ -103,7 +89,7 @@ class TestStories260kGreedy : public QObject {
     SPECULA_SHARED_FILE(checkpoint, "models/stories260K/stories260K.bin");
     SPECULA_SHARED_FILE(tokenizer, "models/stories260K/tok512.bin");
     SPECULA_SHARED_FILE(oracle, "oracles/stories260K.md");
-    const QString expected = oracle_block(QString::fromStdString(oracle), block);
+    const QString expected = QString::fromStdString(oracle_text_block(oracle, static_cast<size_t>(block)));
     QVERIFY(!expected.isEmpty());
     QTemporaryDir dir;
     QVERIFY(dir.isValid());

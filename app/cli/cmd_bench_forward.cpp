@@ -89,10 +89,7 @@ Bandwidth measure_bandwidth(ThreadPool& pool, int repeats) {
 double streamed_weight_bytes(const Model& model) {
   double bytes = static_cast<double>(model.weights.output.bytes());
   for (const LayerWeights& l : model.weights.layers) {
-    for (const TensorView* v :
-         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
-      bytes += static_cast<double>(v->bytes());
-    }
+    for (const TensorView* v : l.tensors()) bytes += static_cast<double>(v->bytes());
   }
   return bytes;
 }

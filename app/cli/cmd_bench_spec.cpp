@@ -85,22 +85,18 @@ Row measure(Backend& backend, const Model& model, const std::shared_ptr<const Mo
 
 void run(const BenchArgs& a) {
   if (a.model_path.empty() == a.random_shape.empty()) throw CommandFailed("give either -m MODEL or --random SHAPE", 2);
+  LoadOptions load;
+  load.tokenizer_path = a.tokenizer_path;
   std::shared_ptr<const Model> model;
   if (!a.random_shape.empty()) {
     const auto type = tensor_type_from_name(a.type);
     if (!type) throw CommandFailed("unknown weight type '" + a.type + "'", 2);
     model = make_random_model(random_model_config(a.random_shape), *type, 1, a.threads);
   } else {
-    LoadOptions load;
-    load.tokenizer_path = a.tokenizer_path;
     model = load_model(a.model_path, load);
   }
   std::shared_ptr<const Model> draft_model;
-  if (!a.draft_model_path.empty()) {
-    LoadOptions load;
-    load.tokenizer_path = a.tokenizer_path;
-    draft_model = load_model(a.draft_model_path, load);
-  }
+  if (!a.draft_model_path.empty()) draft_model = load_model(a.draft_model_path, load);
   std::vector<int> prompt;
   if (model->tokenizer) {
     prompt = model->tokenizer->encode(a.prompt, true);

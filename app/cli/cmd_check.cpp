@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "evaluation.h"
+#include "evaluation_common.h"
 #include "problems.h"
 #include "sandbox.h"
 #include "test_runner.h"
@@ -17,9 +18,7 @@ namespace specula::cli {
 
 namespace {
 
-constexpr int kExitUnreadable = 3;  // a file cannot be read, or holds nothing usable
-constexpr int kExitSkipped = 4;     // some lines were skipped; the rest ran
-constexpr int kExitNoPython = 5;    // the Python interpreter is missing or does not run
+constexpr int kExitSkipped = 4;  // some lines were skipped; the rest ran
 
 struct CheckOptions {
   std::string problems;
@@ -30,10 +29,6 @@ struct CheckOptions {
   bool json = false;
 };
 
-void report_issues(const std::string& file, const std::vector<LoadIssue>& issues) {
-  for (const LoadIssue& issue : issues) std::fprintf(stderr, "%s:%d: %s\n", file.c_str(), issue.line, issue.message.c_str());
-}
-
 void run_check(const CheckOptions& options) {
   ProblemSet problems;
   SampleSet samples;
@@ -43,8 +38,8 @@ void run_check(const CheckOptions& options) {
   } catch (const std::exception& e) {
     throw CommandFailed(e.what(), kExitUnreadable);
   }
-  report_issues(options.problems, problems.issues);
-  report_issues(options.samples, samples.issues);
+  report_load_issues(options.problems, problems.issues);
+  report_load_issues(options.samples, samples.issues);
   int skipped = static_cast<int>(problems.issues.size() + samples.issues.size());
   if (problems.problems.empty()) throw CommandFailed("no usable problem in '" + options.problems + "'", kExitUnreadable);
 
@@ -66,14 +61,7 @@ void run_check(const CheckOptions& options) {
   }
   if (rows.empty()) throw CommandFailed("no usable sample in '" + options.samples + "'", kExitUnreadable);
 
-  std::unique_ptr<Sandbox> sandbox;
-  try {
-    SandboxOptions sandbox_options;
-    sandbox_options.python = options.python;
-    sandbox = std::make_unique<Sandbox>(sandbox_options);
-  } catch (const SandboxError& e) {
-    throw CommandFailed(e.what(), kExitNoPython);
-  }
+  const std::unique_ptr<Sandbox> sandbox = open_sandbox(options.python);
   SandboxLimits limits;
   limits.wall_seconds = options.timeout;
   TestRunner runner(*sandbox, limits, options.jobs);
@@ -118,9 +106,7 @@ void run_check(const CheckOptions& options) {
   for (const auto& [task, nc] : counts) tasks.push_back(nc);
   const auto pass = mean_pass_at_ks(tasks);
   if (options.json) {
-    nlohmann::json pass_json = nlohmann::json::object();
-    for (const auto& [k, value] : pass) pass_json["pass@" + std::to_string(k)] = value;
-    const nlohmann::json out = {{"results", results}, {"pass_at_k", pass_json}, {"isolation", isolation},
+    const nlohmann::json out = {{"results", results}, {"pass_at_k", pass_at_k_json(pass)}, {"isolation", isolation},
                                 {"skipped_lines", skipped}};
     // Tracebacks are the program's own bytes: invalid UTF-8 becomes U+FFFD rather than an error.
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

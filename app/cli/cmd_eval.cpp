@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "evaluation.h"
+#include "evaluation_common.h"
 #include "model_options.h"
 #include "problems.h"
 #include "sandbox.h"
@@ -23,9 +24,6 @@
 namespace specula::cli {
 
 namespace {
-
-constexpr int kExitUnreadable = 3;  // the problem file cannot be read or holds no problem
-constexpr int kExitNoPython = 5;    // the Python interpreter is missing or does not run
 
 struct EvalOptions {
   ModelOptions models;
@@ -94,12 +92,6 @@ class Progress {
   bool terminal_;
 };
 
-nlohmann::json pass_at_k_json(const std::vector<std::pair<int, double>>& values) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [k, v] : values) out["pass@" + std::to_string(k)] = v;
-  return out;
-}
-
 void run_eval(const EvalOptions& o) {
   if (!(o.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);
   ProblemSet set;
@@ -108,18 +100,11 @@ void run_eval(const EvalOptions& o) {
   } catch (const std::exception& e) {
     throw CommandFailed(e.what(), kExitUnreadable);
   }
-  for (const LoadIssue& issue : set.issues) {
-    std::fprintf(stderr, "%s:%d: %s\n", o.problems.c_str(), issue.line, issue.message.c_str());
-  }
+  report_load_issues(o.problems, set.issues);
   if (set.problems.empty()) throw CommandFailed("no usable problem in '" + o.problems + "'", kExitUnreadable);
   if (o.limit > 0 && static_cast<size_t>(o.limit) < set.problems.size()) set.problems.resize(static_cast<size_t>(o.limit));
 
-  std::unique_ptr<Sandbox> sandbox;
-  try {
-    sandbox = std::make_unique<Sandbox>(SandboxOptions{o.python, true});
-  } catch (const SandboxError& e) {
-    throw CommandFailed(e.what(), kExitNoPython);
-  }
+  const std::unique_ptr<Sandbox> sandbox = open_sandbox(o.python);
   std::ofstream samples;
   if (!o.out.empty()) {
     samples.open(o.out, std::ios::binary | std::ios::trunc);

@@ -24,13 +24,12 @@ struct GenerateArgs {
   std::string prompt;
   std::string prompt_file;
   int steps = 0;
-  int max_tokens = 0;
+  int max_tokens = 256;
   float temperature = 1.0f;
   float top_p = 1.0f;
   int top_k = 0;
   float min_p = 0.0f;
   uint64_t seed = 0;
-  bool seed_given = false;
   int candidates = 1;
   double budget = 0.0;
   bool budget_given = false;
@@ -72,7 +71,7 @@ void run(const GenerateArgs& a) {
   request.prompt = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file);
   request.allow_empty_prompt = true;  // like llama2.c: no prompt generates from BOS alone
   request.n_candidates = a.candidates;
-  request.sampling = SamplingParams{a.temperature, a.top_k, a.top_p, a.min_p, a.seed_given ? a.seed : 0};
+  request.sampling = SamplingParams{a.temperature, a.top_k, a.top_p, a.min_p, a.seed};
   request.stop = a.stops;
   request.code_stops = a.code_stops;
   if (a.budget_given && !(a.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);
@@ -95,9 +94,8 @@ void run(const GenerateArgs& a) {
     }
     request.max_new_tokens = steps + 1 - prompt_tokens;
   } else {
-    request.max_new_tokens = a.max_tokens > 0 ? a.max_tokens : 256;
+    request.max_new_tokens = a.max_tokens;
   }
-
 
   // one candidate in text mode streams as it goes
   const bool stream = !a.json && a.candidates == 1;
@@ -150,7 +148,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass (default 1: off)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--top-k", args->top_k, "Keep the K most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--min-p", args->min_p, "Drop tokens under this fraction of the best one (0: off)")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option_function<uint64_t>("--seed", [args](uint64_t s) { args->seed = s; args->seed_given = true; }, "Random seed; candidate i uses seed + i");
+  cmd->add_option("--seed", args->seed, "Random seed; candidate i uses seed + i");
   cmd->add_option("-n,--candidates", args->candidates, "Number of candidates (1.." + std::to_string(kMaxCandidates) + ")");
   cmd->add_option_function<double>("--budget", [args](double s) { args->budget = s; args->budget_given = true; }, "Wall-clock budget in seconds; unfinished candidates end with finish=budget");
   cmd->add_option("--stop", args->stops, "Stop string (repeatable); the completion is cut before it");

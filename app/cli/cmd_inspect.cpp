@@ -27,9 +27,7 @@ std::map<std::string, TypeTally> tally_by_type(const Model& model) {
   const Weights& w = model.weights;
   add(w.token_embedding);
   for (const LayerWeights& L : w.layers) {
-    for (const TensorView* v : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down}) {
-      add(*v);
-    }
+    for (const TensorView* v : L.tensors()) add(*v);
   }
   add(w.final_norm);
   if (!model.tied_output()) add(w.output);

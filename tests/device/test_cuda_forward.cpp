@@ -13,6 +13,7 @@
 #include "cuda_backend.h"
 #include "device_support.h"
 #include "model.h"
+#include "oracle_text.h"
 #include "random_model.h"
 #include "session.h"
 #include "shared_data.h"
@@ -50,22 +51,6 @@ std::vector<std::vector<float>> ragged_steps(Backend& backend, const Model& mode
   third.add(d, tokens(8, 1), false);
   backend.forward(model, *cache, third, out[2]);
   return out;
-}
-
-// The text of the n-th ```text block of the oracle file.
-QString oracle_block(const QString& path, int n) {
-  QFile file(path);
-  if (!file.open(QIODevice::ReadOnly)) return {};
-  const QString all = QString::fromUtf8(file.readAll());
-  const QString open = QStringLiteral("```text\n");
-  qsizetype at = -1;
-  for (int i = 0; i <= n; ++i) {
-    at = all.indexOf(open, at + 1);
-    if (at < 0) return {};
-  }
-  const qsizetype begin = at + open.size();
-  const qsizetype end = all.indexOf(QStringLiteral("\n```"), begin);
-  return end < 0 ? QString() : all.mid(begin, end - begin);
 }
 
 // llama2.c's generate loop with the argmax taken on the device.
@@ -164,7 +149,7 @@ class TestCudaForward : public QObject {
     SPECULA_SHARED_FILE(oracle, "oracles/stories260K.md");
     const auto model = stories260k();
     if (!model) QSKIP("stories260K missing from the shared data");
-    const QString expected = oracle_block(QString::fromStdString(oracle), block);
+    const QString expected = QString::fromStdString(oracle_text_block(oracle, static_cast<size_t>(block)));
     QVERIFY(!expected.isEmpty());
     std::string why;
     auto gpu = create_cuda_backend(&why, CudaOptions{invariant});

@@ -112,7 +112,6 @@ class FakeBackend : public Backend {
       reference_logits(model, context, n_layers, logits.data() + r * static_cast<size_t>(vocab));
     }
     ++calls;
-    tokens_run += plan.n_tokens;
     if (plan.n_tokens > 0) {
       min_position_after_first = calls == 1 ? 1 << 30 : std::min(min_position_after_first, *std::min_element(plan.positions.begin(), plan.positions.end()));
     }
@@ -121,7 +120,6 @@ class FakeBackend : public Backend {
 
   int delay_ms = 0;                     // sleep per forward: a "slow model"
   int calls = 0;                        // forwards run, all models
-  int tokens_run = 0;                   // tokens run, all models
   int first_call_tokens = 0;
   int min_position_after_first = 1 << 30;
 };
