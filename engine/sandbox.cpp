@@ -129,6 +129,65 @@ bool install_network_filter() {
 #endif
 }
 
+// The reduced level's intermediate process, between the caller and the interpreter: killing
+// it cannot reach the application. It is a child subreaper, so every process the run leaves
+// (orphans of os.fork()) stays below it, and its death signal from the caller is catchable:
+// when the caller dies (the death signal is not inherited through fork, so the run's own
+// children would not get it) or the interpreter exits, it kills what the run left. With the
+// run's own uid that is every process of the uid (kill(-1), which spares the caller itself),
+// also ones that left the process group; otherwise the process group. Never returns.
+[[noreturn]] void run_intermediate(const ChildPlan& plan, char* const* argv, char* const* envp,
+                                   pid_t parent, int n_fds) {
+  constexpr int kDeathSignal = SIGTERM;
+  sigset_t awaited, previous;
+  sigemptyset(&awaited);
+  sigaddset(&awaited, SIGCHLD);
+  sigaddset(&awaited, kDeathSignal);
+  sigprocmask(SIG_BLOCK, &awaited, &previous);  // taken with sigwaitinfo below, never handled
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  prctl(PR_SET_PDEATHSIG, kDeathSignal);
+  if (getppid() != parent) _exit(127);  // the caller died before the death signal was armed
+
+  const pid_t me = getpid();
+  const pid_t interpreter = fork();
+  if (interpreter < 0) child_fail(2, "fork");
+  if (interpreter == 0) {
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != me) _exit(127);
+    if (plan.deny_network && !install_network_filter()) child_fail(2, "seccomp");
+    execve(argv[0], argv, envp);
+    child_fail(2, "exec");
+  }
+  for (int fd = 0; fd < n_fds; ++fd) close(fd);
+
+  // Wait for the interpreter's exit or the death signal, reaping orphans on the way.
+  int status = 0;
+  bool exited = false;
+  while (!exited) {
+    siginfo_t info;
+    if (sigwaitinfo(&awaited, &info) == kDeathSignal) break;
+    int child_status = 0;
+    for (pid_t done; (done = waitpid(-1, &child_status, WNOHANG)) > 0;)
+      if (done == interpreter) {
+        status = child_status;
+        exited = true;
+      }
+  }
+  if (plan.uid != 0) {
+    // Kill again before each wait: a process forking while the first kill went round is caught.
+    while (true) {
+      kill(-1, SIGKILL);
+      if (waitpid(-1, nullptr, 0) < 0 && errno != EINTR) break;  // ECHILD: none left
+    }
+  } else if (!exited) {
+    kill(0, SIGKILL);  // the whole group, this process included; the caller is gone
+  }
+  // With the caller alive and no uid of its own, the caller kills the group after our exit.
+  if (!exited) _exit(128 + SIGKILL);
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 // Runs in the forked child; never returns.
 [[noreturn]] void exec_child(const ChildPlan& plan, char* const* argv, char* const* envp,
                              pid_t parent, int in_fd, int out_fd, int err_fd, int chan_fd) {
@@ -179,24 +238,7 @@ bool install_network_filter() {
   }
   if (!plan.cwd.empty() && chdir(plan.cwd.c_str()) != 0) child_fail(2, "chdir");
 
-  if (plan.intermediate) {
-    // The interpreter's parent is this process, not the caller: killing its parent
-    // cannot reach the application. We pass its end on like bubblewrap does.
-    const pid_t me = getpid();
-    const pid_t grandchild = fork();
-    if (grandchild < 0) child_fail(2, "fork");
-    if (grandchild == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != me) _exit(127);
-      if (plan.deny_network && !install_network_filter()) child_fail(2, "seccomp");
-      execve(argv[0], argv, envp);
-      child_fail(2, "exec");
-    }
-    for (int fd = 0; fd < 4 + n_files; ++fd) close(fd);
-    int status = 0;
-    while (waitpid(grandchild, &status, 0) < 0 && errno == EINTR) {}
-    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  }
+  if (plan.intermediate) run_intermediate(plan, argv, envp, parent, 4 + n_files);
   if (plan.deny_network && !install_network_filter()) child_fail(2, "seccomp");
   execve(argv[0], argv, envp);
   child_fail(2, "exec");
@@ -379,14 +421,19 @@ bool reachable_by_others(const fs::path& path) {
 }
 
 // Places for concurrent runs of this process; as root, place i runs as uid
-// kUidBase + 64 * pid + i, which no other live process of ours shares.
+// kUidBase + 64 * pid + i, which no other live process of ours shares. Places are taken in
+// turn, not lowest first: a killed run's processes may wait a moment to be reaped (by init,
+// when their parents died too) and would still count towards the next run's process limit
+// under the same uid.
 class RunSlots {
  public:
   int acquire() {
     std::unique_lock lock(mutex_);
     freed_.wait(lock, [this] { return ~busy_ != 0; });
-    const int slot = std::countr_one(busy_);
+    const std::uint64_t free_after = ~busy_ & ~((std::uint64_t{2} << last_) - 1);  // free places after last_ (none when 63)
+    const int slot = free_after != 0 ? std::countr_zero(free_after) : std::countr_one(busy_);
     busy_ |= std::uint64_t{1} << slot;
+    last_ = slot;
     return slot;
   }
   void release(int slot) {
@@ -401,6 +448,7 @@ class RunSlots {
   std::mutex mutex_;
   std::condition_variable freed_;
   std::uint64_t busy_ = 0;  // bit i: place i is taken
+  int last_ = 63;           // the place taken last; the next search starts after it
 };
 
 RunSlots& run_slots() {
@@ -562,8 +610,9 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
     a.insert(a.end(), {python_, "-I", "-B", main_file});
     plan.files = memfds;
   } else {
-    char dir_template[] = "/tmp/specula-run-XXXXXX";
-    if (!mkdtemp(dir_template)) throw SandboxError("cannot create a work directory");
+    // Named after this process, so that a process can tell its own runs from others'.
+    std::string dir_template = "/tmp/specula-run-" + std::to_string(getpid()) + "-XXXXXX";
+    if (!mkdtemp(dir_template.data())) throw SandboxError("cannot create a work directory");
     workdir = dir_template;
     for (const SandboxFile& f : files) {
       const std::string path = workdir + "/" + f.name;

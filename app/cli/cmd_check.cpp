@@ -28,6 +28,7 @@ struct CheckOptions {
   double timeout = 10.0;
   int jobs = 0;
   bool json = false;
+  bool no_namespaces = false;
 };
 
 void report_issues(const std::string& file, const std::vector<LoadIssue>& issues) {
@@ -70,6 +71,7 @@ void run_check(const CheckOptions& options) {
   try {
     SandboxOptions sandbox_options;
     sandbox_options.python = options.python;
+    sandbox_options.use_namespaces = !options.no_namespaces;
     sandbox = std::make_unique<Sandbox>(sandbox_options);
   } catch (const SandboxError& e) {
     throw CommandFailed(e.what(), kExitNoPython);
@@ -145,6 +147,8 @@ void add_check_command(CLI::App& app) {
   check->add_option("--jobs,-j", options->jobs, "Concurrent test runs (0: one per hardware thread)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   check->add_option("--python", options->python, "Python interpreter (path or name on PATH; default python3)");
+  check->add_flag("--no-namespaces", options->no_namespaces,
+                  "Use the reduced isolation level (no bubblewrap; see docs/sandbox.md)");
   check->add_flag("--json", options->json, "Print one JSON object: results, pass_at_k, isolation");
   check->footer(
       "Exit codes:\n"
