@@ -7,6 +7,7 @@
 // Everything between fork and exec is a raw system call: the caller may be multithreaded.
 #include "sandbox.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/audit.h>
@@ -129,13 +130,49 @@ bool install_network_filter() {
 #endif
 }
 
+// Empties the directory open as `dir` and closes it, with raw system calls only (we are
+// after fork). Unlinking while reading moves entries, so it reads again until a pass
+// removes nothing. Deeper than 32 levels it gives up.
+void empty_directory(int dir, int depth) {
+  alignas(dirent64) char buffer[4096];
+  for (bool removed = true; removed;) {
+    removed = false;
+    lseek(dir, 0, SEEK_SET);
+    for (long n; (n = syscall(SYS_getdents64, dir, buffer, sizeof buffer)) > 0;) {
+      for (long at = 0; at < n;) {
+        const auto* entry = reinterpret_cast<const dirent64*>(buffer + at);
+        at += entry->d_reclen;
+        const char* name = entry->d_name;
+        if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+        if (unlinkat(dir, name, 0) == 0) {
+          removed = true;
+          continue;
+        }
+        if (errno != EISDIR || depth >= 32) continue;
+        const int sub = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) empty_directory(sub, depth + 1);
+        if (unlinkat(dir, name, AT_REMOVEDIR) == 0) removed = true;
+      }
+    }
+  }
+  close(dir);
+}
+
+// Removes the run's work directory when the caller, who would have, is gone.
+void remove_work_directory(const std::string& path) {
+  const int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir >= 0) empty_directory(dir, 0);
+  rmdir(path.c_str());
+}
+
 // The reduced level's intermediate process, between the caller and the interpreter: killing
 // it cannot reach the application. It is a child subreaper, so every process the run leaves
 // (orphans of os.fork()) stays below it, and its death signal from the caller is catchable:
 // when the caller dies (the death signal is not inherited through fork, so the run's own
 // children would not get it) or the interpreter exits, it kills what the run left. With the
 // run's own uid that is every process of the uid (kill(-1), which spares the caller itself),
-// also ones that left the process group; otherwise the process group. Never returns.
+// also ones that left the process group; otherwise the process group. When the caller is
+// gone it also removes the work directory. Never returns.
 [[noreturn]] void run_intermediate(const ChildPlan& plan, char* const* argv, char* const* envp,
                                    pid_t parent, int n_fds) {
   constexpr int kDeathSignal = SIGTERM;
@@ -181,10 +218,24 @@ bool install_network_filter() {
       if (waitpid(-1, nullptr, 0) < 0 && errno != EINTR) break;  // ECHILD: none left
     }
   } else if (!exited) {
-    kill(0, SIGKILL);  // the whole group, this process included; the caller is gone
+    // Killing the group kills this process too, so a helper in a group of its own does it,
+    // then removes the work directory.
+    const pid_t group = getpgrp();
+    const pid_t helper = fork();
+    if (helper == 0) {
+      setpgid(0, 0);
+      kill(-group, SIGKILL);
+      remove_work_directory(plan.cwd);
+      _exit(0);
+    }
+    if (helper < 0) kill(0, SIGKILL);  // the directory stays, the processes do not
+    while (true) pause();               // until the helper's kill
   }
   // With the caller alive and no uid of its own, the caller kills the group after our exit.
-  if (!exited) _exit(128 + SIGKILL);
+  if (!exited) {
+    remove_work_directory(plan.cwd);
+    _exit(128 + SIGKILL);
+  }
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 

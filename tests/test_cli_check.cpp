@@ -199,10 +199,18 @@ class TestCliCheck : public QObject {
     const QString samples = write_file(dir, "samples.jsonl",
         R"J({"task_id": "t/add", "completion": "    open('/proc/self/comm', 'w').write(')J" + marker.toStdString() +
             R"J(')\n    import os, time\n    os.fork()\n    time.sleep(10**6)\n"})J" "\n");
+    struct Sweep {  // leave nothing behind, also when a check fails
+      QString marker;
+      ~Sweep() {
+        for (int pid : processes_named(marker)) kill(pid, SIGKILL);
+      }
+    } sweep{marker};
     QProcess process;
     process.start(QStringLiteral(SPECULA_CLI),
                   QStringList{"check", "--problems", problems, "--samples", samples, "--timeout", "120"} + level);
     QVERIFY(process.waitForStarted());
+    // The reduced level's work directories of this checker (none with full isolation).
+    const QStringList work_dirs{"specula-run-" + QString::number(process.processId()) + "-*"};
     qsizetype running = 0;
     for (int i = 0; i < 400 && running < 2; ++i) {
       QThread::msleep(50);
@@ -216,8 +224,14 @@ class TestCliCheck : public QObject {
       QThread::msleep(50);
       remaining = processes_named(marker);
     }
-    for (int pid : remaining) kill(pid, SIGKILL);  // leave nothing behind, even on failure
     QCOMPARE(remaining.size(), qsizetype{0});
+    // Nor does the run's work directory outlive it, though its checker could not remove it.
+    qsizetype left = QDir("/tmp").entryList(work_dirs, QDir::Dirs | QDir::Hidden).size();
+    for (int i = 0; i < 100 && left > 0; ++i) {
+      QThread::msleep(50);
+      left = QDir("/tmp").entryList(work_dirs, QDir::Dirs | QDir::Hidden).size();
+    }
+    QCOMPARE(left, qsizetype{0});
   }
 
   void help_documents_exit_codes() {
