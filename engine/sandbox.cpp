@@ -170,7 +170,7 @@ void remove_work_directory(const std::string& path) {
 // (orphans of os.fork()) stays below it, and its death signal from the caller is catchable:
 // when the caller dies (the death signal is not inherited through fork, so the run's own
 // children would not get it) or the interpreter exits, it kills what the run left. With the
-// run's own uid that is every process of the uid (kill(-1), which spares the caller itself),
+// run's own uid that is every process of the uid (kill(-1), which spares the intermediate itself),
 // also ones that left the process group; otherwise the process group. When the caller is
 // gone it also removes the work directory. Never returns.
 [[noreturn]] void run_intermediate(const ChildPlan& plan, char* const* argv, char* const* envp,
@@ -231,11 +231,11 @@ void remove_work_directory(const std::string& path) {
     if (helper < 0) kill(0, SIGKILL);  // the directory stays, the processes do not
     while (true) pause();               // until the helper's kill
   }
-  // With the caller alive and no uid of its own, the caller kills the group after our exit.
-  if (!exited) {
+  if (!exited) {  // the caller is gone, or the run signalled us: the cleanup is ours
     remove_work_directory(plan.cwd);
     _exit(128 + SIGKILL);
   }
+  // Without a uid of its own, the caller kills the group after our exit.
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
