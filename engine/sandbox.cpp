@@ -7,6 +7,7 @@
 // Everything between fork and exec is a raw system call: the caller may be multithreaded.
 #include "sandbox.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/audit.h>
@@ -129,6 +130,115 @@ bool install_network_filter() {
 #endif
 }
 
+// Empties the directory open as `dir` and closes it, with raw system calls only (we are
+// after fork). Unlinking while reading moves entries, so it reads again until a pass
+// removes nothing. Deeper than 32 levels it gives up.
+void empty_directory(int dir, int depth) {
+  alignas(dirent64) char buffer[4096];
+  for (bool removed = true; removed;) {
+    removed = false;
+    lseek(dir, 0, SEEK_SET);
+    for (long n; (n = syscall(SYS_getdents64, dir, buffer, sizeof buffer)) > 0;) {
+      for (long at = 0; at < n;) {
+        const auto* entry = reinterpret_cast<const dirent64*>(buffer + at);
+        at += entry->d_reclen;
+        const char* name = entry->d_name;
+        if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+        if (unlinkat(dir, name, 0) == 0) {
+          removed = true;
+          continue;
+        }
+        if (errno != EISDIR || depth >= 32) continue;
+        const int sub = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) empty_directory(sub, depth + 1);
+        if (unlinkat(dir, name, AT_REMOVEDIR) == 0) removed = true;
+      }
+    }
+  }
+  close(dir);
+}
+
+// Removes the run's work directory when the caller, who would have, is gone.
+void remove_work_directory(const std::string& path) {
+  const int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir >= 0) empty_directory(dir, 0);
+  rmdir(path.c_str());
+}
+
+// The reduced level's intermediate process, between the caller and the interpreter: killing
+// it cannot reach the application. It is a child subreaper, so every process the run leaves
+// (orphans of os.fork()) stays below it, and its death signal from the caller is catchable:
+// when the caller dies (the death signal is not inherited through fork, so the run's own
+// children would not get it) or the interpreter exits, it kills what the run left. With the
+// run's own uid that is every process of the uid (kill(-1), which spares the intermediate itself),
+// also ones that left the process group; otherwise the process group. When the caller is
+// gone it also removes the work directory. Never returns.
+[[noreturn]] void run_intermediate(const ChildPlan& plan, char* const* argv, char* const* envp,
+                                   pid_t parent, int n_fds) {
+  constexpr int kDeathSignal = SIGTERM;
+  sigset_t awaited, previous;
+  sigemptyset(&awaited);
+  sigaddset(&awaited, SIGCHLD);
+  sigaddset(&awaited, kDeathSignal);
+  sigprocmask(SIG_BLOCK, &awaited, &previous);  // taken with sigwaitinfo below, never handled
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  prctl(PR_SET_PDEATHSIG, kDeathSignal);
+  if (getppid() != parent) _exit(127);  // the caller died before the death signal was armed
+
+  const pid_t me = getpid();
+  const pid_t interpreter = fork();
+  if (interpreter < 0) child_fail(2, "fork");
+  if (interpreter == 0) {
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != me) _exit(127);
+    if (plan.deny_network && !install_network_filter()) child_fail(2, "seccomp");
+    execve(argv[0], argv, envp);
+    child_fail(2, "exec");
+  }
+  for (int fd = 0; fd < n_fds; ++fd) close(fd);
+
+  // Wait for the interpreter's exit or the death signal, reaping orphans on the way.
+  int status = 0;
+  bool exited = false;
+  while (!exited) {
+    siginfo_t info;
+    if (sigwaitinfo(&awaited, &info) == kDeathSignal) break;
+    int child_status = 0;
+    for (pid_t done; (done = waitpid(-1, &child_status, WNOHANG)) > 0;)
+      if (done == interpreter) {
+        status = child_status;
+        exited = true;
+      }
+  }
+  if (plan.uid != 0) {
+    // Kill again before each wait: a process forking while the first kill went round is caught.
+    while (true) {
+      kill(-1, SIGKILL);
+      if (waitpid(-1, nullptr, 0) < 0 && errno != EINTR) break;  // ECHILD: none left
+    }
+  } else if (!exited) {
+    // Killing the group kills this process too, so a helper in a group of its own does it,
+    // then removes the work directory.
+    const pid_t group = getpgrp();
+    const pid_t helper = fork();
+    if (helper == 0) {
+      setpgid(0, 0);
+      kill(-group, SIGKILL);
+      remove_work_directory(plan.cwd);
+      _exit(0);
+    }
+    if (helper < 0) kill(0, SIGKILL);  // the directory stays, the processes do not
+    while (true) pause();               // until the helper's kill
+  }
+  if (!exited) {  // the caller is gone, or the run signalled us: the cleanup is ours
+    remove_work_directory(plan.cwd);
+    _exit(128 + SIGKILL);
+  }
+  // Without a uid of its own, the caller kills the group after our exit.
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 // Runs in the forked child; never returns.
 [[noreturn]] void exec_child(const ChildPlan& plan, char* const* argv, char* const* envp,
                              pid_t parent, int in_fd, int out_fd, int err_fd, int chan_fd) {
@@ -179,24 +289,7 @@ bool install_network_filter() {
   }
   if (!plan.cwd.empty() && chdir(plan.cwd.c_str()) != 0) child_fail(2, "chdir");
 
-  if (plan.intermediate) {
-    // The interpreter's parent is this process, not the caller: killing its parent
-    // cannot reach the application. We pass its end on like bubblewrap does.
-    const pid_t me = getpid();
-    const pid_t grandchild = fork();
-    if (grandchild < 0) child_fail(2, "fork");
-    if (grandchild == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != me) _exit(127);
-      if (plan.deny_network && !install_network_filter()) child_fail(2, "seccomp");
-      execve(argv[0], argv, envp);
-      child_fail(2, "exec");
-    }
-    for (int fd = 0; fd < 4 + n_files; ++fd) close(fd);
-    int status = 0;
-    while (waitpid(grandchild, &status, 0) < 0 && errno == EINTR) {}
-    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  }
+  if (plan.intermediate) run_intermediate(plan, argv, envp, parent, 4 + n_files);
   if (plan.deny_network && !install_network_filter()) child_fail(2, "seccomp");
   execve(argv[0], argv, envp);
   child_fail(2, "exec");
@@ -379,14 +472,19 @@ bool reachable_by_others(const fs::path& path) {
 }
 
 // Places for concurrent runs of this process; as root, place i runs as uid
-// kUidBase + 64 * pid + i, which no other live process of ours shares.
+// kUidBase + 64 * pid + i, which no other live process of ours shares. Places are taken in
+// turn, not lowest first: a killed run's processes may wait a moment to be reaped (by init,
+// when their parents died too) and would still count towards the next run's process limit
+// under the same uid.
 class RunSlots {
  public:
   int acquire() {
     std::unique_lock lock(mutex_);
     freed_.wait(lock, [this] { return ~busy_ != 0; });
-    const int slot = std::countr_one(busy_);
+    const std::uint64_t free_after = ~busy_ & ~((std::uint64_t{2} << last_) - 1);  // free places after last_ (none when 63)
+    const int slot = free_after != 0 ? std::countr_zero(free_after) : std::countr_one(busy_);
     busy_ |= std::uint64_t{1} << slot;
+    last_ = slot;
     return slot;
   }
   void release(int slot) {
@@ -401,6 +499,7 @@ class RunSlots {
   std::mutex mutex_;
   std::condition_variable freed_;
   std::uint64_t busy_ = 0;  // bit i: place i is taken
+  int last_ = 63;           // the place taken last; the next search starts after it
 };
 
 RunSlots& run_slots() {
@@ -562,8 +661,9 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
     a.insert(a.end(), {python_, "-I", "-B", main_file});
     plan.files = memfds;
   } else {
-    char dir_template[] = "/tmp/specula-run-XXXXXX";
-    if (!mkdtemp(dir_template)) throw SandboxError("cannot create a work directory");
+    // Named after this process, so that a process can tell its own runs from others'.
+    std::string dir_template = "/tmp/specula-run-" + std::to_string(getpid()) + "-XXXXXX";
+    if (!mkdtemp(dir_template.data())) throw SandboxError("cannot create a work directory");
     workdir = dir_template;
     for (const SandboxFile& f : files) {
       const std::string path = workdir + "/" + f.name;

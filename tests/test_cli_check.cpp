@@ -3,6 +3,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -10,6 +11,7 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <QtTest>
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -52,13 +54,18 @@ const std::string kProblems = kAdd +
     R"J({"task_id": "t/none", "prompt": "def f():\n", "test": "   ", "entry_point": "f"})J" "\n"
     R"J({"task_id": 11, "text": "Double a number.", "test_list": ["assert double(2) == 4"]})J" "\n";
 
-int processes_named(const QString& name) {
-  int count = 0;
+// The pids of live processes named `name` (a zombie is dead, only not yet reaped).
+QList<int> processes_named(const QString& name) {
+  QList<int> pids;
   for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-    QFile comm("/proc/" + pid + "/comm");
-    if (comm.open(QIODevice::ReadOnly) && comm.readAll().trimmed() == name.toUtf8()) ++count;
+    QFile comm("/proc/" + pid + "/comm"), stat("/proc/" + pid + "/stat");
+    if (!comm.open(QIODevice::ReadOnly) || comm.readAll().trimmed() != name.toUtf8()) continue;
+    if (!stat.open(QIODevice::ReadOnly)) continue;
+    const QByteArray fields = stat.readAll();  // "pid (comm) STATE ..."
+    const qsizetype close = fields.lastIndexOf(')');
+    if (close >= 0 && fields.mid(close + 2, 1) != "Z") pids.append(pid.toInt());
   }
-  return count;
+  return pids;
 }
 
 }  // namespace
@@ -161,29 +168,70 @@ class TestCliCheck : public QObject {
     QVERIFY2(o.err.contains("no usable problem"), qPrintable(o.err));
   }
 
-  // Killing the checker mid-run takes its runs with it (death signal, --die-with-parent).
+  void no_namespaces_selects_the_reduced_level() {
+    QTemporaryDir dir;
+    const QString problems = write_file(dir, "problems.jsonl", kAdd);
+    const QString samples = write_file(dir, "samples.jsonl", R"J({"task_id": "t/add", "completion": "    return a + b\n"})J" "\n");
+    const Outcome o = run_cli({"check", "--problems", problems, "--samples", samples, "--no-namespaces", "--json"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    const QJsonObject result = QJsonDocument::fromJson(o.out.toUtf8()).object();
+    QCOMPARE(result["isolation"].toString(), QString("reduced"));
+    QCOMPARE(result["results"].toArray()[0].toObject()["verdict"].toString(), QString("passed"));
+  }
+
+  // Killing the checker mid-run takes its runs with it, also a process the run forked
+  // (full: --die-with-parent and the pid namespace; reduced: the intermediate process).
+  void runs_die_with_the_checker_data() {
+    QTest::addColumn<QStringList>("level");
+    QTest::newRow("default level") << QStringList{};
+    QTest::newRow("reduced") << QStringList{"--no-namespaces"};
+    // As root with an interpreter an unprivileged uid can reach, each run has its own uid.
+    if (QFileInfo::exists("/usr/bin/python3"))
+      QTest::newRow("reduced, system python") << QStringList{"--no-namespaces", "--python", "/usr/bin/python3"};
+  }
+
   void runs_die_with_the_checker() {
+    QFETCH(QStringList, level);
+    // A name no other process has: ctest may run other suites' sandboxes at the same time.
+    const QString marker = "spx-o" + QString::number(QCoreApplication::applicationPid());
     QTemporaryDir dir;
     const QString problems = write_file(dir, "problems.jsonl", kProblems);
     const QString samples = write_file(dir, "samples.jsonl",
-        R"J({"task_id": "t/add", "completion": "    open('/proc/self/comm', 'w').write('spx-orphan')\n    import os, time\n    os.fork()\n    time.sleep(10**6)\n"})J" "\n");
+        R"J({"task_id": "t/add", "completion": "    open('/proc/self/comm', 'w').write(')J" + marker.toStdString() +
+            R"J(')\n    import os, time\n    os.fork()\n    time.sleep(10**6)\n"})J" "\n");
+    struct Sweep {  // leave nothing behind, also when a check fails
+      QString marker;
+      ~Sweep() {
+        for (int pid : processes_named(marker)) kill(pid, SIGKILL);
+      }
+    } sweep{marker};
     QProcess process;
-    process.start(QStringLiteral(SPECULA_CLI), {"check", "--problems", problems, "--samples", samples, "--timeout", "120"});
+    process.start(QStringLiteral(SPECULA_CLI),
+                  QStringList{"check", "--problems", problems, "--samples", samples, "--timeout", "120"} + level);
     QVERIFY(process.waitForStarted());
-    int running = 0;
+    // The reduced level's work directories of this checker (none with full isolation).
+    const QStringList work_dirs{"specula-run-" + QString::number(process.processId()) + "-*"};
+    qsizetype running = 0;
     for (int i = 0; i < 400 && running < 2; ++i) {
       QThread::msleep(50);
-      running = processes_named("spx-orphan");
+      running = processes_named(marker).size();
     }
-    QCOMPARE(running, 2);
+    QCOMPARE(running, qsizetype{2});
     process.kill();
     QVERIFY(process.waitForFinished());
-    int remaining = processes_named("spx-orphan");
-    for (int i = 0; i < 100 && remaining > 0; ++i) {
+    QList<int> remaining = processes_named(marker);
+    for (int i = 0; i < 100 && !remaining.isEmpty(); ++i) {
       QThread::msleep(50);
-      remaining = processes_named("spx-orphan");
+      remaining = processes_named(marker);
     }
-    QCOMPARE(remaining, 0);
+    QCOMPARE(remaining.size(), qsizetype{0});
+    // Nor does the run's work directory outlive it, though its checker could not remove it.
+    qsizetype left = QDir("/tmp").entryList(work_dirs, QDir::Dirs | QDir::Hidden).size();
+    for (int i = 0; i < 100 && left > 0; ++i) {
+      QThread::msleep(50);
+      left = QDir("/tmp").entryList(work_dirs, QDir::Dirs | QDir::Hidden).size();
+    }
+    QCOMPARE(left, qsizetype{0});
   }
 
   void help_documents_exit_codes() {

@@ -1,6 +1,8 @@
 // The sandbox against hostile completions: each gets the right verdict within its limit
 // + 2 s, planted files stay untouched, the listener sees no connection, and no process of
 // the run remains afterwards. Also the verdicts of ordinary programs and per-assert counts.
+// Other processes may run sandboxes at the same time (ctest runs suites in parallel): every
+// check counts only this process's runs, by a process name and work directories of its own.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,6 +11,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QtTest>
@@ -24,7 +27,11 @@ Q_DECLARE_METATYPE(specula::Verdict)
 namespace {
 
 constexpr double kLimit = 2.0;  // wall-clock limit of every run here
-const char* const kMarker = "spx-hostile";  // the process name every hostile program takes
+// The process name every hostile program takes: unique to this test process (at most 15
+// characters, the kernel's limit).
+const std::string kMarker = "spx-h" + std::to_string(getpid());
+// The prefix of this process's reduced-level work directories (see Sandbox::run).
+const QString kOwnRuns = "specula-run-" + QString::number(getpid()) + "-";
 
 const std::string kPrompt = "def add(a, b):\n    \"\"\"Adds two numbers.\"\"\"\n";
 const std::string kTest = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n";
@@ -39,13 +46,17 @@ QString read_file(const QString& path) {
   return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QStringLiteral("<missing>");
 }
 
-// Processes still carrying the hostile programs' name.
+// Live processes still carrying this process's hostile programs' name (a zombie is dead,
+// only not yet reaped).
 int marked_processes() {
   int count = 0;
   for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
     bool numeric = false;
     pid.toInt(&numeric);
-    if (numeric && read_file("/proc/" + pid + "/comm").trimmed() == kMarker) ++count;
+    if (!numeric || read_file("/proc/" + pid + "/comm").trimmed() != QString::fromStdString(kMarker)) continue;
+    const QString stat = read_file("/proc/" + pid + "/stat");  // "pid (comm) STATE ..."
+    const qsizetype close = stat.lastIndexOf(')');
+    if (close >= 0 && stat.mid(close + 2, 1) != "Z") ++count;
   }
   return count;
 }
@@ -58,10 +69,14 @@ class TestSandbox : public QObject {
  private:
   std::unique_ptr<Sandbox> full_;
   std::unique_ptr<Sandbox> reduced_;
+  // Reduced too, with the system's interpreter, which an unprivileged uid can reach: as root
+  // its runs get their own uid (the default one may live where that uid cannot go).
+  std::unique_ptr<Sandbox> reduced_system_;
   QTemporaryDir planted_dir_;  // a directory outside any work directory
   QString planted_home_;       // a file planted in $HOME
   QString planted_tmp_;        // a file planted in /tmp
   QString secret_;             // a file with content no run may read
+  QString decoy_run_;          // a work directory as another process's run would leave it
   int listener_ = -1;
   int port_ = 0;
 
@@ -79,6 +94,10 @@ class TestSandbox : public QObject {
       SandboxOptions reduced;
       reduced.use_namespaces = false;
       reduced_ = std::make_unique<Sandbox>(reduced);
+      if (QFileInfo::exists("/usr/bin/python3")) {
+        reduced.python = "/usr/bin/python3";
+        reduced_system_ = std::make_unique<Sandbox>(reduced);
+      }
     } catch (const SandboxError& e) {
       QFAIL(e.what());
     }
@@ -95,6 +114,9 @@ class TestSandbox : public QObject {
       f.close();
       QVERIFY(f.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner));
     }
+    // Pid 0 is no process's: this stands for another process's run in progress.
+    decoy_run_ = "/tmp/specula-run-0-decoy" + tag;
+    QVERIFY(QDir().mkpath(decoy_run_));
     listener_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     QVERIFY(listener_ >= 0);
     sockaddr_in address{};
@@ -112,11 +134,12 @@ class TestSandbox : public QObject {
     QFile::remove(planted_tmp_);
     QFile::remove(QDir::home().filePath(".specula-new-file"));
     QFile::remove("/tmp/specula-new-file");
+    QDir().rmdir(decoy_run_);
     if (listener_ >= 0) close(listener_);
   }
 
   void hostile_data() {
-    QTest::addColumn<bool>("reduced");
+    QTest::addColumn<QString>("level");  // "full", "reduced", "reduced, system python"
     QTest::addColumn<QString>("completion");
     QTest::addColumn<specula::Verdict>("expected");
     QTest::addColumn<bool>("needs_process_limit");
@@ -169,20 +192,22 @@ class TestSandbox : public QObject {
     };
     for (const Case& c : cases) {
       const QString completion = QString::fromStdString(hostile_program(c.body));
-      QTest::newRow((std::string("full: ") + c.name).c_str()) << false << completion << c.full << c.full_needs_limit;
-      if (c.reduced_too)
-        QTest::newRow((std::string("reduced: ") + c.name).c_str())
-            << true << completion << c.reduced << c.reduced_needs_limit;
+      QTest::newRow((std::string("full: ") + c.name).c_str()) << "full" << completion << c.full << c.full_needs_limit;
+      if (!c.reduced_too) continue;
+      for (const char* level : {"reduced", "reduced, system python"})
+        QTest::newRow((std::string(level) + ": " + c.name).c_str())
+            << level << completion << c.reduced << c.reduced_needs_limit;
     }
   }
 
   void hostile() {
-    QFETCH(bool, reduced);
+    QFETCH(QString, level);
     QFETCH(QString, completion);
     QFETCH(specula::Verdict, expected);
     QFETCH(bool, needs_process_limit);
-    const Sandbox& sandbox = reduced ? *reduced_ : *full_;
-    if (!reduced && sandbox.isolation() != Isolation::Full)
+    if (level == "reduced, system python" && !reduced_system_) QSKIP("no /usr/bin/python3");
+    const Sandbox& sandbox = level == "full" ? *full_ : level == "reduced" ? *reduced_ : *reduced_system_;
+    if (level == "full" && sandbox.isolation() != Isolation::Full)
       QSKIP(("full isolation unavailable: " + sandbox.isolation_note()).c_str());
     if (needs_process_limit && !sandbox.limits_processes())
       QSKIP(("processes are not limited here: " + sandbox.isolation_note()).c_str());
@@ -213,8 +238,20 @@ class TestSandbox : public QObject {
       remaining = marked_processes();
     }
     QCOMPARE(remaining, 0);
-    // The reduced level's host work directories are gone too.
-    QCOMPARE(QDir("/tmp").entryList({"specula-run-*"}, QDir::Dirs | QDir::Hidden).size(), 0);
+    // The reduced level's host work directories are gone too (another's run is not ours).
+    QCOMPARE(QDir("/tmp").entryList({kOwnRuns + "*"}, QDir::Dirs | QDir::Hidden).size(), 0);
+    QVERIFY(QFileInfo::exists(decoy_run_));
+  }
+
+  // A reduced run works in a host directory named after the process that started it.
+  void reduced_work_directory_names_its_process() {
+    SandboxLimits limits;
+    limits.wall_seconds = 10.0;
+    const SandboxRun r = reduced_->run({{"cwd.py", "import os\nprint(os.getcwd())\n"}}, "cwd.py", {}, limits);
+    QCOMPARE(r.exit_code, 0);
+    const QString cwd = QString::fromStdString(r.out).trimmed();
+    QVERIFY2(cwd.startsWith("/tmp/" + kOwnRuns), qPrintable(cwd));
+    QVERIFY2(!QFileInfo::exists(cwd), "the work directory outlived its run");
   }
 
   void verdicts_of_ordinary_programs() {

@@ -27,6 +27,7 @@ struct CheckOptions {
   double timeout = 10.0;
   int jobs = 0;
   bool json = false;
+  bool no_namespaces = false;
 };
 
 void run_check(const CheckOptions& options) {
@@ -61,7 +62,7 @@ void run_check(const CheckOptions& options) {
   }
   if (rows.empty()) throw CommandFailed("no usable sample in '" + options.samples + "'", kExitUnreadable);
 
-  const std::unique_ptr<Sandbox> sandbox = open_sandbox(options.python);
+  const std::unique_ptr<Sandbox> sandbox = open_sandbox(options.python, !options.no_namespaces);
   SandboxLimits limits;
   limits.wall_seconds = options.timeout;
   TestRunner runner(*sandbox, limits, options.jobs);
@@ -131,6 +132,8 @@ void add_check_command(CLI::App& app) {
   check->add_option("--jobs,-j", options->jobs, "Concurrent test runs (0: one per hardware thread)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   check->add_option("--python", options->python, "Python interpreter (path or name on PATH; default python3)");
+  check->add_flag("--no-namespaces", options->no_namespaces,
+                  "Use the reduced isolation level (no bubblewrap; see docs/sandbox.md)");
   check->add_flag("--json", options->json, "Print one JSON object: results, pass_at_k, isolation");
   check->footer(
       "Exit codes:\n"

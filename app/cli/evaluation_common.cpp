@@ -10,10 +10,11 @@ void report_load_issues(const std::string& file, const std::vector<LoadIssue>& i
   for (const LoadIssue& issue : issues) std::fprintf(stderr, "%s:%d: %s\n", file.c_str(), issue.line, issue.message.c_str());
 }
 
-std::unique_ptr<Sandbox> open_sandbox(const std::string& python) {
+std::unique_ptr<Sandbox> open_sandbox(const std::string& python, bool use_namespaces) {
   try {
     SandboxOptions options;
     options.python = python;
+    options.use_namespaces = use_namespaces;
     return std::make_unique<Sandbox>(options);
   } catch (const SandboxError& e) {
     throw CommandFailed(e.what(), kExitNoPython);

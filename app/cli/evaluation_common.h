@@ -20,9 +20,10 @@ constexpr int kExitNoPython = 5;    // the Python interpreter is missing or does
 // Each issue as FILE:LINE: MESSAGE on stderr.
 void report_load_issues(const std::string& file, const std::vector<LoadIssue>& issues);
 
-// The sandbox running `python` ("" = python3 on PATH). Throws CommandFailed (kExitNoPython)
-// when the interpreter is missing or does not run.
-std::unique_ptr<Sandbox> open_sandbox(const std::string& python);
+// The sandbox running `python` ("" = python3 on PATH), with namespaces where they work unless
+// `use_namespaces` is false (the reduced level). Throws CommandFailed (kExitNoPython) when
+// the interpreter is missing or does not run.
+std::unique_ptr<Sandbox> open_sandbox(const std::string& python, bool use_namespaces = true);
 
 // {"pass@1": ..., "pass@5": ...}
 nlohmann::json pass_at_k_json(const std::vector<std::pair<int, double>>& values);
