@@ -68,7 +68,8 @@ QString oracle_block(const QString& path, int n) {
   return end < 0 ? QString() : all.mid(begin, end - begin);
 }
 
-// llama2.c's generate loop with the argmax taken on the device.
+// llama2.c's generate loop with the argmax taken on the device: the oracle's texts hold
+// `steps` tokens after BOS (as tests/test_stories260k_greedy.cpp reads them).
 std::string greedy(const Model& model, Backend& backend, const std::string& prompt, int steps) {
   const Tokenizer& tokenizer = *model.tokenizer;
   std::vector<int32_t> tokens;
@@ -78,7 +79,7 @@ std::string greedy(const Model& model, Backend& backend, const std::string& prom
   RaggedBatch batch;
   batch.add(seq, tokens, false);
   std::vector<int32_t> next;
-  while (static_cast<int>(tokens.size()) < steps) {
+  while (static_cast<int>(tokens.size()) < steps + 1) {
     backend.forward_argmax(model, *cache, batch, next);
     if (next.at(0) == tokenizer.bos()) break;
     tokens.push_back(next[0]);
