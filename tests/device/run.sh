@@ -9,8 +9,17 @@
 # executables that tests/device/pack.sh left in .device-bin/ instead of building.
 # Reference data (stories260K): SPECULA_SHARED_DIR, else .device-data/ (what pack.sh
 # copies there), else ../shared; without any, the stories260K checks skip and say so.
-# Logs go to the build directory, and to $OUT as well when that is set.
+# Logs go to the build directory, and to $OUT as well when that is set. Every step's
+# time limit is cut to what is left of DEVICE_CHECKS_DEADLINE_S (360 s from the start), so
+# a hang costs the timings, not the results before it.
 set -uo pipefail
+deadline=${DEVICE_CHECKS_DEADLINE_S:-360}
+# the smaller of $1 seconds and what is left before the deadline (at least 10)
+limit() {
+  local left=$((deadline - SECONDS))
+  [ $left -lt 10 ] && left=10
+  echo $((left < $1 ? left : $1))
+}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-device}
 arch=${CUDA_ARCH:-90-real}
@@ -79,7 +88,7 @@ failed=0
 summary=()
 for t in "${tests[@]}"; do
   exe=$(bin_of "$t")
-  QT_QPA_PLATFORM=offscreen timeout 180 "$exe" > "$build/$t.log" 2>&1
+  QT_QPA_PLATFORM=offscreen timeout "$(limit 120)" "$exe" > "$build/$t.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] && failed=1
   # failures and skips with their reasons, then the totals
@@ -96,10 +105,10 @@ fi
 
 echo "== timings"
 # the session's own decoder (logits copied to the host every step) at forced acceptance
-timeout 120 "$(bin_of specula-cli)" bench-spec --device cuda --random 7b --type f16 --n 1,8,16 \
+timeout "$(limit 120)" "$(bin_of specula-cli)" bench-spec --device cuda --random 7b --type f16 --n 1,8,16 \
   --drafters layers:4 --policies fixed:4 --temps 0 --alpha 0.8 --max-tokens 64 > "$build/bench-spec.log" 2>&1
 spec_rc=$?
-timeout 240 "$(bin_of bench_cuda)" > "$build/bench.log" 2>&1
+timeout "$(limit 240)" "$(bin_of bench_cuda)" > "$build/bench.log" 2>&1
 bench_rc=$?
 [ -n "${OUT:-}" ] && cp "$build"/*.log "$OUT/" 2> /dev/null
 
