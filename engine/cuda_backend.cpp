@@ -37,7 +37,11 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) check(cudaMalloc(&data_, bytes), "cudaMalloc");
+    if (bytes == 0) return;
+    if (const cudaError_t status = cudaMalloc(&data_, bytes); status != cudaSuccess) {
+      cudaGetLastError();  // clear it, so the next launch check does not report it again
+      check(status, ("allocating " + std::to_string(bytes >> 20) + " MiB of device memory").c_str());
+    }
   }
   DeviceBuffer(DeviceBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}

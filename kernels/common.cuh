@@ -102,12 +102,14 @@ __device__ int block_argmax(F value, int n, float* scratch_v, int* scratch_i) {
 // Inverse-CDF draw over f(0..n-1) >= 0: the first index whose running sum exceeds
 // u * total, or -1 when the total is zero. Thread t sums its own contiguous chunk; thread 0
 // scans the chunk sums; the thread whose chunk holds the target walks it. Deterministic.
-// `sums` holds blockDim.x floats, `result` 3 ints.
+// The sums are in double, as the CPU sampler's are: in float their rounding (about 1e-7 of
+// the total) would move the draw to a neighbouring token whenever the target falls that
+// close to a boundary. `sums` holds blockDim.x + 1 doubles, `result` 2 ints.
 template <typename F>
-__device__ int block_draw(F value, int n, float u, float* sums, int* result) {
+__device__ int block_draw(F value, int n, float u, double* sums, int* result) {
   const int chunk = (n + blockDim.x - 1) / blockDim.x;
   const int begin = min(n, static_cast<int>(threadIdx.x) * chunk), end = min(n, begin + chunk);
-  float local = 0.0f;
+  double local = 0.0;
   int last_nonzero = -1;
   for (int i = begin; i < end; ++i) {
     const float v = value(i);
@@ -121,21 +123,21 @@ __device__ int block_draw(F value, int n, float u, float* sums, int* result) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    float running = 0.0f;
+    double running = 0.0;
     for (unsigned t = 0; t < blockDim.x; ++t) {
-      const float s = sums[t];
+      const double s = sums[t];
       sums[t] = running;
       running += s;
     }
-    result[2] = __float_as_int(running);
+    sums[blockDim.x] = running;
   }
   __syncthreads();
   atomicMax(&result[1], last_nonzero);
-  const float total = __int_as_float(result[2]);
-  const float target = u * total;
-  const float before = sums[threadIdx.x];
-  if (local > 0.0f && target >= before && target < before + local) {
-    float running = before;
+  const double total = sums[blockDim.x];
+  const double target = static_cast<double>(u) * total;
+  const double before = sums[threadIdx.x];
+  if (local > 0.0 && target >= before && target < before + local) {
+    double running = before;
     int pick = last_nonzero;
     for (int i = begin; i < end; ++i) {
       running += value(i);
@@ -147,7 +149,7 @@ __device__ int block_draw(F value, int n, float u, float* sums, int* result) {
     result[0] = pick;
   }
   __syncthreads();
-  const int drawn = total > 0.0f ? (result[0] >= 0 ? result[0] : result[1]) : -1;
+  const int drawn = total > 0.0 ? (result[0] >= 0 ? result[0] : result[1]) : -1;
   __syncthreads();  // result may be reused by the caller
   return drawn;
 }

@@ -14,8 +14,8 @@ namespace {
 
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* probs, int vocab, const float* uniforms, int32_t* out) {
-  __shared__ float sums[kThreads];
-  __shared__ int result[3];
+  __shared__ double sums[kThreads + 1];
+  __shared__ int result[2];
   const float* p = probs + static_cast<int64_t>(blockIdx.x) * vocab;
   const int drawn = block_draw([&](int i) { return p[i]; }, vocab, uniforms[blockIdx.x], sums, result);
   if (threadIdx.x == 0) out[blockIdx.x] = max(drawn, 0);
@@ -24,8 +24,8 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     verify_kernel(const float* target_probs, const float* draft_probs, const int32_t* draft_tokens, int vocab,
                   const float* u_accept, const float* u_residual, int32_t* accepted, int32_t* residual) {
-  __shared__ float sums[kThreads];
-  __shared__ int result[3];
+  __shared__ double sums[kThreads + 1];
+  __shared__ int result[2];
   const int r = blockIdx.x;
   const float* p = target_probs + static_cast<int64_t>(r) * vocab;
   const float* q = draft_probs + static_cast<int64_t>(r) * vocab;

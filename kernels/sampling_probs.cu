@@ -71,7 +71,9 @@ __global__ void __launch_bounds__(kThreads)
     // the nucleus is measured against the whole distribution, as the CPU sampler does; when
     // the top-k set holds less than top_p of it, no threshold above 0 qualifies and the
     // top-k set stays
-    const float goal = fmaxf(top_p[r] * mass_from(0), FLT_MIN);
+    float total = 0.0f;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) total += p[i];
+    const float goal = fmaxf(top_p[r] * block_sum(total, scratch), FLT_MIN);
     keep_from = max(keep_from, bisect_threshold(mass_from, goal));
   }
   if (min_p[r] > 0.0f) keep_from = max(keep_from, __float_as_uint(min_p[r]));  // max is 1

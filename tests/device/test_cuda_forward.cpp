@@ -53,7 +53,8 @@ std::vector<std::vector<float>> ragged_steps(Backend& backend, const Model& mode
   return out;
 }
 
-// llama2.c's generate loop with the argmax taken on the device.
+// llama2.c's generate loop with the argmax taken on the device: the oracle's texts hold
+// `steps` tokens after BOS (as tests/test_stories260k_greedy.cpp reads them).
 std::string greedy(const Model& model, Backend& backend, const std::string& prompt, int steps) {
   const Tokenizer& tokenizer = *model.tokenizer;
   std::vector<int32_t> tokens;
@@ -63,7 +64,7 @@ std::string greedy(const Model& model, Backend& backend, const std::string& prom
   RaggedBatch batch;
   batch.add(seq, tokens, false);
   std::vector<int32_t> next;
-  while (static_cast<int>(tokens.size()) < steps) {
+  while (static_cast<int>(tokens.size()) < steps + 1) {
     backend.forward_argmax(model, *cache, batch, next);
     if (next.at(0) == tokenizer.bos()) break;
     tokens.push_back(next[0]);
@@ -106,12 +107,14 @@ class TestCudaForward : public QObject {
     QTest::addColumn<int>("type");
     QTest::addColumn<bool>("invariant");
     QTest::addColumn<double>("bound");
-    // f16/bf16: the device rounds every product's input to the weights' type, the CPU does not
+    // f16/bf16: the device rounds every product's input to the weights' type, the CPU does not.
+    // q8_0: the CPU rounds the activations of those products to 8 bits (its logits are 1.9e-2
+    // from f32 products with the same weights), the device expands the weights to fp16.
     QTest::newRow("f32 cublas") << static_cast<int>(TensorType::F32) << false << 1e-4;
     QTest::newRow("f32 invariant") << static_cast<int>(TensorType::F32) << true << 1e-4;
     QTest::newRow("f16 cublas") << static_cast<int>(TensorType::F16) << false << 1e-2;
     QTest::newRow("bf16 invariant") << static_cast<int>(TensorType::BF16) << true << 5e-2;
-    QTest::newRow("q8_0 as f16") << static_cast<int>(TensorType::Q8_0) << false << 1e-2;
+    QTest::newRow("q8_0 as f16") << static_cast<int>(TensorType::Q8_0) << false << 5e-2;
   }
   void logitsMatchTheCpuBackend() {
     SPECULA_REQUIRE_GPU();

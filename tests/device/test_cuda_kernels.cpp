@@ -291,11 +291,12 @@ class TestCudaKernels : public QObject {
     std::mt19937 rng(11);
     const int vocab = 5000;
     // (temperature, top_k, top_p, min_p) per row
-    // the last row's top-k set holds less than top_p of the mass: the top-k set stays
-    const std::vector<float> temperature{0.0f, 1.0f, 0.7f, 1.3f, 0.8f, 1.0f, 0.5f, 2.0f};
-    const std::vector<int32_t> top_k{0, 0, 50, 0, 0, 1, 40, 5};
-    const std::vector<float> top_p{1.0f, 1.0f, 1.0f, 0.9f, 1.0f, 1.0f, 0.5f, 0.95f};
-    const std::vector<float> min_p{0.0f, 0.0f, 0.0f, 0.0f, 0.05f, 0.0f, 0.1f, 0.0f};
+    // row 7's top-k set holds less than top_p of the mass: the top-k set stays; row 8's holds
+    // 65% of it: the nucleus (8 tokens) is half of the whole mass, not half of the top-k set's
+    const std::vector<float> temperature{0.0f, 1.0f, 0.7f, 1.3f, 0.8f, 1.0f, 0.5f, 2.0f, 0.7f};
+    const std::vector<int32_t> top_k{0, 0, 50, 0, 0, 1, 40, 5, 20};
+    const std::vector<float> top_p{1.0f, 1.0f, 1.0f, 0.9f, 1.0f, 1.0f, 0.5f, 0.95f, 0.5f};
+    const std::vector<float> min_p{0.0f, 0.0f, 0.0f, 0.0f, 0.05f, 0.0f, 0.1f, 0.0f, 0.0f};
     const int rows = static_cast<int>(temperature.size());
     const std::vector<float> logits = random_floats(static_cast<size_t>(vocab) * rows, rng, 2.5f);
     Device<float> d_logits(logits), d_t(temperature), d_p(top_p), d_min(min_p), probs(static_cast<size_t>(vocab) * rows);
