@@ -65,6 +65,14 @@ class TestCliGenerate : public QObject {
     const QJsonObject t = o["totals"].toObject();
     for (const char* key : {"wall_s", "tokens_per_s", "ms_per_token_per_seq", "acceptance_rate", "target_forwards"}) QVERIFY2(t.contains(key), key);
     QVERIFY(t["target_forwards"].toInt() >= 2);
+    int generated = 0;
+    for (const auto& v : candidates) generated += v.toObject()["tokens"].toInt();
+    QCOMPARE(t["generated_tokens"].toInt(), generated);
+    QVERIFY(t["draft_forwards"].toInt() >= 1);  // the layers:3 draft ran
+    QVERIFY(t["steps"].toInt() >= 1);
+    QVERIFY(t["steps"].toInt() < t["target_forwards"].toInt());  // the prefill is a forward, not a step
+    QVERIFY(t["prompt_tokens"].toInt() >= 2);                      // BOS and "Zoo"
+    QVERIFY(t["peak_kv_blocks"].toInt() >= 1);
   }
 
   void badArguments_data() {

@@ -62,7 +62,13 @@ nlohmann::json to_json(const SessionResult& r, int n) {
                    {"tokens_per_s", t.tokens_per_second()},
                    {"ms_per_token_per_seq", t.ms_per_token_per_sequence(n)},
                    {"acceptance_rate", t.acceptance_rate()},
-                   {"target_forwards", t.target_forwards}};
+                   {"target_forwards", t.target_forwards},
+                   {"target_tokens", t.target_tokens},
+                   {"draft_forwards", t.draft_forwards},
+                   {"steps", t.steps},
+                   {"prompt_tokens", t.prompt_tokens},
+                   {"generated_tokens", t.generated_tokens},
+                   {"peak_kv_blocks", t.peak_blocks}};
   return out;
 }
 
