@@ -5,7 +5,7 @@ as GGUF expects, so wq and wk are written without permutation. The classifier is
 the embedding, so no output.weight tensor is written. Matrices are F16 or F32 as asked;
 norm weights are always F32.
 
-    python3 export_gguf.py --name target_tasks --type f16 --out ../../resources/models/specula-demo-target.gguf
+    python3 export_gguf.py --name target --type f16 --out ../../resources/models/specula-demo-target.gguf
 """
 import argparse
 import os

@@ -5,7 +5,7 @@ sees exactly the batches an uninterrupted run would. Checkpoints hold the weight
 state and step; the latest is work/<name>/ckpt.pt, and training resumes from it when present.
 A second stage starts from another run's weights (--init) with its own schedule and mixture.
 
-    python3 train.py --name target --dim 192 --layers 4 --heads 6 --kv-heads 2 --hidden 512 --steps 600
+    python3 train.py --name target --dim 256 --layers 4 --heads 8 --kv-heads 2 --hidden 688 --steps 3000
 """
 import argparse
 import json
