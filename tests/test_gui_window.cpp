@@ -271,6 +271,25 @@ class GuiWindowTest : public QObject {
     QCOMPARE(window->findChild<QComboBox*>("deviceCombo")->currentIndex(), 1);
   }
 
+  // A draft model given with the target (as the demo pair is) selects the "draft model"
+  // drafter; loading the same draft again keeps the drafter the user has chosen since.
+  void newDraftModelSelectsItsDrafter() {
+    QTemporaryDir dir;
+    const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
+    const QString draft = writeFile(dir, "draft.gguf", FakeEngine::kMagic);
+    auto window = makeWindow();
+    auto* drafter = window->findChild<QComboBox*>("drafterCombo");
+    QCOMPARE(drafter->currentData().toString(), QString("ngram"));
+    window->loadModels(model, {}, draft);
+    QCOMPARE(drafter->currentData().toString(), QString("model"));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+
+    drafter->setCurrentIndex(drafter->findData("none"));
+    window->loadModels(model, {}, draft);
+    QCOMPARE(drafter->currentData().toString(), QString("none"));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+  }
+
   void killedProcessLosesNoPrompt() {
     QProcess child;
     child.start(QCoreApplication::applicationFilePath(), {"crash-child"});

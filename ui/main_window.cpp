@@ -317,6 +317,10 @@ void MainWindow::loadModels(const QString& target, const QString& tokenizer, con
   model_picker_->setPath(target);
   tokenizer_picker_->setPath(tokenizer);
   draft_picker_->setPath(draft);
+  // A draft model given anew (on the command line, by the demo pair, in its picker) is there
+  // to be used; reloading the same one keeps whatever drafter the user has chosen since.
+  if (!draft.isEmpty() && draft != loaded_draft_) drafter_->setCurrentIndex(drafter_->findData("model"));
+  loaded_draft_ = draft;
   loading_ = true;
   model_loaded_ = false;
   message_bar_->hide();

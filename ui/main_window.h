@@ -105,6 +105,7 @@ class MainWindow : public QMainWindow {
   FilePicker* model_picker_;
   FilePicker* tokenizer_picker_;
   FilePicker* draft_picker_;
+  QString loaded_draft_;  // the draft model of the last load request
   QSpinBox* candidates_;
   QDoubleSpinBox* temperature_;
   QDoubleSpinBox* top_p_;
