@@ -1,18 +1,34 @@
-"""The demo draft's acceptance rate against the demo target on the demo problems, via specula-cli.
+"""The demo draft against the demo target on the demo problems, through specula-cli: acceptance
+rate, and the speed-up of `-d draft` over `--draft none`.
 
-Runs `specula-cli generate` (one candidate, code stops, drafter `model`, policy `adaptive`)
-on every prompt of resources/problems/demo.jsonl and sums the draft tokens proposed and
-accepted, once per temperature.
+Runs `specula-cli generate` (a thread per core, code stops, drafter `model`, policy `adaptive`, at most
+--max-tokens new tokens) on every prompt of resources/problems/demo.jsonl.
 
-    python3 tools/train/acceptance.py --cli build/app/specula-cli --temps 0 0.8
+- Acceptance: one candidate per prompt; draft tokens accepted / proposed, summed over prompts.
+- Speed (--speed): for each N and temperature, every prompt once with the draft and once
+  without, one after the other, repeated --repeats times; each run's rate is the generated
+  tokens of all prompts over their summed decoding time (`wall_s`, model loading excluded),
+  and a configuration reports its median run.
+
+    python3 tools/train/acceptance.py --temps 0 0.8 --speed --n 1 4 8 --repeats 3
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def generate(options, prompt, temp, n, drafter):
+    command = [options.cli, "generate", "-p", prompt, "--temp", str(temp), "-n", str(n),
+               "--code-stops", "--max-tokens", str(options.max_tokens), "--json",
+               "--seed", str(options.seed)]
+    command += ["--draft", "none"] if drafter == "none" else ["--draft-policy", "adaptive"]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
 
 
 def main():
@@ -22,6 +38,9 @@ def main():
     parser.add_argument("--temps", type=float, nargs="+", default=[0.0, 0.8])
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--speed", action="store_true", help="also measure the speed-up")
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
 
     with open(options.problems, encoding="utf-8") as lines:
@@ -29,16 +48,36 @@ def main():
     for temp in options.temps:
         accepted = proposed = 0
         for prompt in prompts:
-            result = subprocess.run(
-                [options.cli, "generate", "-p", prompt, "--temp", str(temp), "-n", "1",
-                 "--code-stops", "--max-tokens", str(options.max_tokens), "--json",
-                 "--seed", str(options.seed), "--draft-policy", "adaptive"],
-                capture_output=True, text=True, check=True)
-            for candidate in json.loads(result.stdout)["candidates"]:
+            for candidate in generate(options, prompt, temp, 1, "model")["candidates"]:
                 accepted += candidate["accepted"]
                 proposed += candidate["proposed"]
         print(f"T = {temp}: {accepted} of {proposed} draft tokens accepted "
-              f"({accepted / max(1, proposed):.2f}) on {len(prompts)} prompts")
+              f"({accepted / max(1, proposed):.2f}) on {len(prompts)} prompts", flush=True)
+    if not options.speed:
+        return
+
+    print("| T | N | tokens/s, --draft none | tokens/s, -d draft | acceptance | speed-up |")
+    print("|---|---|---|---|---|---|")
+    for temp in options.temps:
+        for n in options.n:
+            rates = {"none": [], "model": []}
+            accepted = proposed = 0
+            for _ in range(options.repeats):
+                tokens = {"none": 0, "model": 0}
+                seconds = {"none": 0.0, "model": 0.0}
+                for prompt in prompts:
+                    for drafter in ("none", "model"):
+                        result = generate(options, prompt, temp, n, drafter)
+                        tokens[drafter] += result["totals"]["generated_tokens"]
+                        seconds[drafter] += result["totals"]["wall_s"]
+                        if drafter == "model":
+                            accepted += sum(c["accepted"] for c in result["candidates"])
+                            proposed += sum(c["proposed"] for c in result["candidates"])
+                for drafter in rates:
+                    rates[drafter].append(tokens[drafter] / seconds[drafter])
+            none, model = statistics.median(rates["none"]), statistics.median(rates["model"])
+            print(f"| {temp} | {n} | {none:.0f} | {model:.0f} | {accepted / max(1, proposed):.2f} "
+                  f"| {model / none:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":
