@@ -54,6 +54,18 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+// (best, index) of the warp's largest value, the lowest index on ties, in every lane.
+__device__ inline void warp_argmax(float& best, int& index) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, best, o);
+    const int other_index = __shfl_xor_sync(0xffffffffu, index, o);
+    if (other > best || (other == best && other_index < index)) {
+      best = other;
+      index = other_index;
+    }
+  }
+}
+
 // Index of the largest of f(0..n-1) over the block, the lowest index on ties; every thread
 // gets it. `scratch_v` and `scratch_i` hold 32 entries each.
 template <typename F>
@@ -67,14 +79,7 @@ __device__ int block_argmax(F value, int n, float* scratch_v, int* scratch_i) {
       index = i;
     }
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, index, o);
-    if (ov > best || (ov == best && oi < index)) {
-      best = ov;
-      index = oi;
-    }
-  }
+  warp_argmax(best, index);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __syncthreads();
   if (lane == 0) {
@@ -85,14 +90,7 @@ __device__ int block_argmax(F value, int n, float* scratch_v, int* scratch_i) {
   if (warp == 0) {
     best = lane < static_cast<int>(blockDim.x / 32) ? scratch_v[lane] : -INFINITY;
     index = lane < static_cast<int>(blockDim.x / 32) ? scratch_i[lane] : n;
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, index, o);
-      if (ov > best || (ov == best && oi < index)) {
-        best = ov;
-        index = oi;
-      }
-    }
+    warp_argmax(best, index);
     if (lane == 0) scratch_i[0] = index;
   }
   __syncthreads();
