@@ -5,8 +5,8 @@
 #include <cstring>
 #include <random>
 
-#include "backend.h"
-#include "random_model.h"
+#include "compute/backend.h"
+#include "model/random_model.h"
 
 using namespace specula;
 

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "problems.h"
+#include "eval/problems.h"
 #include "shared_data.h"
 
 namespace {

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "cpu_kernels.h"
-#include "tensor.h"
-#include "thread_pool.h"
+#include "compute/cpu_kernels.h"
+#include "model/tensor.h"
+#include "compute/thread_pool.h"
 
 using namespace specula;
 

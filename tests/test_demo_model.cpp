@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backend.h"
-#include "model.h"
+#include "compute/backend.h"
+#include "model/model.h"
 
 using namespace specula;
 using nlohmann::json;

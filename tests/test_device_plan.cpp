@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "batch.h"
-#include "device_plan.h"
-#include "kv_cache.h"
+#include "compute/batch.h"
+#include "compute/device_plan.h"
+#include "compute/kv_cache.h"
 
 using namespace specula;
 

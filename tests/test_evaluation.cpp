@@ -8,8 +8,8 @@
 #include <memory>
 #include <thread>
 
-#include "evaluation.h"
-#include "problems.h"
+#include "eval/evaluation.h"
+#include "eval/problems.h"
 #include "shared_data.h"
 
 using namespace specula;

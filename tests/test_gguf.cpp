@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
-#include "model.h"
-#include "safetensors.h"
+#include "model/gguf.h"
+#include "model/model.h"
+#include "model/safetensors.h"
 #include "shared_data.h"
 
 using namespace specula;

@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "batch.h"
-#include "kv_cache.h"
+#include "compute/batch.h"
+#include "compute/kv_cache.h"
 
 using namespace specula;
 

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "gguf.h"
-#include "model.h"
-#include "model_export.h"
+#include "model/gguf.h"
+#include "model/model.h"
+#include "model/model_export.h"
 #include "shared_data.h"
 
 using namespace specula;

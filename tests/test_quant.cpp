@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "tensor.h"
+#include "model/tensor.h"
 
 using namespace specula;
 

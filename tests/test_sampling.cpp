@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
-#include "acceptance.h"
-#include "sampler.h"
+#include "decode/acceptance.h"
+#include "decode/sampler.h"
 #include "stats.h"
 
 using namespace specula;

@@ -17,8 +17,8 @@
 #include <QtTest>
 #include <memory>
 
-#include "sandbox.h"
-#include "test_runner.h"
+#include "eval/sandbox.h"
+#include "eval/test_runner.h"
 
 using namespace specula;
 

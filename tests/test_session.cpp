@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "fake_backend.h"
-#include "session.h"
+#include "decode/session.h"
 #include "shared_data.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 using namespace specula;
 using namespace specula::test;

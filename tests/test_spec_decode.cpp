@@ -8,7 +8,7 @@
 #include <map>
 #include <thread>
 
-#include "decoder.h"
+#include "decode/decoder.h"
 #include "fake_backend.h"
 #include "stats.h"
 

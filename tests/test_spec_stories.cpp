@@ -7,12 +7,12 @@
 #include <map>
 #include <tuple>
 
-#include "backend.h"
+#include "compute/backend.h"
 #include "oracle_text.h"
-#include "session.h"
+#include "decode/session.h"
 #include "shared_data.h"
 #include "stats.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 using namespace specula;
 using namespace specula::test;

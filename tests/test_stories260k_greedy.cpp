@@ -6,9 +6,9 @@
 #include <QtTest>
 #include <algorithm>
 
-#include "backend.h"
-#include "model.h"
-#include "model_export.h"
+#include "compute/backend.h"
+#include "model/model.h"
+#include "model/model_export.h"
 #include "oracle_text.h"
 #include "shared_data.h"
 

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backend.h"
-#include "model.h"
+#include "compute/backend.h"
+#include "model/model.h"
 #include "shared_data.h"
 
 using namespace specula;

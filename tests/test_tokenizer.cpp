@@ -15,9 +15,9 @@
 #include <random>
 #include <stdexcept>
 
-#include "gguf.h"
+#include "model/gguf.h"
 #include "shared_data.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 using specula::IncrementalDecoder;
 using specula::TokenKind;

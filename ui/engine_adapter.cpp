@@ -4,10 +4,10 @@
 #include <stdexcept>
 
 #include "engine_port.h"
-#include "evaluation.h"
-#include "problems.h"
-#include "sandbox.h"
-#include "test_runner.h"
+#include "eval/evaluation.h"
+#include "eval/problems.h"
+#include "eval/sandbox.h"
+#include "eval/test_runner.h"
 
 namespace specula::ui {
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "evaluation.h"
-#include "problems.h"
-#include "session.h"
-#include "test_runner.h"
+#include "compute/backend.h"
+#include "eval/evaluation.h"
+#include "eval/problems.h"
+#include "decode/session.h"
+#include "eval/test_runner.h"
 
 namespace specula::ui {
 

@@ -8,8 +8,8 @@
 #include <QString>
 #include <vector>
 
-#include "evaluation.h"
-#include "problems.h"
+#include "eval/evaluation.h"
+#include "eval/problems.h"
 
 class QLabel;
 class QPushButton;

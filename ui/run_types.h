@@ -6,8 +6,8 @@
 #include <QVector>
 #include <vector>
 
-#include "evaluation.h"
-#include "problems.h"
+#include "eval/evaluation.h"
+#include "eval/problems.h"
 
 namespace specula::ui {
 

@@ -11,11 +11,11 @@
 #include <numeric>
 #include <thread>
 
-#include "backend.h"
+#include "compute/backend.h"
 #include "commands.h"
-#include "model_export.h"
-#include "random_model.h"
-#include "thread_pool.h"
+#include "model/model_export.h"
+#include "model/random_model.h"
+#include "compute/thread_pool.h"
 
 namespace specula::cli {
 

@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "decoder.h"
-#include "model.h"
-#include "random_model.h"
+#include "decode/decoder.h"
+#include "model/model.h"
+#include "model/random_model.h"
 
 namespace specula::cli {
 

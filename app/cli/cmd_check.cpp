@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "commands.h"
-#include "evaluation.h"
+#include "eval/evaluation.h"
 #include "evaluation_common.h"
-#include "problems.h"
-#include "sandbox.h"
-#include "test_runner.h"
+#include "eval/problems.h"
+#include "eval/sandbox.h"
+#include "eval/test_runner.h"
 
 namespace specula::cli {
 

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "commands.h"
-#include "model.h"
-#include "model_export.h"
+#include "model/model.h"
+#include "model/model_export.h"
 
 namespace specula::cli {
 

@@ -13,13 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "evaluation.h"
+#include "eval/evaluation.h"
 #include "evaluation_common.h"
 #include "model_options.h"
-#include "problems.h"
-#include "sandbox.h"
-#include "session.h"
-#include "test_runner.h"
+#include "eval/problems.h"
+#include "eval/sandbox.h"
+#include "decode/session.h"
+#include "eval/test_runner.h"
 
 namespace specula::cli {
 

@@ -12,8 +12,8 @@
 
 #include "commands.h"
 #include "model_options.h"
-#include "model.h"
-#include "session.h"
+#include "model/model.h"
+#include "decode/session.h"
 
 namespace specula::cli {
 

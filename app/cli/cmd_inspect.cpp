@@ -5,8 +5,8 @@
 #include <string>
 
 #include "commands.h"
-#include "device_plan.h"
-#include "model.h"
+#include "compute/device_plan.h"
+#include "model/model.h"
 
 namespace specula::cli {
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "problems.h"
-#include "sandbox.h"
+#include "eval/problems.h"
+#include "eval/sandbox.h"
 
 namespace specula::cli {
 

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "commands.h"
-#include "demo_models.h"
+#include "model/demo_models.h"
 
 namespace specula::cli {
 

@@ -6,9 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backend.h"
-#include "model.h"
-#include "session.h"
+#include "compute/backend.h"
+#include "model/model.h"
+#include "decode/session.h"
 
 namespace specula::cli {
 

@@ -19,7 +19,7 @@
 #include <cstdio>
 
 #include "candidate_grid.h"
-#include "demo_models.h"
+#include "model/demo_models.h"
 #include "code_editor.h"
 #include "diff_view.h"
 #include "main_window.h"

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "cuda_backend.h"
-#include "device_plan.h"
+#include "compute/cuda_backend.h"
+#include "compute/device_plan.h"
 #include "kernels.h"
-#include "random_model.h"
+#include "model/random_model.h"
 
 using namespace specula;
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels.h"
-#include "tensor.h"
+#include "model/tensor.h"
 
 namespace specula::test {
 

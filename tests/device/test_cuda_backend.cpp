@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "batch.h"
-#include "cuda_backend.h"
+#include "compute/backend.h"
+#include "compute/batch.h"
+#include "compute/cuda_backend.h"
 #include "device_support.h"
-#include "random_model.h"
+#include "model/random_model.h"
 
 using namespace specula;
 using namespace specula::test;

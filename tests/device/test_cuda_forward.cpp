@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "cuda_backend.h"
+#include "compute/backend.h"
+#include "compute/cuda_backend.h"
 #include "device_support.h"
-#include "model.h"
+#include "model/model.h"
 #include "oracle_text.h"
-#include "random_model.h"
-#include "session.h"
+#include "model/random_model.h"
+#include "decode/session.h"
 #include "shared_data.h"
 
 using namespace specula;

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "batch.h"
-#include "device_plan.h"
+#include "compute/batch.h"
+#include "compute/device_plan.h"
 #include "device_support.h"
 #include "kernels.h"
-#include "kv_cache.h"
+#include "compute/kv_cache.h"
 #include "reference.h"
 
 using namespace specula;

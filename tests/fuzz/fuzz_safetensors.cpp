@@ -2,8 +2,8 @@
 // ModelError, and every parsed tensor must lie inside the input (checked by reading it).
 #include <cstdint>
 
-#include "model.h"
-#include "safetensors.h"
+#include "model/model.h"
+#include "model/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace specula;

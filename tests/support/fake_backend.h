@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "backend.h"
-#include "batch.h"
-#include "kv_cache.h"
-#include "model.h"
+#include "compute/backend.h"
+#include "compute/batch.h"
+#include "compute/kv_cache.h"
+#include "model/model.h"
 
 namespace specula::test {
 

@@ -1,0 +1,62 @@
+// Where arithmetic happens. The CPU and CUDA backends implement the same interface; the
+// speculative decoder never knows which one it drives.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compute/batch.h"
+#include "compute/kv_cache.h"
+#include "model/model.h"
+#include "decode/sampler.h"
+
+namespace specula {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu (avx512, 2 threads)", "cuda (NVIDIA H200)"
+
+  // A cache for `model`'s first `n_layers` layers (all when -1) holding `max_tokens`
+  // positions in total across sequences, in blocks of `block_size`.
+  virtual std::unique_ptr<KvCache> create_cache(const Model& model, int max_tokens,
+                                                int n_layers = -1, int block_size = 16) = 0;
+
+  // Runs the batch through the model's first `n_layers` layers (all when -1; then the
+  // final norm and output matrix), writing each sequence's keys and values into `cache`,
+  // and returns the logits of the rows the batch asks for: (n_logit_rows, vocab), in
+  // token order. A sequence's logits must not depend on the rest of the batch or on how
+  // its tokens were split across calls. Not reentrant: one forward at a time per backend.
+  virtual void forward(const Model& model, KvCache& cache, const RaggedBatch& batch,
+                       std::vector<float>& logits, int n_layers = -1) = 0;
+
+  // forward() for greedy decoding: the index of the largest logit of each wanted row (the
+  // lowest on ties) instead of the rows themselves. A device backend overrides it to copy
+  // back one int per row rather than the logits.
+  virtual void forward_argmax(const Model& model, KvCache& cache, const RaggedBatch& batch,
+                              std::vector<int32_t>& tokens, int n_layers = -1) {
+    std::vector<float> logits;
+    forward(model, cache, batch, logits, n_layers);
+    const size_t vocab = static_cast<size_t>(model.config.vocab_size);
+    tokens.resize(logits.size() / vocab);
+    for (size_t r = 0; r < tokens.size(); ++r) {
+      tokens[r] = argmax(std::span<const float>(logits).subspan(r * vocab, vocab));
+    }
+  }
+};
+
+enum class DeviceChoice { Auto, Cpu, Cuda };
+
+// The backend for `choice`: Auto takes a usable GPU, else the CPU; Cuda throws
+// std::runtime_error with the reason when no GPU can be used. `note` receives a line
+// saying what was chosen and why.
+std::unique_ptr<Backend> create_backend(DeviceChoice choice, std::string* note = nullptr);
+std::unique_ptr<Backend> create_cpu_backend(int threads = 0);  // 0: one per core
+// Defined by the CUDA backend when the build has one: a backend on the first usable GPU,
+// or null with the reason in `why_not` ("this build has no CUDA support" otherwise).
+std::unique_ptr<Backend> create_cuda_backend(std::string* why_not);
+
+}  // namespace specula

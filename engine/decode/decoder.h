@@ -1,0 +1,84 @@
+// Batched speculative decoding at the level of token ids (BASS + EMS-SD).
+//
+// The prompt is prefilled once; N sequences fork from it and share its KV blocks. Each step
+// asks the policy for draft lengths, the drafter for drafts, and runs ONE target forward
+// over a ragged batch holding, for every live sequence, its last token and its own draft
+// tokens, concatenated with no padding. Each sequence then keeps its accepted prefix plus one
+// target token, its cache is truncated to match, and finished sequences leave the batch.
+// Text (tokenizer, stop strings, streaming deltas) is session.h's business, on top of this.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "compute/backend.h"
+#include "decode/drafter.h"
+#include "decode/draft_policy.h"
+#include "compute/kv_cache.h"
+#include "model/model.h"
+#include "decode/sampler.h"
+
+namespace specula {
+
+enum class FinishReason { Running, Stop, Eos, Length, Budget, Cancelled };
+const char* finish_reason_name(FinishReason reason);  // "running", "stop", "eos", "length", ...
+
+struct DecodeOptions {
+  int n_seqs = 1;
+  SamplingParams sampling;          // sequence i draws with seed sampling.seed + i
+  int max_new_tokens = 256;         // per sequence
+  double budget_seconds = 0.0;      // wall clock from the start; 0: none
+  int eos = -1;                     // token that ends a sequence (not kept); -1: none
+  // BENCHMARK ONLY (see accept_forced): keep each draft token with this probability
+  // whatever the models say. Negative: off, the real acceptance rule is used.
+  double forced_acceptance = -1.0;
+};
+
+struct SequenceOutput {
+  std::vector<int> tokens;        // generated ids (EOS not included)
+  std::vector<float> logprobs;    // target log-probability (T = 1) of each generated id
+  FinishReason finish = FinishReason::Running;
+  int accepted = 0;               // draft tokens accepted
+  int proposed = 0;               // draft tokens proposed
+  double seconds = 0.0;           // from the start to this sequence's end
+};
+
+struct DecodeStats {
+  int steps = 0;                  // verification steps (prefill not counted)
+  int target_forwards = 0;        // prefill included
+  int target_tokens = 0;          // tokens run through the target, prompt included
+  int draft_forwards = 0;
+  int prompt_tokens = 0;
+  int peak_blocks = 0;            // most target KV blocks in use at once
+  double wall_seconds = 0.0;
+};
+
+struct DecodeCallbacks {
+  // Sequence `seq` gained `tokens` this step (already appended to `out`). Returning true
+  // stops it (FinishReason::Stop), e.g. because its text now holds a stop string.
+  std::function<bool(int seq, const SequenceOutput& out, std::span<const int> tokens)> on_tokens;
+  // Sequence `seq` ended with `out.finish`.
+  std::function<void(int seq, const SequenceOutput& out)> on_finished;
+};
+
+struct DecodeResult {
+  std::vector<SequenceOutput> seqs;  // (n_seqs)
+  DecodeStats stats;
+};
+
+// Decodes options.n_seqs continuations of `prompt` (ids, BOS included). `cache` is the
+// target's (from backend.create_cache); every sequence this call creates in it is released
+// before it returns or throws. Setting `*stop` ends all live sequences with Cancelled at the
+// next step. Throws std::invalid_argument for a bad prompt (empty, beyond the context).
+DecodeResult decode(Backend& backend, const Model& target, KvCache& cache, Drafter& drafter,
+                    DraftPolicy& policy, std::span<const int> prompt, const DecodeOptions& options,
+                    const DecodeCallbacks& callbacks = {}, const std::atomic<bool>* stop = nullptr);
+
+// KV positions a decode() needs in the target cache (and in a draft cache): the shared
+// prompt, each sequence's own tokens and drafts, and a block of slack per sequence.
+int decode_cache_tokens(int prompt_tokens, int context_length, const DecodeOptions& options,
+                        int block_size = 16);
+
+}  // namespace specula

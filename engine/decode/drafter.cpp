@@ -1,0 +1,256 @@
+#include "decode/drafter.h"
+
+#include <algorithm>
+#include <charconv>
+#include <stdexcept>
+
+namespace specula {
+
+namespace {
+
+// Proposes nothing: every step verifies just the last token (plain batched decoding).
+class NoDrafter : public Drafter {
+ public:
+  std::string name() const override { return "none"; }
+  void prepare(std::span<const int>, int) override {}
+  void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
+    drafts.assign(requests.size(), Draft{});
+  }
+  void sync(int, std::span<const int>) override {}
+  void finish(int) override {}
+};
+
+// Prompt lookup: the latest earlier occurrence of the sequence's last n tokens (n = 3, 2,
+// 1, longest first) predicts that what followed it then follows now. Code repeats
+// identifiers and whole phrases of its prompt, so this is cheap and often right.
+class NgramDrafter : public Drafter {
+ public:
+  static constexpr int kMaxNgram = 3;
+
+  std::string name() const override { return "ngram"; }
+  void prepare(std::span<const int>, int) override {}
+  void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
+    drafts.assign(requests.size(), Draft{});
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const auto& req = requests[r];
+      if (req.max_tokens > 0) drafts[r].tokens = lookup(req.tokens, req.max_tokens);
+    }
+  }
+  void sync(int, std::span<const int>) override {}
+  void finish(int) override {}
+
+ private:
+  static std::vector<int> lookup(std::span<const int> t, int max_tokens) {
+    const int len = static_cast<int>(t.size());
+    for (int n = std::min(kMaxNgram, len - 1); n >= 1; --n) {
+      const auto pattern = t.subspan(static_cast<size_t>(len - n));
+      // latest start j < len - n whose n tokens equal the pattern
+      for (int j = len - n - 1; j >= 0; --j) {
+        if (!std::equal(pattern.begin(), pattern.end(), t.begin() + j)) continue;
+        const int from = j + n;
+        const int to = std::min(len, from + max_tokens);
+        return {t.begin() + from, t.begin() + to};
+      }
+    }
+    return {};
+  }
+};
+
+// A model run autoregressively over its own KV cache: the target's first K layers
+// (self-speculation) or a separate draft model (all its layers).
+class ModelDrafter : public Drafter {
+ public:
+  ModelDrafter(std::string name, Backend& backend, std::shared_ptr<const Model> keep_alive,
+               const Model& model, int n_layers, const SamplingParams& sampling, int n_seqs,
+               int max_tokens)
+      : name_(std::move(name)),
+        backend_(backend),
+        keep_alive_(std::move(keep_alive)),
+        model_(model),
+        n_layers_(n_layers),
+        sampling_(sampling),
+        cache_(backend.create_cache(model, max_tokens, n_layers)) {
+    seqs_.resize(static_cast<size_t>(n_seqs));
+    for (int i = 0; i < n_seqs; ++i) {
+      // a stream of its own, apart from the candidate's acceptance RNG
+      seqs_[static_cast<size_t>(i)].rng = Rng((sampling.seed + static_cast<uint64_t>(i)) ^ 0xd1b54a32d192ed03ULL);
+    }
+  }
+
+  std::string name() const override { return name_; }
+  int blocks_in_use() const override { return cache_->blocks_in_use(); }
+
+  void prepare(std::span<const int> prompt, int n_seqs) override {
+    if (n_seqs != static_cast<int>(seqs_.size())) throw std::logic_error("drafter prepared for another count");
+    // prefill all but the last prompt token once; propose() always feeds at least one token
+    const int root = cache_->create();
+    std::vector<int> cached(prompt.begin(), prompt.end() - 1);
+    if (!cached.empty()) {
+      RaggedBatch batch;
+      batch.add(root, cached, false);
+      run(batch);
+    }
+    for (auto& s : seqs_) {
+      s.id = cache_->fork(root);
+      s.cached = cached;
+    }
+    cache_->release(root);
+  }
+
+  void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
+    drafts.assign(requests.size(), Draft{});
+    const int vocab = model_.config.vocab_size;
+    const int context = model_.config.context_length;
+    std::vector<int> want(requests.size(), 0);
+    int rounds = 0;
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const auto& req = requests[r];
+      if (seqs_.at(static_cast<size_t>(req.seq)).id < 0) throw std::logic_error("draft for a finished sequence");
+      // the draft's context bounds how far it can look ahead
+      const int room = context - static_cast<int>(req.tokens.size()) + 1;
+      want[r] = std::max(0, std::min(req.max_tokens, room));
+      rounds = std::max(rounds, want[r]);
+    }
+    // round 0 catches each sequence up on the tokens it has not seen; later rounds feed
+    // one drafted token each; the last drafted token is never fed (sync would drop it)
+    std::vector<int> rows;  // request index of each logits row
+    for (int round = 0; round < rounds; ++round) {
+      RaggedBatch batch;
+      rows.clear();
+      for (size_t r = 0; r < requests.size(); ++r) {
+        if (want[r] <= round) continue;
+        Seq& s = seqs_[static_cast<size_t>(requests[r].seq)];
+        std::vector<int> feed;
+        if (round == 0) {
+          const auto& t = requests[r].tokens;
+          feed.assign(t.begin() + static_cast<long>(s.cached.size()), t.end());
+        } else {
+          feed.push_back(drafts[r].tokens.back());
+        }
+        batch.add(s.id, feed, false);
+        s.cached.insert(s.cached.end(), feed.begin(), feed.end());
+        rows.push_back(static_cast<int>(r));
+      }
+      run(batch);
+      for (size_t row = 0; row < rows.size(); ++row) {
+        const size_t r = static_cast<size_t>(rows[row]);
+        Seq& s = seqs_[static_cast<size_t>(requests[r].seq)];
+        const std::span<const float> lg(logits_.data() + row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+        if (sampling_.greedy()) {
+          drafts[r].tokens.push_back(argmax(lg));
+        } else {
+          sampling_distribution(sampling_, lg, probs_);
+          drafts[r].tokens.push_back(sample_from(probs_, s.rng));
+          drafts[r].probs.insert(drafts[r].probs.end(), probs_.begin(), probs_.end());
+        }
+      }
+    }
+  }
+
+  void sync(int seq, std::span<const int> tokens) override {
+    Seq& s = seqs_.at(static_cast<size_t>(seq));
+    if (s.id < 0) return;
+    // keep the common prefix, and always leave the last token to be fed next time
+    size_t keep = 0;
+    const size_t limit = std::min(s.cached.size(), tokens.empty() ? 0 : tokens.size() - 1);
+    while (keep < limit && s.cached[keep] == tokens[keep]) ++keep;
+    if (keep < s.cached.size()) {
+      cache_->truncate(s.id, static_cast<int>(keep));
+      s.cached.resize(keep);
+    }
+  }
+
+  void finish(int seq) override {
+    Seq& s = seqs_.at(static_cast<size_t>(seq));
+    if (s.id >= 0) cache_->release(s.id);
+    s.id = -1;
+    s.cached.clear();
+  }
+
+ private:
+  struct Seq {
+    int id = -1;              // sequence in the draft cache
+    std::vector<int> cached;  // tokens whose keys/values the draft cache holds
+    Rng rng;
+  };
+
+  void run(const RaggedBatch& batch) {
+    backend_.forward(model_, *cache_, batch, logits_, n_layers_);
+    ++forwards_;
+  }
+
+  std::string name_;
+  Backend& backend_;
+  std::shared_ptr<const Model> keep_alive_;  // the separate draft model, when there is one
+  const Model& model_;
+  int n_layers_;
+  SamplingParams sampling_;
+  std::unique_ptr<KvCache> cache_;
+  std::vector<Seq> seqs_;       // (n_seqs)
+  std::vector<float> logits_;   // (rows, vocab) of the last draft forward
+  std::vector<float> probs_;    // (vocab) scratch
+};
+
+}  // namespace
+
+void check_tokenizers_match(const Model& target, const Model& draft) {
+  if (target.config.vocab_size != draft.config.vocab_size) {
+    throw std::invalid_argument("the draft model's vocabulary has " + std::to_string(draft.config.vocab_size) +
+                                " tokens, the target's " + std::to_string(target.config.vocab_size) +
+                                ": their tokenizers are incompatible");
+  }
+  if (!target.tokenizer || !draft.tokenizer) {
+    if (target.tokenizer != draft.tokenizer) {
+      throw std::invalid_argument("only one of the target and draft models has a tokenizer: cannot check they agree");
+    }
+    return;
+  }
+  const Tokenizer& a = *target.tokenizer;
+  const Tokenizer& b = *draft.tokenizer;
+  if (a.size() != b.size()) {
+    throw std::invalid_argument("the draft tokenizer has " + std::to_string(b.size()) + " pieces, the target's " +
+                                std::to_string(a.size()) + ": incompatible tokenizers");
+  }
+  for (int id = 0; id < a.size(); ++id) {
+    if (a.piece(id) != b.piece(id)) {
+      throw std::invalid_argument("incompatible draft tokenizer: token " + std::to_string(id) + " is '" +
+                                  b.piece(id) + "' in the draft model but '" + a.piece(id) + "' in the target");
+    }
+  }
+  if (a.bos() != b.bos() || a.eos() != b.eos()) {
+    throw std::invalid_argument("incompatible draft tokenizer: BOS/EOS ids differ from the target's");
+  }
+}
+
+std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backend,
+                                        const Model& target,
+                                        std::shared_ptr<const Model> draft_model,
+                                        const SamplingParams& sampling, int n_seqs,
+                                        int max_tokens) {
+  if (kind == "none") return std::make_unique<NoDrafter>();
+  if (kind == "ngram") return std::make_unique<NgramDrafter>();
+  if (kind.starts_with("layers:")) {
+    const std::string_view digits = std::string_view(kind).substr(7);
+    int k = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
+    if (ec != std::errc() || end != digits.data() + digits.size()) {
+      throw std::invalid_argument("draft 'layers:K' needs a whole number K, got '" + kind + "'");
+    }
+    const int layers = target.config.n_layers;
+    if (k < 1 || k > layers) {
+      throw std::invalid_argument("draft 'layers:" + std::to_string(k) + "': K must be between 1 and the target's " +
+                                  std::to_string(layers) + " layers");
+    }
+    return std::make_unique<ModelDrafter>(kind, backend, nullptr, target, k, sampling, n_seqs, max_tokens);
+  }
+  if (kind == "model") {
+    if (!draft_model) throw std::invalid_argument("draft 'model' needs a draft model file (-d)");
+    check_tokenizers_match(target, *draft_model);
+    const Model& m = *draft_model;
+    return std::make_unique<ModelDrafter>("model", backend, std::move(draft_model), m, -1, sampling,
+                                          n_seqs, max_tokens);
+  }
+  throw std::invalid_argument("unknown draft kind '" + kind + "': use none, ngram, layers:K or model");
+}
+
+}  // namespace specula

@@ -1,0 +1,71 @@
+// Drafters propose the next few tokens of every live sequence; the target then verifies them
+// all in one ragged pass. One interface, four kinds, chosen per run:
+//   none      proposes nothing: plain batched decoding, the baseline.
+//   ngram     prompt/context lookup: finds the latest earlier occurrence of the sequence's
+//             last 1-3 tokens and proposes what followed it. No model; strong on code.
+//   layers:K  self-speculation: the target's own first K layers + final norm + output matrix,
+//             with its own KV cache (no extra weights).
+//   model     a separate, smaller draft model with its own KV cache; its tokenizer must
+//             match the target's piece for piece.
+// The decoder never knows which kind it drives.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compute/backend.h"
+#include "model/model.h"
+#include "decode/sampler.h"
+
+namespace specula {
+
+// One live sequence asking for a draft.
+struct DraftRequest {
+  int seq = 0;                   // candidate index, 0 .. n_seqs-1
+  std::span<const int> tokens;   // the sequence so far: prompt and generated tokens
+  int max_tokens = 0;            // propose at most this many (0: none this step)
+};
+
+struct Draft {
+  std::vector<int> tokens;   // (d) proposed tokens, d <= max_tokens
+  std::vector<float> probs;  // (d, vocab) distributions they were drawn from; empty: one-hot
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // Once, before decoding: the prompt every one of `n_seqs` sequences starts from.
+  virtual void prepare(std::span<const int> prompt, int n_seqs) = 0;
+  // Fills drafts[r] for requests[r] (drafts is resized to requests.size()).
+  virtual void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) = 0;
+  // Sequence `seq` now reads `tokens` after verification: forget what was assumed beyond.
+  virtual void sync(int seq, std::span<const int> tokens) = 0;
+  // Sequence `seq` is finished: free what it holds.
+  virtual void finish(int seq) = 0;
+
+  int forwards() const { return forwards_; }  // draft forward passes run
+  // Draft KV blocks in use (0 for drafters without a cache); for leak checks.
+  virtual int blocks_in_use() const { return 0; }
+
+ protected:
+  int forwards_ = 0;
+};
+
+// "none", "ngram", "layers:K" or "model" (with `draft_model`). `sampling` is the session's:
+// model drafters draw their tokens with it (candidate i's draft RNG is seeded from
+// sampling.seed + i), so temperature and filters shape draft and target alike. `max_tokens`
+// sizes a draft cache. Throws std::invalid_argument with a clear message for an unknown
+// kind, K outside 1..n_layers, a missing draft model or one whose tokenizer differs.
+std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backend,
+                                        const Model& target,
+                                        std::shared_ptr<const Model> draft_model,
+                                        const SamplingParams& sampling, int n_seqs,
+                                        int max_tokens);
+
+// Throws std::invalid_argument naming the first id whose piece differs, or the sizes.
+void check_tokenizers_match(const Model& target, const Model& draft);
+
+}  // namespace specula

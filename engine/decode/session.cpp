@@ -1,0 +1,195 @@
+#include "decode/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "model/tokenizer.h"
+
+namespace specula {
+
+const std::vector<std::string>& code_stop_strings() {
+  static const std::vector<std::string> stops{"\ndef ", "\nclass ", "\nif __name__", "\nprint("};
+  return stops;
+}
+
+double Candidate::mean_logprob() const {
+  if (logprobs.empty()) return 0.0;
+  return std::accumulate(logprobs.begin(), logprobs.end(), 0.0) / static_cast<double>(logprobs.size());
+}
+
+double SessionTotals::tokens_per_second() const {
+  return wall_seconds > 0 ? generated_tokens / wall_seconds : 0.0;
+}
+
+double SessionTotals::ms_per_token_per_sequence(int n_candidates) const {
+  // every sequence advances in parallel: the wall time one sequence waits per token
+  if (generated_tokens == 0) return 0.0;
+  return 1000.0 * wall_seconds * n_candidates / generated_tokens;
+}
+
+double SessionTotals::acceptance_rate() const { return proposed > 0 ? static_cast<double>(accepted) / proposed : 0.0; }
+
+namespace {
+
+void validate(const GenerationRequest& r) {
+  if (r.prompt.empty() && !r.allow_empty_prompt) throw std::invalid_argument("the prompt is empty");
+  if (r.n_candidates < 1 || r.n_candidates > kMaxCandidates) {
+    throw std::invalid_argument("the number of candidates must be between 1 and " + std::to_string(kMaxCandidates) +
+                                ", got " + std::to_string(r.n_candidates));
+  }
+  if (r.max_new_tokens < 1) throw std::invalid_argument("max new tokens must be at least 1");
+  if (!(r.budget_seconds >= 0) || std::isinf(r.budget_seconds)) {
+    throw std::invalid_argument("the time budget must be a positive number of seconds (0: none)");
+  }
+  const SamplingParams& s = r.sampling;
+  if (!(s.temperature >= 0) || std::isinf(s.temperature)) throw std::invalid_argument("temperature must be 0 or more");
+  if (s.top_k < 0) throw std::invalid_argument("top-k must be 0 (off) or more");
+  if (!(s.top_p > 0 && s.top_p <= 1)) throw std::invalid_argument("top-p must be in (0, 1]");
+  if (!(s.min_p >= 0 && s.min_p <= 1)) throw std::invalid_argument("min-p must be in [0, 1]");
+  for (const auto& stop : r.stop) {
+    if (stop.empty()) throw std::invalid_argument("a stop string is empty");
+  }
+}
+
+// One candidate's text: decodes its tokens incrementally and releases only text that can
+// no longer turn out to be the start of a stop string.
+class CandidateText {
+ public:
+  CandidateText(const Tokenizer& tokenizer, const std::vector<int>& prompt, const std::vector<std::string>& stops)
+      : decoder_(tokenizer, prompt), stops_(stops) {}
+
+  // Adds tokens; returns true when a stop string appeared (the text is then cut before it).
+  bool push(std::span<const int> tokens) {
+    const size_t before = text_.size();
+    text_ += decoder_.push(tokens);
+    size_t longest = 0;
+    for (const auto& s : stops_) longest = std::max(longest, s.size());
+    const size_t from = before >= longest ? before - longest + 1 : 0;
+    size_t cut = std::string::npos;
+    for (const auto& s : stops_) cut = std::min(cut, text_.find(s, from));
+    if (cut != std::string::npos) {
+      text_.resize(cut);
+      final_ = cut;
+      return true;
+    }
+    final_ = text_.size() - held_back();
+    return false;
+  }
+  // Text that became final since the last call.
+  std::string take_delta() {
+    std::string delta = text_.substr(sent_, final_ - sent_);
+    sent_ = final_;
+    return delta;
+  }
+  // The stream ended without a stop string: everything left is final.
+  void flush() {
+    text_ += decoder_.finish();
+    final_ = text_.size();
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  // Length of the longest suffix of the text that is a proper prefix of some stop string.
+  size_t held_back() const {
+    size_t hold = 0;
+    for (const auto& s : stops_) {
+      for (size_t n = std::min(s.size() - 1, text_.size()); n > hold; --n) {
+        if (text_.compare(text_.size() - n, n, s, 0, n) == 0) {
+          hold = n;
+          break;
+        }
+      }
+    }
+    return hold;
+  }
+
+  IncrementalDecoder decoder_;
+  const std::vector<std::string>& stops_;
+  std::string text_;   // decoded so far (cut at a stop string)
+  size_t final_ = 0;   // text_[0, final_) can no longer change
+  size_t sent_ = 0;    // text_[0, sent_) went out as deltas
+};
+
+}  // namespace
+
+SessionResult run_session(Backend& backend, const Model& target, const GenerationRequest& request,
+                          const SessionCallbacks& callbacks, const std::atomic<bool>* stop) {
+  validate(request);
+  if (!target.tokenizer) throw std::invalid_argument("the model has no tokenizer: name one (--tokenizer)");
+  const Tokenizer& tokenizer = *target.tokenizer;
+  const std::vector<int> prompt = tokenizer.encode(request.prompt, true);
+  if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens");
+
+  std::vector<std::string> stops = request.stop;
+  if (request.code_stops) stops.insert(stops.end(), code_stop_strings().begin(), code_stop_strings().end());
+
+  DecodeOptions options;
+  options.n_seqs = request.n_candidates;
+  options.sampling = request.sampling;
+  options.max_new_tokens = request.max_new_tokens;
+  options.budget_seconds = request.budget_seconds;
+  options.eos = tokenizer.eos();
+
+  const int cache_tokens = decode_cache_tokens(static_cast<int>(prompt.size()), target.config.context_length, options);
+  auto drafter = create_drafter(request.draft.kind, backend, target, request.draft.draft_model, request.sampling,
+                                request.n_candidates, cache_tokens);
+  auto policy = create_draft_policy(request.draft.policy, request.n_candidates);
+  auto cache = backend.create_cache(target, cache_tokens);
+
+  SessionResult result;
+  result.candidates.resize(static_cast<size_t>(request.n_candidates));
+  std::vector<CandidateText> texts;
+  texts.reserve(static_cast<size_t>(request.n_candidates));
+  for (int i = 0; i < request.n_candidates; ++i) {
+    texts.emplace_back(tokenizer, prompt, stops);
+    result.candidates[static_cast<size_t>(i)].index = i;
+  }
+
+  const auto send_delta = [&](int i, const SequenceOutput& out) {
+    std::string delta = texts[static_cast<size_t>(i)].take_delta();
+    if (delta.empty() || !callbacks.on_delta) return;
+    callbacks.on_delta(CandidateDelta{i, std::move(delta), static_cast<int>(out.tokens.size()), out.accepted, out.proposed});
+  };
+  DecodeCallbacks hooks;
+  hooks.on_tokens = [&](int i, const SequenceOutput& out, std::span<const int> tokens) {
+    const bool stopped = texts[static_cast<size_t>(i)].push(tokens);
+    send_delta(i, out);
+    return stopped;
+  };
+  hooks.on_finished = [&](int i, const SequenceOutput& out) {
+    CandidateText& text = texts[static_cast<size_t>(i)];
+    if (out.finish != FinishReason::Stop) text.flush();
+    send_delta(i, out);
+    Candidate& c = result.candidates[static_cast<size_t>(i)];
+    c.text = text.text();
+    c.tokens = out.tokens;
+    c.logprobs = out.logprobs;
+    c.finish = out.finish;
+    c.accepted = out.accepted;
+    c.proposed = out.proposed;
+    c.seconds = out.seconds;
+    if (callbacks.on_finished) callbacks.on_finished(c);
+  };
+
+  const DecodeResult decoded = decode(backend, target, *cache, *drafter, *policy, prompt, options, hooks, stop);
+
+  SessionTotals& t = result.totals;
+  t.wall_seconds = decoded.stats.wall_seconds;
+  t.steps = decoded.stats.steps;
+  t.target_forwards = decoded.stats.target_forwards;
+  t.target_tokens = decoded.stats.target_tokens;
+  t.draft_forwards = decoded.stats.draft_forwards;
+  t.prompt_tokens = decoded.stats.prompt_tokens;
+  t.peak_blocks = decoded.stats.peak_blocks;
+  for (const Candidate& c : result.candidates) {
+    t.generated_tokens += static_cast<int>(c.tokens.size());
+    t.accepted += c.accepted;
+    t.proposed += c.proposed;
+  }
+  return result;
+}
+
+}  // namespace specula

@@ -1,0 +1,99 @@
+// A generation session: one prompt, N candidates, batched speculative decoding within
+// a time budget, streamed through callbacks. Backend-agnostic and free of any UI code.
+// The token-level loop is decoder.h's; this layer adds text: the tokenizer, streaming
+// deltas that never split a character, and stop strings.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compute/backend.h"
+#include "decode/decoder.h"
+#include "model/model.h"
+#include "decode/sampler.h"
+
+namespace specula {
+
+constexpr int kMaxCandidates = 64;  // most candidates one session decodes at once
+
+struct DraftOptions {
+  std::string kind = "none";  // "none", "ngram", "layers:K", "model"
+  std::shared_ptr<const Model> draft_model;  // for kind "model"
+  std::string policy = "adaptive";           // "fixed:K", "bass", "adaptive"
+};
+
+struct GenerationRequest {
+  std::string prompt;
+  bool allow_empty_prompt = false;  // generate from BOS alone (llama2.c without a prompt)
+  int n_candidates = 1;             // 1 .. kMaxCandidates
+  SamplingParams sampling;          // candidate i uses seed sampling.seed + i
+  int max_new_tokens = 256;
+  double budget_seconds = 0.0;      // 0: no budget; negative is an error
+  std::vector<std::string> stop;    // stop strings; the completion is cut before them
+  bool code_stops = false;          // add the default code-completion stops (code_stop_strings)
+  DraftOptions draft;
+};
+
+// The default stops for completing a Python function: a new top-level def, class,
+// `if __name__` or print( line.
+const std::vector<std::string>& code_stop_strings();
+
+struct CandidateDelta {
+  int index = 0;
+  std::string text;      // newly final text
+  int tokens = 0;        // tokens so far
+  int accepted = 0;      // draft tokens accepted so far
+  int proposed = 0;      // draft tokens proposed so far
+};
+
+struct Candidate {
+  int index = 0;
+  std::string text;                 // the completion, without the prompt, cut before a stop string
+  std::vector<int> tokens;          // generated ids (EOS excluded; a stop string's tokens included)
+  std::vector<float> logprobs;      // target log-probability of each generated id
+  FinishReason finish = FinishReason::Running;
+  int accepted = 0;
+  int proposed = 0;
+  double seconds = 0.0;             // from the session's start to this candidate's end
+  double mean_logprob() const;
+};
+
+struct SessionTotals {
+  double wall_seconds = 0.0;
+  int generated_tokens = 0;
+  int steps = 0;                    // verification steps
+  int target_forwards = 0;          // prefill included
+  int target_tokens = 0;            // tokens run through the target, prompt included
+  int draft_forwards = 0;
+  int prompt_tokens = 0;
+  int peak_blocks = 0;              // most target KV blocks in use at once
+  int accepted = 0;
+  int proposed = 0;
+  double tokens_per_second() const;
+  double ms_per_token_per_sequence(int n_candidates) const;
+  double acceptance_rate() const;
+};
+
+struct SessionCallbacks {
+  std::function<void(const CandidateDelta&)> on_delta;
+  std::function<void(const Candidate&)> on_finished;
+};
+
+struct SessionResult {
+  std::vector<Candidate> candidates;  // (n_candidates) in index order
+  SessionTotals totals;
+};
+
+// Runs the whole session on `backend`. Throws std::invalid_argument for a bad request
+// (empty prompt, N out of range, incompatible draft, ...). Setting `*stop` from another
+// thread ends every candidate with FinishReason::Cancelled within one decoding step.
+// Callbacks run on the calling thread.
+SessionResult run_session(Backend& backend, const Model& target, const GenerationRequest& request,
+                          const SessionCallbacks& callbacks = {},
+                          const std::atomic<bool>* stop = nullptr);
+
+}  // namespace specula

@@ -1,0 +1,139 @@
+#include "model/random_model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "compute/thread_pool.h"
+
+namespace specula {
+
+namespace {
+
+struct NamedShape {
+  std::string_view name;
+  int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, context_length;
+};
+
+constexpr NamedShape kShapes[] = {
+    {"tiny", 64, 160, 3, 4, 2, 97, 256},
+    {"110m", 768, 2048, 12, 12, 12, 32000, 1024},
+    {"1.1b", 2048, 5632, 22, 32, 4, 32000, 2048},
+    {"7b", 4096, 11008, 32, 32, 32, 32000, 4096},
+};
+
+// splitmix64: a counter-based generator, so every row is seeded independently and rows
+// can be generated in any order on any thread.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [-1, 1) from the top 24 bits.
+float uniform_pm1(uint64_t bits) {
+  return static_cast<float>(bits >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+class Builder {
+ public:
+  Builder(Model& model, uint64_t seed, int threads) : model_(model), seed_(seed), pool_(threads) {}
+
+  // A (rows, cols) matrix of `type` with values uniform in ±amplitude.
+  TensorView matrix(TensorType type, int64_t rows, int64_t cols, float amplitude) {
+    const uint64_t tensor_seed = mix(seed_ ^ mix(++tensor_count_));
+    TensorView view{type, cols, rows, nullptr};
+    auto buffer = std::make_shared<std::vector<uint8_t>>(view.bytes());
+    const size_t row_size = view.row_size();
+    pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+      std::vector<float> values(static_cast<size_t>(cols));
+      for (int64_t r = begin; r < end; ++r) {
+        uint64_t state = mix(tensor_seed + static_cast<uint64_t>(r));
+        for (float& v : values) {
+          state = mix(state);
+          v = amplitude * uniform_pm1(state);
+        }
+        quantize_row(type, values.data(), buffer->data() + static_cast<size_t>(r) * row_size, cols);
+      }
+    });
+    view.data = buffer->data();
+    model_.storage.push_back(buffer);
+    return view;
+  }
+
+  // An f32 norm weight with values in 1 ± 0.25.
+  TensorView norm(int64_t dim) {
+    TensorView view = matrix(TensorType::F32, 1, dim, 0.25f);
+    float* values = static_cast<float*>(const_cast<void*>(view.data));
+    for (int64_t i = 0; i < dim; ++i) values[i] += 1.0f;
+    return view;
+  }
+
+ private:
+  Model& model_;
+  uint64_t seed_;
+  uint64_t tensor_count_ = 0;
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+ModelConfig random_model_config(std::string_view shape) {
+  for (const NamedShape& s : kShapes) {
+    if (s.name != shape) continue;
+    ModelConfig c;
+    c.name = "random-" + std::string(shape);
+    c.dim = s.dim;
+    c.hidden_dim = s.hidden_dim;
+    c.n_layers = s.n_layers;
+    c.n_heads = s.n_heads;
+    c.n_kv_heads = s.n_kv_heads;
+    c.vocab_size = s.vocab_size;
+    c.context_length = s.context_length;
+    return c;
+  }
+  std::string known;
+  for (const NamedShape& s : kShapes) known += (known.empty() ? "" : ", ") + std::string(s.name);
+  throw std::invalid_argument("unknown model shape '" + std::string(shape) + "' (known: " + known +
+                              ")");
+}
+
+std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,
+                                               uint64_t seed, int threads) {
+  if (type == TensorType::Q4_K || type == TensorType::Q6_K) {
+    throw std::invalid_argument("random models cannot be stored as " +
+                                std::string(type_traits(type).name) + " (no quantizer for it)");
+  }
+  if (config.dim <= 0 || config.n_heads <= 0 || config.n_kv_heads <= 0 ||
+      config.dim % config.n_heads != 0 || config.n_heads % config.n_kv_heads != 0 ||
+      config.head_dim() % 2 != 0) {
+    throw std::invalid_argument("random model: inconsistent head configuration");
+  }
+  auto model = std::make_shared<Model>();
+  model->config = config;
+  model->format = "memory";
+  model->path = config.name.empty() ? "random" : config.name;
+  Builder build(*model, seed, threads);
+  const int64_t dim = config.dim, kv_dim = config.kv_dim(), hidden = config.hidden_dim;
+  const auto amplitude = [](int64_t cols) { return std::sqrt(3.0f / static_cast<float>(cols)); };
+  Weights& w = model->weights;
+  w.token_embedding = build.matrix(type, config.vocab_size, dim, 1.0f);
+  for (int l = 0; l < config.n_layers; ++l) {
+    LayerWeights layer;
+    layer.attn_norm = build.norm(dim);
+    layer.wq = build.matrix(type, dim, dim, amplitude(dim));
+    layer.wk = build.matrix(type, kv_dim, dim, amplitude(dim));
+    layer.wv = build.matrix(type, kv_dim, dim, amplitude(dim));
+    layer.wo = build.matrix(type, dim, dim, amplitude(dim));
+    layer.ffn_norm = build.norm(dim);
+    layer.w_gate = build.matrix(type, hidden, dim, amplitude(dim));
+    layer.w_up = build.matrix(type, hidden, dim, amplitude(dim));
+    layer.w_down = build.matrix(type, dim, hidden, amplitude(hidden));
+    w.layers.push_back(layer);
+  }
+  w.final_norm = build.norm(dim);
+  w.output = build.matrix(type, config.vocab_size, dim, amplitude(dim));
+  return model;
+}
+
+}  // namespace specula

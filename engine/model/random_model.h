@@ -1,0 +1,28 @@
+// Models with random weights, built in memory: for tests (odd shapes, GQA, untied
+// output) and for benchmarks at real sizes without model files.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "model/model.h"
+
+namespace specula {
+
+// The named shapes: "tiny" (3 layers, dim 64, 4 heads, 2 KV heads, FFN 160, vocab 97),
+// "110m" (12 layers, dim 768, 12 heads, FFN 2048, vocab 32000), "1.1b" (TinyLlama: 22
+// layers, dim 2048, 32 heads, 4 KV heads, FFN 5632, vocab 32000), "7b" (32 layers, dim
+// 4096, 32 heads, FFN 11008, vocab 32000). Throws std::invalid_argument for other names.
+ModelConfig random_model_config(std::string_view shape);
+
+// A model of `config` whose matrices are stored as `type` (norms stay f32), with an
+// untied output matrix and no tokenizer. Weights are uniform in ±sqrt(3 / cols) (unit
+// variance outputs for unit variance inputs), norms near 1, embeddings uniform in ±1;
+// the same seed gives the same model. Quantized types are encoded with quantize_row, so
+// only types it can write are accepted (std::invalid_argument otherwise). `threads`
+// workers generate rows in parallel (0: one per core); the result does not depend on it.
+std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,
+                                               uint64_t seed, int threads = 0);
+
+}  // namespace specula
