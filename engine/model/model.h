@@ -4,16 +4,20 @@
 // Model; nothing downstream knows the file format. Weights are views into memory-mapped
 // files where the layout allows, otherwise into buffers the model owns.
 //
-// Rotary embedding convention: the engine rotates adjacent pairs (x[2i], x[2i+1]) as
-// llama2.c and GGUF do. Loaders of Hugging Face weights (which rotate halves) permute
-// the rows of wq and wk at load, as llama.cpp's converter does.
+// Rotary embedding convention: each architecture keeps the layout its GGUF files have, so
+// a GGUF is used as stored. `llama` rotates adjacent pairs (x[2i], x[2i+1]), as llama2.c
+// and llama.cpp's converter lay it out; `qwen2` and `qwen3` rotate halves (x[i],
+// x[i + head_dim/2]), as transformers and llama.cpp's "neox" rope do. Loaders of Hugging
+// Face llama weights (which rotate halves) permute the rows of wq and wk (and their
+// biases) at load, exactly as llama.cpp's converter does; Qwen weights need no permutation.
 #pragma once
 
-#include <array>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/tensor.h"
@@ -26,8 +30,21 @@ struct ModelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Which dimensions of a head the rotary embedding turns together.
+enum class RopeStyle {
+  Adjacent,  // (x[2i], x[2i+1]): llama (llama.cpp's "norm" rope)
+  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3 (llama.cpp's "neox" rope, transformers)
+};
+std::string_view rope_style_name(RopeStyle style);  // "adjacent", "halves"
+
+// The architectures the engine runs, and the rope style of each one's GGUF layout;
+// std::nullopt for any other name.
+std::optional<RopeStyle> architecture_rope_style(std::string_view architecture);
+// "llama, qwen2, qwen3", for messages.
+std::string supported_architectures();
+
 struct ModelConfig {
-  std::string architecture = "llama";
+  std::string architecture = "llama";  // "llama", "qwen2" or "qwen3"
   std::string name;
   int dim = 0;             // residual stream width
   int hidden_dim = 0;      // feed-forward width
@@ -38,25 +55,59 @@ struct ModelConfig {
   int context_length = 0;  // longest sequence the model was trained for
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
+  // Width of each head of q, k and v when it is not dim / n_heads (qwen3: GGUF
+  // attention.key_length, HF head_dim); 0 when it is.
+  int explicit_head_dim = 0;
+  RopeStyle rope_style = RopeStyle::Adjacent;
+  // Linear RoPE scaling (DeepSeek-Coder: 4): every frequency divided by this, which is
+  // positions divided by it.
+  float rope_linear_factor = 1.0f;
+  // (head_dim / 2) per-pair frequency divisors, llama3 scaling (GGUF rope_freqs.weight, or
+  // computed from HF rope_scaling by llama3_rope_factors); empty when there are none.
+  std::vector<float> rope_freq_factors;
 
-  int head_dim() const { return dim / n_heads; }
+  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
+  int q_dim() const { return head_dim() * n_heads; }  // width of q and of attention's output
   int kv_dim() const { return head_dim() * n_kv_heads; }
+  // (head_dim / 2) angle per position of each rotary pair i: rope_theta^(-2i / head_dim),
+  // divided by rope_linear_factor and rope_freq_factors[i], in double (the angle of
+  // position p is p * frequency).
+  std::vector<double> rope_frequencies() const;
 };
 
+// Llama 3.1's rope scaling as per-pair divisors of the frequencies (1 for wavelengths
+// below original_context / high_freq_factor, `factor` above original_context /
+// low_freq_factor, a smooth blend between), exactly as llama.cpp's converter writes
+// rope_freqs.weight and transformers' llama3 rope computes.
+std::vector<float> llama3_rope_factors(double theta, int head_dim, double factor, double low_freq_factor,
+                                       double high_freq_factor, double original_context);
+
+// Optional tensors (biases, q/k norms) are empty views when the model has none.
 struct LayerWeights {
   TensorView attn_norm;  // (dim) f32
-  TensorView wq;         // (dim rows, dim cols)
+  TensorView wq;         // (q_dim rows, dim cols)
   TensorView wk;         // (kv_dim rows, dim cols)
   TensorView wv;         // (kv_dim rows, dim cols)
-  TensorView wo;         // (dim rows, dim cols)
+  TensorView bq;         // (q_dim) f32 or empty: qwen2, llama with attention biases
+  TensorView bk;         // (kv_dim) f32 or empty
+  TensorView bv;         // (kv_dim) f32 or empty
+  TensorView q_norm;     // (head_dim) f32 or empty: qwen3's RMSNorm of each head of q before RoPE
+  TensorView k_norm;     // (head_dim) f32 or empty: the same for k
+  TensorView wo;         // (dim rows, q_dim cols)
+  TensorView bo;         // (dim) f32 or empty: llama with attention biases
   TensorView ffn_norm;   // (dim) f32
   TensorView w_gate;     // (hidden_dim rows, dim cols)
   TensorView w_up;       // (hidden_dim rows, dim cols)
   TensorView w_down;     // (dim rows, hidden_dim cols)
 
-  // Every tensor of the layer, in the order above.
-  std::array<const TensorView*, 9> tensors() const {
-    return {&attn_norm, &wq, &wk, &wv, &wo, &ffn_norm, &w_gate, &w_up, &w_down};
+  // Every tensor the layer has, in the order above (empty ones left out).
+  std::vector<const TensorView*> tensors() const {
+    std::vector<const TensorView*> all;
+    for (const TensorView* v : {&attn_norm, &wq, &wk, &wv, &bq, &bk, &bv, &q_norm, &k_norm, &wo, &bo, &ffn_norm,
+                                &w_gate, &w_up, &w_down}) {
+      if (!v->empty()) all.push_back(v);
+    }
+    return all;
   }
 };
 

@@ -1,0 +1,72 @@
+// What a ModelConfig says beyond its sizes: the architectures, their rope styles, and the
+// rotary frequencies with their scaling.
+#include <cmath>
+
+#include "model/model.h"
+
+namespace specula {
+
+namespace {
+
+struct Architecture {
+  std::string_view name;
+  RopeStyle rope_style;  // the layout of its GGUF files, which loaders of other formats follow
+};
+
+constexpr Architecture kArchitectures[] = {
+    {"llama", RopeStyle::Adjacent},
+    {"qwen2", RopeStyle::Halves},
+    {"qwen3", RopeStyle::Halves},
+};
+
+}  // namespace
+
+std::string_view rope_style_name(RopeStyle style) {
+  return style == RopeStyle::Adjacent ? "adjacent" : "halves";
+}
+
+std::optional<RopeStyle> architecture_rope_style(std::string_view architecture) {
+  for (const Architecture& a : kArchitectures) {
+    if (a.name == architecture) return a.rope_style;
+  }
+  return std::nullopt;
+}
+
+std::string supported_architectures() {
+  std::string names;
+  for (const Architecture& a : kArchitectures) names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
+}
+
+std::vector<double> ModelConfig::rope_frequencies() const {
+  const int d = head_dim();
+  std::vector<double> frequencies(static_cast<size_t>(d / 2));
+  for (int i = 0; i < d / 2; ++i) {
+    double f = std::pow(static_cast<double>(rope_theta), -2.0 * i / d);
+    if (rope_linear_factor != 1.0f) f /= rope_linear_factor;
+    if (!rope_freq_factors.empty()) f /= rope_freq_factors[static_cast<size_t>(i)];
+    frequencies[static_cast<size_t>(i)] = f;
+  }
+  return frequencies;
+}
+
+std::vector<float> llama3_rope_factors(double theta, int head_dim, double factor, double low_freq_factor,
+                                       double high_freq_factor, double original_context) {
+  const double low_freq_wavelength = original_context / low_freq_factor;
+  const double high_freq_wavelength = original_context / high_freq_factor;
+  std::vector<float> factors;
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const double wavelength = 2.0 * M_PI / std::pow(theta, -2.0 * i / head_dim);
+    if (wavelength < high_freq_wavelength) {
+      factors.push_back(1.0f);
+    } else if (wavelength > low_freq_wavelength) {
+      factors.push_back(static_cast<float>(factor));
+    } else {
+      const double smooth = (original_context / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
+    }
+  }
+  return factors;
+}
+
+}  // namespace specula
