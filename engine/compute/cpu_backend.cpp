@@ -1,4 +1,5 @@
-// The CPU backend: a llama forward pass over a ragged batch, reading top to bottom.
+// The CPU backend: the forward pass of llama, qwen2 and qwen3 over a ragged batch, reading
+// top to bottom (biases, q/k norms and the rope style are stages a model may or may not use).
 //
 // All tokens of the batch go through each weight matrix together (one pass over the
 // weights per layer, whatever the number of sequences); attention is per token over its
@@ -90,14 +91,27 @@ float dot(const float* a, const float* b, int n) {
          ((partial[1] + partial[5]) + (partial[3] + partial[7]));
 }
 
-// Rotates adjacent pairs (x[2i], x[2i+1]) of each head by the token's angles.
-void rope(float* x, int n_heads, int head_dim, const float* cos_t, const float* sin_t) {
+// rows[t][i] += bias[i] for n rows of `width` values; nothing when the model has no bias.
+void add_bias(float* rows, int n, int width, const TensorView& bias) {
+  if (bias.empty()) return;
+  const float* b = norm_weights(bias, "bias");
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i < width; ++i) rows[static_cast<size_t>(t) * width + i] += b[i];
+  }
+}
+
+// Rotates each head's pairs by the token's angles: pair i is (x[2i], x[2i+1]) in the
+// adjacent style, (x[i], x[i + head_dim/2]) in the halves style.
+void rope(float* x, int n_heads, int head_dim, RopeStyle style, const float* cos_t, const float* sin_t) {
+  const int half = head_dim / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
-    for (int i = 0; i < head_dim / 2; ++i) {
-      const float a = v[2 * i], b = v[2 * i + 1];
-      v[2 * i] = a * cos_t[i] - b * sin_t[i];
-      v[2 * i + 1] = a * sin_t[i] + b * cos_t[i];
+    for (int i = 0; i < half; ++i) {
+      float& first = style == RopeStyle::Adjacent ? v[2 * i] : v[i];
+      float& second = style == RopeStyle::Adjacent ? v[2 * i + 1] : v[i + half];
+      const float a = first, b = second;
+      first = a * cos_t[i] - b * sin_t[i];
+      second = a * sin_t[i] + b * cos_t[i];
     }
   }
 }
@@ -148,15 +162,15 @@ class CpuBackend : public Backend {
     const BatchPlan plan =
         plan_batch(cache, batch, c.context_length > 0 ? c.context_length : INT_MAX);
 
-    const int n = plan.n_tokens, dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+    const int n = plan.n_tokens, dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
     const int head_dim = c.head_dim(), n_heads = c.n_heads;
     const int heads_per_kv = c.n_heads / c.n_kv_heads;
     x_.resize(static_cast<size_t>(n) * dim);
     xb_.resize(static_cast<size_t>(n) * dim);
-    q_.resize(static_cast<size_t>(n) * dim);
+    q_.resize(static_cast<size_t>(n) * q_dim);
     k_.resize(static_cast<size_t>(n) * kv_dim);
     v_.resize(static_cast<size_t>(n) * kv_dim);
-    attn_.resize(static_cast<size_t>(n) * dim);
+    attn_.resize(static_cast<size_t>(n) * q_dim);
     gate_.resize(static_cast<size_t>(n) * hidden);
     up_.resize(static_cast<size_t>(n) * hidden);
 
@@ -166,14 +180,15 @@ class CpuBackend : public Backend {
                      x_.data() + static_cast<size_t>(t) * dim, dim);
     }
 
-    // rotary angles per token: theta^(-2i / head_dim) * position, in double
+    // rotary angles per token: position * frequency of each pair (theta^(-2i / head_dim)
+    // with the model's scaling), in double
     const int half = head_dim / 2;
+    const std::vector<double> frequencies = c.rope_frequencies();
     cos_.resize(static_cast<size_t>(n) * half);
     sin_.resize(static_cast<size_t>(n) * half);
     for (int t = 0; t < n; ++t) {
       for (int i = 0; i < half; ++i) {
-        const double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / head_dim);
-        const double angle = plan.positions[t] * freq;
+        const double angle = plan.positions[t] * frequencies[i];
         cos_[t * half + i] = static_cast<float>(std::cos(angle));
         sin_[t * half + i] = static_cast<float>(std::sin(angle));
       }
@@ -194,12 +209,35 @@ class CpuBackend : public Backend {
       matmul(lw.wq, xb_.data(), n, q_.data(), pool_, simd_);
       matmul(lw.wk, xb_.data(), n, k_.data(), pool_, simd_);
       matmul(lw.wv, xb_.data(), n, v_.data(), pool_, simd_);
+
+      // biases of q, k, v (qwen2; llama with attention biases)
+      add_bias(q_.data(), n, q_dim, lw.bq);
+      add_bias(k_.data(), n, kv_dim, lw.bk);
+      add_bias(v_.data(), n, kv_dim, lw.bv);
+
+      // qwen3: RMSNorm of every head of q and k, before the rotation
+      if (!lw.q_norm.empty()) {
+        const float* q_norm = norm_weights(lw.q_norm, "q norm");
+        const float* k_norm = norm_weights(lw.k_norm, "k norm");
+        for (int t = 0; t < n; ++t) {
+          for (int h = 0; h < n_heads; ++h) {
+            float* head = q_.data() + static_cast<size_t>(t) * q_dim + h * head_dim;
+            rmsnorm(head, head, q_norm, head_dim, c.norm_eps);
+          }
+          for (int h = 0; h < c.n_kv_heads; ++h) {
+            float* head = k_.data() + static_cast<size_t>(t) * kv_dim + h * head_dim;
+            rmsnorm(head, head, k_norm, head_dim, c.norm_eps);
+          }
+        }
+      }
+
+      // rotary embedding of q and k, then k and v into the cache
       float* keys = kv->keys(l);
       float* values = kv->values(l);
       for (int t = 0; t < n; ++t) {
-        rope(q_.data() + t * dim, n_heads, head_dim, cos_.data() + t * half,
+        rope(q_.data() + t * q_dim, n_heads, head_dim, c.rope_style, cos_.data() + t * half,
              sin_.data() + t * half);
-        rope(k_.data() + t * kv_dim, c.n_kv_heads, head_dim, cos_.data() + t * half,
+        rope(k_.data() + t * kv_dim, c.n_kv_heads, head_dim, c.rope_style, cos_.data() + t * half,
              sin_.data() + t * half);
         const size_t slot = static_cast<size_t>(plan.cache_slots[t]);
         std::memcpy(keys + slot * kv_dim, k_.data() + t * kv_dim, kv_dim * sizeof(float));
@@ -216,7 +254,7 @@ class CpuBackend : public Backend {
               const int seq = plan.token_seq[t];
               const int32_t* table = plan.block_tables.data() + plan.table_offsets[seq];
               const int kv_offset = (h / heads_per_kv) * head_dim;
-              const float* q = q_.data() + static_cast<size_t>(t) * dim + h * head_dim;
+              const float* q = q_.data() + static_cast<size_t>(t) * q_dim + h * head_dim;
               const int length = plan.positions[t] + 1;
               float max_score = -INFINITY;
               for (int p = 0; p < length; ++p) {
@@ -231,7 +269,7 @@ class CpuBackend : public Backend {
                 scores[p] = std::exp(scores[p] - max_score);
                 sum += scores[p];
               }
-              float* out = attn_.data() + static_cast<size_t>(t) * dim + h * head_dim;
+              float* out = attn_.data() + static_cast<size_t>(t) * q_dim + h * head_dim;
               std::fill(out, out + head_dim, 0.0f);
               for (int p = 0; p < length; ++p) {
                 const size_t slot =
@@ -243,6 +281,7 @@ class CpuBackend : public Backend {
             }
           });
       matmul(lw.wo, attn_.data(), n, xb_.data(), pool_, simd_);
+      add_bias(xb_.data(), n, dim, lw.bo);
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
 
       // feed-forward: down(silu(gate(x)) * up(x))
@@ -282,10 +321,10 @@ class CpuBackend : public Backend {
   // Activations of the current batch, reused across calls.
   std::vector<float> x_;       // (n_tokens, dim) residual stream
   std::vector<float> xb_;      // (n_tokens, dim) normed input / projection output
-  std::vector<float> q_;       // (n_tokens, dim)
+  std::vector<float> q_;       // (n_tokens, q_dim)
   std::vector<float> k_;       // (n_tokens, kv_dim)
   std::vector<float> v_;       // (n_tokens, kv_dim)
-  std::vector<float> attn_;    // (n_tokens, dim) attention output before wo
+  std::vector<float> attn_;    // (n_tokens, q_dim) attention output before wo
   std::vector<float> gate_;    // (n_tokens, hidden_dim)
   std::vector<float> up_;      // (n_tokens, hidden_dim)
   std::vector<float> cos_;     // (n_tokens, head_dim / 2)
