@@ -1,6 +1,7 @@
 // load_model: GGUF files, llama2.c checkpoints and Hugging Face directories, all turned
 // into the same Model of weight views, then checked by validate_model.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -67,7 +68,30 @@ std::shared_ptr<const Tokenizer> tokenizer_from_file(const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------------------
-// GGUF, architecture "llama", tensor names as llama.cpp writes them.
+// GGUF, architectures llama, qwen2 and qwen3, keys and tensor names as llama.cpp writes them.
+
+// RoPE scaling from `<arch>.rope.scaling.*` (or the older `<arch>.rope.scale_linear`) and
+// llama3's per-pair divisors from the rope_freqs.weight tensor, as llama.cpp reads them.
+void read_gguf_rope_scaling(const GgufFile& gguf, const std::string& arch, ModelConfig& c) {
+  const std::string type = gguf.get_string(arch + ".rope.scaling.type", "none");
+  if (type != "none" && type != "linear") {
+    throw ModelError(gguf.path + ": rope scaling '" + type + "' is not supported (only linear, and llama3's rope_freqs)");
+  }
+  double factor = gguf.get_real(arch + ".rope.scaling.factor", gguf.get_real(arch + ".rope.scale_linear", 0.0));
+  if (type == "linear" || factor != 0.0) c.rope_linear_factor = factor == 0.0 ? 1.0f : static_cast<float>(factor);
+  if (const GgufTensorInfo* t = gguf.tensor("rope_freqs.weight")) {
+    if (t->shape.size() != 1 || type_traits(t->type).block_elements != 1) {
+      throw ModelError(gguf.path + ": rope_freqs.weight should be one row of floats");
+    }
+    c.rope_freq_factors.resize(static_cast<size_t>(t->cols()));
+    for (int64_t i = 0; i < t->cols(); i++) {  // element by element: the file need not align it
+      const size_t size = type_traits(t->type).block_bytes;
+      alignas(4) uint8_t element[4];
+      std::memcpy(element, t->data + i * size, size);
+      dequantize_row(t->type, element, &c.rope_freq_factors[static_cast<size_t>(i)], 1);
+    }
+  }
+}
 
 std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options) {
   GgufFile gguf = GgufFile::open(path);
@@ -78,9 +102,12 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
 
   ModelConfig& c = model->config;
   c.architecture = gguf.get_string("general.architecture", "");
-  if (c.architecture != "llama") {
-    throw ModelError(path + ": architecture '" + c.architecture + "' is not supported (only llama)");
+  const std::optional<RopeStyle> rope_style = architecture_rope_style(c.architecture);
+  if (!rope_style) {
+    throw ModelError(path + ": architecture '" + c.architecture + "' is not supported (only " +
+                     supported_architectures() + ")");
   }
+  c.rope_style = *rope_style;
   if (gguf.tensors.empty()) throw ModelError(path + ": has no weights (a vocabulary-only GGUF?)");
   c.name = gguf.get_string("general.name", fs::path(path).stem().string());
   const auto int_key = [&](const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
@@ -88,22 +115,31 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (v < 0 || v > (int64_t{1} << 30)) throw ModelError(path + ": " + key + " = " + std::to_string(v) + " is out of range");
     return static_cast<int>(v);
   };
-  c.dim = int_key("llama.embedding_length");
-  c.hidden_dim = int_key("llama.feed_forward_length");
-  c.n_layers = int_key("llama.block_count");
-  c.n_heads = int_key("llama.attention.head_count");
-  c.n_kv_heads = int_key("llama.attention.head_count_kv", c.n_heads);
-  c.context_length = int_key("llama.context_length");
-  c.rope_theta = static_cast<float>(gguf.get_real("llama.rope.freq_base", 10000.0));
-  c.norm_eps = static_cast<float>(gguf.get_real("llama.attention.layer_norm_rms_epsilon", 1e-5));
-  if (c.n_heads > 0 && c.dim % c.n_heads == 0) {
-    const int rope_dims = int_key("llama.rope.dimension_count", c.head_dim());
+  const std::string a = c.architecture + ".";
+  c.dim = int_key(a + "embedding_length");
+  c.hidden_dim = int_key(a + "feed_forward_length");
+  c.n_layers = int_key(a + "block_count");
+  c.n_heads = int_key(a + "attention.head_count");
+  c.n_kv_heads = int_key(a + "attention.head_count_kv", c.n_heads);
+  c.context_length = int_key(a + "context_length");
+  c.rope_theta = static_cast<float>(gguf.get_real(a + "rope.freq_base", 10000.0));
+  c.norm_eps = static_cast<float>(gguf.get_real(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  read_gguf_rope_scaling(gguf, c.architecture, c);
+  if (c.n_heads > 0 && (gguf.find(a + "attention.key_length") || c.dim % c.n_heads != 0)) {
+    const int key_length = int_key(a + "attention.key_length");
+    if (int_key(a + "attention.value_length", key_length) != key_length) {
+      throw ModelError(path + ": keys and values of different widths per head are not supported");
+    }
+    if (key_length * c.n_heads != c.dim) c.explicit_head_dim = key_length;
+  }
+  if (c.n_heads > 0) {
+    const int rope_dims = int_key(a + "rope.dimension_count", c.head_dim());
     if (rope_dims != c.head_dim()) {
       throw ModelError(path + ": rotary embedding over " + std::to_string(rope_dims) + " of " +
                        std::to_string(c.head_dim()) + " head dimensions is not supported");
     }
   }
-  if (c.n_layers > 4096) throw ModelError(path + ": llama.block_count " + std::to_string(c.n_layers) + " is absurd");
+  if (c.n_layers > 4096) throw ModelError(path + ": " + a + "block_count " + std::to_string(c.n_layers) + " is absurd");
 
   const auto tensor = [&](const std::string& name) {
     const GgufTensorInfo* t = gguf.tensor(name);
@@ -111,9 +147,13 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (t->shape.size() > 2) throw ModelError(path + ": tensor '" + name + "' has more than 2 dimensions");
     return aligned_view(*model, t->view());
   };
+  // A bias or norm the architecture may have: f32, or an empty view when the file has none.
+  const auto optional_vector = [&](const std::string& name) {
+    return gguf.tensor(name) ? norm_as_f32(*model, tensor(name)) : TensorView{};
+  };
   Weights& w = model->weights;
   w.token_embedding = tensor("token_embd.weight");
-  c.vocab_size = int_key("llama.vocab_size", w.token_embedding.rows);
+  c.vocab_size = int_key(a + "vocab_size", w.token_embedding.rows);
   w.layers.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; l++) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -122,11 +162,23 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     L.wq = tensor(p + "attn_q.weight");
     L.wk = tensor(p + "attn_k.weight");
     L.wv = tensor(p + "attn_v.weight");
+    L.bq = optional_vector(p + "attn_q.bias");
+    L.bk = optional_vector(p + "attn_k.bias");
+    L.bv = optional_vector(p + "attn_v.bias");
+    L.q_norm = optional_vector(p + "attn_q_norm.weight");
+    L.k_norm = optional_vector(p + "attn_k_norm.weight");
     L.wo = tensor(p + "attn_output.weight");
+    L.bo = optional_vector(p + "attn_output.bias");
     L.ffn_norm = norm_as_f32(*model, tensor(p + "ffn_norm.weight"));
     L.w_gate = tensor(p + "ffn_gate.weight");
     L.w_up = tensor(p + "ffn_up.weight");
     L.w_down = tensor(p + "ffn_down.weight");
+    if (c.architecture == "qwen2" && (L.bq.empty() || L.bk.empty() || L.bv.empty())) {
+      throw ModelError(path + ": qwen2 layer " + std::to_string(l) + " lacks its q, k, v biases");
+    }
+    if (c.architecture == "qwen3" && (L.q_norm.empty() || L.k_norm.empty())) {
+      throw ModelError(path + ": qwen3 layer " + std::to_string(l) + " lacks its q, k norms");
+    }
     report_progress(options, path, 0.9 * (l + 1) / c.n_layers);
   }
   w.final_norm = norm_as_f32(*model, tensor("output_norm.weight"));
@@ -227,25 +279,81 @@ std::shared_ptr<Model> load_llama2c(const std::string& path, const LoadOptions& 
 }
 
 // ---------------------------------------------------------------------------------------
-// Hugging Face directories: config.json (LlamaForCausalLM) + *.safetensors + tokenizer.
+// Hugging Face directories: config.json (LlamaForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM) + *.safetensors + tokenizer.
 
-// HF rotates halves of each head (x[i], x[i + d/2]); the engine rotates adjacent pairs.
+// HF rotates halves of each head (x[i], x[i + d/2]); llama's layout rotates adjacent pairs.
 // Row (h, j, i) of HF's (heads, 2, d/2) layout becomes row (h, i, j) here, exactly
-// llama.cpp's convert_hf_to_gguf permute().
+// llama.cpp's convert_hf_to_gguf permute(), which it applies to biases as well (a bias
+// is a matrix of one column).
 TensorView permute_for_rope(Model& model, const TensorView& v, int heads) {
-  const int64_t head_dim = v.rows / heads;
-  const size_t row = v.row_size();
+  const bool vector = v.rows == 1;
+  const int64_t rows = vector ? v.cols : v.rows;
+  const size_t row = vector ? row_bytes(v.type, 1) : v.row_size();
+  const int64_t head_dim = rows / heads;
+  const uint8_t* in = static_cast<const uint8_t*>(v.data);
   uint8_t* out = owned_buffer<uint8_t>(model, v.bytes());
   for (int64_t h = 0; h < heads; h++) {
     for (int64_t i = 0; i < head_dim / 2; i++) {
       for (int64_t j = 0; j < 2; j++) {
         const int64_t to = h * head_dim + 2 * i + j;
         const int64_t from = h * head_dim + j * (head_dim / 2) + i;
-        std::memcpy(out + static_cast<size_t>(to) * row, v.row(from), row);
+        std::memcpy(out + static_cast<size_t>(to) * row, in + static_cast<size_t>(from) * row, row);
       }
     }
   }
   return TensorView{v.type, v.cols, v.rows, out};
+}
+
+// The engine's architecture name for config.json's `architectures[0]` or `model_type`.
+std::string hf_architecture(const nlohmann::json& j, const std::string& config_path) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"}, {"Qwen3ForCausalLM", "qwen3"}};
+  std::string declared = j.value("model_type", std::string());
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    declared = j["architectures"][0].get<std::string>();
+  }
+  for (const auto& [hf_class, name] : kNames) {
+    if (declared == hf_class || declared == name) return name;
+  }
+  throw ModelError(config_path + ": architecture '" + declared +
+                   "' is not supported (only LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
+}
+
+// rope_theta and rope_scaling (or transformers 5's rope_parameters, which holds both):
+// "default", "linear" (factor) and "llama3" (factor, low/high_freq_factor,
+// original_max_position_embeddings) are understood; any other kind is refused.
+void read_hf_rope(const nlohmann::json& j, const std::string& config_path, ModelConfig& c) {
+  const auto number = [&](const nlohmann::json& object, const char* key, double fallback) {
+    if (!object.contains(key)) return fallback;
+    if (!object[key].is_number()) throw ModelError(config_path + ": '" + key + "' is not a number");
+    return object[key].get<double>();
+  };
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json* scaling = &none;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (j.contains(key) && j[key].is_object()) scaling = &j[key];
+  }
+  c.rope_theta = static_cast<float>(number(j, "rope_theta", number(*scaling, "rope_theta", 10000.0)));
+  const std::string kind = scaling->value("rope_type", scaling->value("type", std::string("default")));
+  if (kind == "default") return;
+  if (!scaling->contains("factor")) throw ModelError(config_path + ": rope scaling '" + kind + "' without a factor");
+  const double factor = number(*scaling, "factor", 1.0);
+  if (!(factor > 0.0)) throw ModelError(config_path + ": rope scaling factor must be positive");
+  if (kind == "linear") {
+    c.rope_linear_factor = static_cast<float>(factor);
+  } else if (kind == "llama3") {
+    const double low = number(*scaling, "low_freq_factor", 1.0), high = number(*scaling, "high_freq_factor", 4.0);
+    const double original = number(*scaling, "original_max_position_embeddings", 8192.0);
+    if (!(low > 0.0) || !(high > low) || !(original > 0.0)) {
+      throw ModelError(config_path + ": llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and a positive "
+                                     "original_max_position_embeddings");
+    }
+    c.rope_freq_factors = llama3_rope_factors(c.rope_theta, c.head_dim(), factor, low, high, original);
+  } else {
+    throw ModelError(config_path + ": rope scaling '" + kind + "' is not supported (only linear and llama3)");
+  }
 }
 
 std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptions& options) {
@@ -260,27 +368,17 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
   }
   if (!j.is_object()) throw ModelError(config_path.string() + ": not a JSON object");
 
-  std::string architecture = j.value("model_type", std::string());
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-      j["architectures"][0].is_string()) {
-    architecture = j["architectures"][0].get<std::string>();
-  }
-  if (architecture != "LlamaForCausalLM" && architecture != "llama") {
-    throw ModelError(config_path.string() + ": architecture '" + architecture +
-                     "' is not supported (only LlamaForCausalLM)");
-  }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    throw ModelError(config_path.string() + ": rope_scaling is not supported");
-  }
-
   auto model = std::make_shared<Model>();
   model->path = dir;
   model->format = "safetensors";
   ModelConfig& c = model->config;
+  c.architecture = hf_architecture(j, config_path.string());
+  // As in the architecture's GGUF files: llama's q and k are permuted below, Qwen's keep halves.
+  c.rope_style = *architecture_rope_style(c.architecture);
   c.name = fs::path(dir).filename().string();
   if (c.name.empty()) c.name = fs::path(dir).parent_path().filename().string();
   const auto int_field = [&](const char* key, std::optional<int> fallback = std::nullopt) {
-    if (!j.contains(key)) {
+    if (!j.contains(key) || (fallback && j[key].is_null())) {
       if (fallback) return *fallback;
       throw ModelError(config_path.string() + ": missing '" + key + "'");
     }
@@ -290,11 +388,6 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
     }
     return v.get<int>();
   };
-  const auto real_field = [&](const char* key, double fallback) {
-    if (!j.contains(key)) return fallback;
-    if (!j[key].is_number()) throw ModelError(config_path.string() + ": '" + key + "' is not a number");
-    return j[key].get<double>();
-  };
   c.dim = int_field("hidden_size");
   c.hidden_dim = int_field("intermediate_size");
   c.n_layers = int_field("num_hidden_layers");
@@ -302,19 +395,24 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
   c.n_kv_heads = int_field("num_key_value_heads", c.n_heads);
   c.vocab_size = int_field("vocab_size");
   c.context_length = int_field("max_position_embeddings", 2048);
-  c.rope_theta = static_cast<float>(real_field("rope_theta", 10000.0));
-  c.norm_eps = static_cast<float>(real_field("rms_norm_eps", 1e-6));
-  if (c.n_heads == 0 || c.n_kv_heads == 0 || c.dim % c.n_heads != 0 || c.n_layers > 4096) {
-    throw ModelError(config_path.string() + ": inconsistent sizes (hidden_size " + std::to_string(c.dim) +
-                     ", num_attention_heads " + std::to_string(c.n_heads) + ", num_key_value_heads " +
-                     std::to_string(c.n_kv_heads) + ")");
+  c.norm_eps = static_cast<float>(j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number() ? j["rms_norm_eps"].get<double>() : 1e-6);
+  if (c.n_heads == 0 || c.n_kv_heads == 0 || c.n_layers > 4096) {
+    throw ModelError(config_path.string() + ": inconsistent sizes (num_attention_heads " + std::to_string(c.n_heads) +
+                     ", num_key_value_heads " + std::to_string(c.n_kv_heads) + ", num_hidden_layers " +
+                     std::to_string(c.n_layers) + ")");
   }
-  if (int_field("head_dim", c.head_dim()) != c.head_dim()) {
-    throw ModelError(config_path.string() + ": head_dim differs from hidden_size / num_attention_heads");
+  const int head_dim = int_field("head_dim", c.dim % c.n_heads == 0 ? std::optional<int>(c.dim / c.n_heads) : std::nullopt);
+  if (head_dim * c.n_heads != c.dim) c.explicit_head_dim = head_dim;
+  read_hf_rope(j, config_path.string(), c);
+  if (j.value("hidden_act", std::string("silu")) != "silu" || j.value("mlp_bias", false)) {
+    throw ModelError(config_path.string() + ": only the SwiGLU feed-forward without biases is supported");
   }
-  if (j.value("hidden_act", std::string("silu")) != "silu" || j.value("attention_bias", false) || j.value("mlp_bias", false)) {
-    throw ModelError(config_path.string() + ": only the plain Llama block is supported (silu, no biases)");
+  if (j.value("use_sliding_window", false)) {
+    throw ModelError(config_path.string() + ": sliding-window attention is not supported");
   }
+  // qwen2 always has q, k, v biases; llama and qwen3 have q, k, v and o biases when asked.
+  const bool qkv_bias = c.architecture == "qwen2" || j.value("attention_bias", false);
+  const bool o_bias = c.architecture != "qwen2" && j.value("attention_bias", false);
   const bool tied = j.value("tie_word_embeddings", false);
 
   std::vector<std::string> shards;
@@ -346,6 +444,10 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
     }
     return aligned_view(*model, TensorView{t.type, t.cols(), t.rows(), t.data});
   };
+  // A bias or norm: f32; empty when neither the configuration asks for it nor the files hold it.
+  const auto vector = [&](const std::string& name, bool expected) {
+    return expected || by_name.count(name) ? norm_as_f32(*model, tensor(name)) : TensorView{};
+  };
 
   Weights& w = model->weights;
   // Tied weights are saved once; torch's serializer may keep the lm_head name for them.
@@ -358,15 +460,28 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
     L.attn_norm = norm_as_f32(*model, tensor(p + "input_layernorm.weight"));
     L.wq = tensor(p + "self_attn.q_proj.weight");
     L.wk = tensor(p + "self_attn.k_proj.weight");
-    if (L.wq.rows != c.dim || L.wk.rows != c.kv_dim()) {
+    if (L.wq.rows != c.q_dim() || L.wk.rows != c.kv_dim()) {
       throw ModelError(dir + ": " + p + "self_attn q_proj/k_proj have " + std::to_string(L.wq.rows) + "/" +
-                       std::to_string(L.wk.rows) + " rows, expected " + std::to_string(c.dim) + "/" +
+                       std::to_string(L.wk.rows) + " rows, expected " + std::to_string(c.q_dim()) + "/" +
                        std::to_string(c.kv_dim()));
     }
-    L.wq = permute_for_rope(*model, L.wq, c.n_heads);
-    L.wk = permute_for_rope(*model, L.wk, c.n_kv_heads);
     L.wv = tensor(p + "self_attn.v_proj.weight");
+    L.bq = vector(p + "self_attn.q_proj.bias", qkv_bias);
+    L.bk = vector(p + "self_attn.k_proj.bias", qkv_bias);
+    L.bv = vector(p + "self_attn.v_proj.bias", qkv_bias);
+    L.q_norm = vector(p + "self_attn.q_norm.weight", c.architecture == "qwen3");
+    L.k_norm = vector(p + "self_attn.k_norm.weight", c.architecture == "qwen3");
+    if (c.rope_style == RopeStyle::Adjacent) {
+      for (TensorView* v : {&L.wq, &L.bq}) {
+        if (!v->empty()) *v = permute_for_rope(*model, *v, c.n_heads);
+      }
+      for (TensorView* v : {&L.wk, &L.bk}) {
+        if (!v->empty()) *v = permute_for_rope(*model, *v, c.n_kv_heads);
+      }
+      if (!L.q_norm.empty() || !L.k_norm.empty()) throw ModelError(dir + ": q/k norms are not supported in llama models");
+    }
     L.wo = tensor(p + "self_attn.o_proj.weight");
+    L.bo = vector(p + "self_attn.o_proj.bias", o_bias);
     L.ffn_norm = norm_as_f32(*model, tensor(p + "post_attention_layernorm.weight"));
     L.w_gate = tensor(p + "mlp.gate_proj.weight");
     L.w_up = tensor(p + "mlp.up_proj.weight");
@@ -393,7 +508,7 @@ void check_view(const Model& model, const char* name, int layer, const TensorVie
                      " cols), expected (" + std::to_string(rows) + ", " + std::to_string(cols) + ")");
   }
   if (must_be_f32 && v.type != TensorType::F32) {
-    throw ModelError(where + " is " + std::string(type_traits(v.type).name) + ", norms must be f32");
+    throw ModelError(where + " is " + std::string(type_traits(v.type).name) + ", norms and biases must be f32");
   }
   if (cols % type_traits(v.type).block_elements != 0) {
     throw ModelError(where + " rows are not whole " + std::string(type_traits(v.type).name) + " blocks");
@@ -415,25 +530,49 @@ void validate_model(const Model& model) {
   const ModelConfig& c = model.config;
   const auto fail = [&](const std::string& what) { return ModelError(model.path + ": " + what); };
   if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
-      c.vocab_size <= 0 || c.context_length <= 0) {
+      c.vocab_size <= 0 || c.context_length <= 0 || c.explicit_head_dim < 0) {
     throw fail("configuration has a size that is not positive (dim " + std::to_string(c.dim) + ", hidden_dim " +
                std::to_string(c.hidden_dim) + ", n_layers " + std::to_string(c.n_layers) + ", n_heads " +
                std::to_string(c.n_heads) + ", n_kv_heads " + std::to_string(c.n_kv_heads) + ", vocab_size " +
                std::to_string(c.vocab_size) + ", context_length " + std::to_string(c.context_length) + ")");
   }
-  if (c.dim % c.n_heads != 0 || c.head_dim() % 2 != 0) throw fail("dim must split into heads of even size");
+  if ((c.explicit_head_dim == 0 && c.dim % c.n_heads != 0) || c.head_dim() % 2 != 0 || c.head_dim() == 0) {
+    throw fail("heads must have an even, positive width (head_dim " + std::to_string(c.head_dim()) + ")");
+  }
   if (c.n_heads % c.n_kv_heads != 0) throw fail("n_heads must be a multiple of n_kv_heads");
-  if (!(c.norm_eps > 0.0f) || !(c.rope_theta > 0.0f)) throw fail("norm_eps and rope_theta must be positive");
+  if (!(c.norm_eps > 0.0f) || !(c.rope_theta > 0.0f) || !(c.rope_linear_factor > 0.0f)) {
+    throw fail("norm_eps, rope_theta and the rope scaling factor must be positive");
+  }
+  if (!c.rope_freq_factors.empty()) {
+    if (c.rope_freq_factors.size() != static_cast<size_t>(c.head_dim() / 2)) {
+      throw fail("rope_freqs has " + std::to_string(c.rope_freq_factors.size()) + " factors for " +
+                 std::to_string(c.head_dim() / 2) + " rotary pairs");
+    }
+    for (float f : c.rope_freq_factors) {
+      if (!(f > 0.0f) || !std::isfinite(f)) throw fail("rope_freqs holds a factor that is not positive");
+    }
+  }
   const Weights& w = model.weights;
   if (w.layers.size() != static_cast<size_t>(c.n_layers)) throw fail("layer count differs from n_layers");
   check_view(model, "token_embedding", -1, w.token_embedding, c.vocab_size, c.dim, false);
+  const int q_dim = c.q_dim(), kv_dim = c.kv_dim();
   for (int l = 0; l < c.n_layers; l++) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const auto optional = [&](const char* name, const TensorView& v, int64_t n) {
+      if (!v.empty()) check_view(model, name, l, v, 1, n, true);
+    };
     check_view(model, "attn_norm", l, L.attn_norm, 1, c.dim, true);
-    check_view(model, "wq", l, L.wq, c.dim, c.dim, false);
-    check_view(model, "wk", l, L.wk, c.kv_dim(), c.dim, false);
-    check_view(model, "wv", l, L.wv, c.kv_dim(), c.dim, false);
-    check_view(model, "wo", l, L.wo, c.dim, c.dim, false);
+    check_view(model, "wq", l, L.wq, q_dim, c.dim, false);
+    check_view(model, "wk", l, L.wk, kv_dim, c.dim, false);
+    check_view(model, "wv", l, L.wv, kv_dim, c.dim, false);
+    optional("bq", L.bq, q_dim);
+    optional("bk", L.bk, kv_dim);
+    optional("bv", L.bv, kv_dim);
+    optional("q_norm", L.q_norm, c.head_dim());
+    optional("k_norm", L.k_norm, c.head_dim());
+    if (L.q_norm.empty() != L.k_norm.empty()) throw fail("layer " + std::to_string(l) + " has a norm for only one of q, k");
+    check_view(model, "wo", l, L.wo, c.dim, q_dim, false);
+    optional("bo", L.bo, c.dim);
     check_view(model, "ffn_norm", l, L.ffn_norm, 1, c.dim, true);
     check_view(model, "w_gate", l, L.w_gate, c.hidden_dim, c.dim, false);
     check_view(model, "w_up", l, L.w_up, c.hidden_dim, c.dim, false);
