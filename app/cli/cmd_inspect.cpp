@@ -47,6 +47,14 @@ nlohmann::json describe(const Model& model) {
                  {"n_heads", c.n_heads},   {"n_kv_heads", c.n_kv_heads},         {"head_dim", c.head_dim()},
                  {"vocab_size", c.vocab_size}, {"context_length", c.context_length}, {"rope_theta", c.rope_theta},
                  {"norm_eps", c.norm_eps}};
+  const LayerWeights* first = model.weights.layers.empty() ? nullptr : &model.weights.layers[0];
+  j["rope"] = {{"style", std::string(rope_style_name(c.rope_style))},
+               {"linear_factor", c.rope_linear_factor},
+               {"freq_factors", c.rope_freq_factors}};
+  j["attention"] = {{"q_dim", c.q_dim()},
+                    {"qkv_biases", first && !first->bq.empty()},
+                    {"output_bias", first && !first->bo.empty()},
+                    {"qk_norms", first && !first->q_norm.empty()}};
   j["tied_output"] = model.tied_output();
   j["weight_bytes"] = model.weight_bytes();
   // a GPU keeps quantized matrices expanded to fp16
@@ -78,6 +86,16 @@ void print_text(const nlohmann::json& j) {
               c["head_dim"].get<int>());
   std::printf("vocabulary    %d, context %d, rope_theta %g, norm_eps %g\n", c["vocab_size"].get<int>(),
               c["context_length"].get<int>(), c["rope_theta"].get<double>(), c["norm_eps"].get<double>());
+  const auto& rope = j["rope"];
+  std::printf("rope          %s pairs", rope["style"].get<std::string>().c_str());
+  if (rope["linear_factor"].get<double>() != 1.0) std::printf(", linear scaling %g", rope["linear_factor"].get<double>());
+  if (!rope["freq_factors"].empty()) std::printf(", per-pair frequency factors (llama3 scaling)");
+  std::printf("\n");
+  const auto& attention = j["attention"];
+  std::printf("attention     q %d wide%s%s%s\n", attention["q_dim"].get<int>(),
+              attention["qkv_biases"].get<bool>() ? ", q/k/v biases" : "",
+              attention["output_bias"].get<bool>() ? ", output bias" : "",
+              attention["qk_norms"].get<bool>() ? ", per-head q/k norms" : "");
   std::printf("output        %s\n", j["tied_output"].get<bool>() ? "tied to the token embedding" : "separate matrix");
   std::printf("weights       %zu bytes (%.2f MiB)\n", j["weight_bytes"].get<size_t>(),
               static_cast<double>(j["weight_bytes"].get<size_t>()) / (1 << 20));

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model/gguf.h"
+#include "model/model.h"
 
 namespace specula {
 
@@ -46,20 +47,34 @@ void add_matrix(GgufWriter& out, const std::string& name, const TensorView& v, T
 
 void write_gguf_model(const Model& model, const std::string& path, TensorType type) {
   const ModelConfig& c = model.config;
+  if (architecture_rope_style(c.architecture) != c.rope_style) {
+    throw ModelError(path + ": a " + c.architecture + " model whose rotary embedding turns " +
+                     std::string(rope_style_name(c.rope_style)) + " has no GGUF layout");
+  }
+  const std::string a = c.architecture + ".";
+  const auto u32 = [](int v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
   GgufWriter out;
-  out.set("general.architecture", GgufValue::string("llama"));
+  out.set("general.architecture", GgufValue::string(c.architecture));
   out.set("general.name", GgufValue::string(c.name));
   out.set("general.file_type", GgufValue::u32(llama_file_type(type)));
-  out.set("llama.context_length", GgufValue::u32(static_cast<uint32_t>(c.context_length)));
-  out.set("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(c.dim)));
-  out.set("llama.block_count", GgufValue::u32(static_cast<uint32_t>(c.n_layers)));
-  out.set("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(c.hidden_dim)));
-  out.set("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(c.n_heads)));
-  out.set("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(c.n_kv_heads)));
-  out.set("llama.rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(c.head_dim())));
-  out.set("llama.rope.freq_base", GgufValue::f32(c.rope_theta));
-  out.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps));
-  out.set("llama.vocab_size", GgufValue::u32(static_cast<uint32_t>(c.vocab_size)));
+  out.set(a + "context_length", u32(c.context_length));
+  out.set(a + "embedding_length", u32(c.dim));
+  out.set(a + "block_count", u32(c.n_layers));
+  out.set(a + "feed_forward_length", u32(c.hidden_dim));
+  out.set(a + "attention.head_count", u32(c.n_heads));
+  out.set(a + "attention.head_count_kv", u32(c.n_kv_heads));
+  if (c.explicit_head_dim > 0) {
+    out.set(a + "attention.key_length", u32(c.explicit_head_dim));
+    out.set(a + "attention.value_length", u32(c.explicit_head_dim));
+  }
+  out.set(a + "rope.dimension_count", u32(c.head_dim()));
+  out.set(a + "rope.freq_base", GgufValue::f32(c.rope_theta));
+  if (c.rope_linear_factor != 1.0f) {
+    out.set(a + "rope.scaling.type", GgufValue::string("linear"));
+    out.set(a + "rope.scaling.factor", GgufValue::f32(c.rope_linear_factor));
+  }
+  out.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps));
+  out.set(a + "vocab_size", u32(c.vocab_size));
 
   if (model.tokenizer) {
     const Vocabulary& v = model.tokenizer->vocabulary();
@@ -78,6 +93,11 @@ void write_gguf_model(const Model& model, const std::string& path, TensorType ty
   }
 
   const Weights& w = model.weights;
+  if (!c.rope_freq_factors.empty()) {
+    const TensorView factors{TensorType::F32, static_cast<int64_t>(c.rope_freq_factors.size()), 1,
+                             c.rope_freq_factors.data()};
+    add_matrix(out, "rope_freqs.weight", factors, TensorType::F32);
+  }
   add_matrix(out, "token_embd.weight", w.token_embedding, type);
   for (size_t l = 0; l < w.layers.size(); l++) {
     const LayerWeights& L = w.layers[l];
@@ -86,6 +106,12 @@ void write_gguf_model(const Model& model, const std::string& path, TensorType ty
     add_matrix(out, p + "attn_q.weight", L.wq, type);
     add_matrix(out, p + "attn_k.weight", L.wk, type);
     add_matrix(out, p + "attn_v.weight", L.wv, type);
+    // biases and q/k norms, where the model has them, stay f32 as llama.cpp's converter keeps them
+    for (const auto& [name, v] : {std::pair{"attn_q.bias", &L.bq}, {"attn_k.bias", &L.bk}, {"attn_v.bias", &L.bv},
+                                  {"attn_q_norm.weight", &L.q_norm}, {"attn_k_norm.weight", &L.k_norm},
+                                  {"attn_output.bias", &L.bo}}) {
+      if (!v->empty()) add_matrix(out, p + name, *v, TensorType::F32);
+    }
     add_matrix(out, p + "attn_output.weight", L.wo, type);
     add_matrix(out, p + "ffn_norm.weight", L.ffn_norm, TensorType::F32);
     add_matrix(out, p + "ffn_gate.weight", L.w_gate, type);

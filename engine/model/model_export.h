@@ -7,10 +7,12 @@
 
 namespace specula {
 
-// Writes `model` as GGUF (architecture "llama", llama.cpp's tensor names, the vocabulary
+// Writes `model` as GGUF (its architecture, llama, qwen2 or qwen3, with llama.cpp's keys
+// and tensor names, rope scaling as rope.scaling.* and rope_freqs.weight, the vocabulary
 // as tokenizer.ggml.* with model "llama"). Weight matrices are stored as `type` when their
-// rows are whole blocks of it and keep their stored type otherwise; norms stay f32. A
-// matrix already of `type` is copied byte for byte.
+// rows are whole blocks of it and keep their stored type otherwise; norms and biases stay
+// f32. A matrix already of `type` is copied byte for byte. Throws ModelError for a model
+// whose rope style is not its architecture's GGUF layout.
 void write_gguf_model(const Model& model, const std::string& path, TensorType type);
 
 }  // namespace specula

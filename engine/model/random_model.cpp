@@ -11,14 +11,18 @@ namespace {
 
 struct NamedShape {
   std::string_view name;
+  std::string_view architecture;
   int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, context_length;
+  int explicit_head_dim;  // 0: dim / n_heads
 };
 
 constexpr NamedShape kShapes[] = {
-    {"tiny", 64, 160, 3, 4, 2, 97, 256},
-    {"110m", 768, 2048, 12, 12, 12, 32000, 1024},
-    {"1.1b", 2048, 5632, 22, 32, 4, 32000, 2048},
-    {"7b", 4096, 11008, 32, 32, 32, 32000, 4096},
+    {"tiny", "llama", 64, 160, 3, 4, 2, 97, 256, 0},
+    {"tiny-qwen2", "qwen2", 64, 160, 3, 4, 2, 97, 256, 0},
+    {"tiny-qwen3", "qwen3", 64, 160, 3, 4, 2, 97, 256, 32},
+    {"110m", "llama", 768, 2048, 12, 12, 12, 32000, 1024, 0},
+    {"1.1b", "llama", 2048, 5632, 22, 32, 4, 32000, 2048, 0},
+    {"7b", "llama", 4096, 11008, 32, 32, 32, 32000, 4096, 0},
 };
 
 // splitmix64: a counter-based generator, so every row is seeded independently and rows
@@ -83,6 +87,9 @@ ModelConfig random_model_config(std::string_view shape) {
     if (s.name != shape) continue;
     ModelConfig c;
     c.name = "random-" + std::string(shape);
+    c.architecture = std::string(s.architecture);
+    c.rope_style = *architecture_rope_style(c.architecture);
+    c.explicit_head_dim = s.explicit_head_dim;
     c.dim = s.dim;
     c.hidden_dim = s.hidden_dim;
     c.n_layers = s.n_layers;
@@ -105,8 +112,8 @@ std::shared_ptr<const Model> make_random_model(const ModelConfig& config, Tensor
                                 std::string(type_traits(type).name) + " (no quantizer for it)");
   }
   if (config.dim <= 0 || config.n_heads <= 0 || config.n_kv_heads <= 0 ||
-      config.dim % config.n_heads != 0 || config.n_heads % config.n_kv_heads != 0 ||
-      config.head_dim() % 2 != 0) {
+      (config.explicit_head_dim == 0 && config.dim % config.n_heads != 0) ||
+      config.n_heads % config.n_kv_heads != 0 || config.head_dim() <= 0 || config.head_dim() % 2 != 0) {
     throw std::invalid_argument("random model: inconsistent head configuration");
   }
   auto model = std::make_shared<Model>();
@@ -114,17 +121,27 @@ std::shared_ptr<const Model> make_random_model(const ModelConfig& config, Tensor
   model->format = "memory";
   model->path = config.name.empty() ? "random" : config.name;
   Builder build(*model, seed, threads);
-  const int64_t dim = config.dim, kv_dim = config.kv_dim(), hidden = config.hidden_dim;
+  const int64_t dim = config.dim, q_dim = config.q_dim(), kv_dim = config.kv_dim(), hidden = config.hidden_dim;
+  const bool qkv_bias = config.architecture == "qwen2", qk_norm = config.architecture == "qwen3";
   const auto amplitude = [](int64_t cols) { return std::sqrt(3.0f / static_cast<float>(cols)); };
   Weights& w = model->weights;
   w.token_embedding = build.matrix(type, config.vocab_size, dim, 1.0f);
   for (int l = 0; l < config.n_layers; ++l) {
     LayerWeights layer;
     layer.attn_norm = build.norm(dim);
-    layer.wq = build.matrix(type, dim, dim, amplitude(dim));
+    layer.wq = build.matrix(type, q_dim, dim, amplitude(dim));
     layer.wk = build.matrix(type, kv_dim, dim, amplitude(dim));
     layer.wv = build.matrix(type, kv_dim, dim, amplitude(dim));
-    layer.wo = build.matrix(type, dim, dim, amplitude(dim));
+    if (qkv_bias) {
+      layer.bq = build.matrix(TensorType::F32, 1, q_dim, 0.5f);
+      layer.bk = build.matrix(TensorType::F32, 1, kv_dim, 0.5f);
+      layer.bv = build.matrix(TensorType::F32, 1, kv_dim, 0.5f);
+    }
+    if (qk_norm) {
+      layer.q_norm = build.norm(config.head_dim());
+      layer.k_norm = build.norm(config.head_dim());
+    }
+    layer.wo = build.matrix(type, dim, q_dim, amplitude(q_dim));
     layer.ffn_norm = build.norm(dim);
     layer.w_gate = build.matrix(type, hidden, dim, amplitude(dim));
     layer.w_up = build.matrix(type, hidden, dim, amplitude(dim));
