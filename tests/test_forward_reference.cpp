@@ -1,7 +1,10 @@
 // The CPU backend's forward pass against a naive float64 forward written here, on random
 // models with odd sizes, grouped-query attention and an untied output matrix, over a
-// multi-step sequence through the paged cache.
+// multi-step sequence through the paged cache; and on the qwen2 (q, k, v biases), qwen3
+// (per-head q/k norms, heads wider than dim / n_heads, rotation of halves) and scaled-rope
+// variants, whose reference computes each frequency here from its definition.
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -44,12 +47,31 @@ std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<doub
   return out;
 }
 
-void rope(std::vector<double>& x, int head_dim, int position, double theta) {
+// The angle per position of pair i: theta^(-2i/d), divided by the linear factor and by
+// llama3's factor for the pair's wavelength (1 short, `factor` long, blended between).
+double frequency(const ModelConfig& c, int i, const std::vector<double>& llama3) {
+  const int d = c.head_dim();
+  double f = std::pow(double(c.rope_theta), -2.0 * i / d) / c.rope_linear_factor;
+  if (!llama3.empty()) {  // factor, low_freq_factor, high_freq_factor, original context
+    const double wavelength = 2 * M_PI / f, low = llama3[3] / llama3[1], high = llama3[3] / llama3[2];
+    if (wavelength > low) {
+      f /= llama3[0];
+    } else if (wavelength >= high) {
+      const double smooth = (llama3[3] / wavelength - llama3[1]) / (llama3[2] - llama3[1]);
+      f = (1 - smooth) * f / llama3[0] + smooth * f;
+    }
+  }
+  return f;
+}
+
+void rope(std::vector<double>& x, const ModelConfig& c, int position, const std::vector<double>& llama3) {
+  const int head_dim = c.head_dim(), half = head_dim / 2;
   for (size_t h = 0; h < x.size() / head_dim; ++h) {
-    for (int i = 0; i < head_dim / 2; ++i) {
-      const double angle = position * std::pow(theta, -2.0 * i / head_dim);
-      double& a = x[h * head_dim + 2 * i];
-      double& b = x[h * head_dim + 2 * i + 1];
+    for (int i = 0; i < half; ++i) {
+      const double angle = position * frequency(c, i, llama3);
+      const bool adjacent = c.rope_style == RopeStyle::Adjacent;
+      double& a = x[h * head_dim + (adjacent ? 2 * i : i)];
+      double& b = x[h * head_dim + (adjacent ? 2 * i + 1 : i + half)];
       const double a0 = a, b0 = b;
       a = a0 * std::cos(angle) - b0 * std::sin(angle);
       b = a0 * std::sin(angle) + b0 * std::cos(angle);
@@ -57,10 +79,29 @@ void rope(std::vector<double>& x, int head_dim, int position, double theta) {
   }
 }
 
+std::vector<double> vector_or_empty(const TensorView& v) { return v.empty() ? std::vector<double>{} : decode(v)[0]; }
+
+void add(std::vector<double>& x, const std::vector<double>& bias) {
+  for (size_t i = 0; i < bias.size(); ++i) x[i] += bias[i];
+}
+
+// RMSNorm of each head of x with the same weights (qwen3's q_norm, k_norm).
+void norm_heads(std::vector<double>& x, const std::vector<double>& weight, double eps) {
+  if (weight.empty()) return;
+  for (size_t at = 0; at < x.size(); at += weight.size()) {
+    const std::vector<double> head(x.begin() + at, x.begin() + at + weight.size());
+    const std::vector<double> normed = rmsnorm(head, weight, eps);
+    std::copy(normed.begin(), normed.end(), x.begin() + at);
+  }
+}
+
 // One sequence, one token at a time, everything in double.
 class ReferenceModel {
  public:
-  ReferenceModel(const Model& model, int n_layers) : c_(model.config), n_layers_(n_layers) {
+  // `llama3`: {factor, low_freq_factor, high_freq_factor, original context} when the model
+  // has llama3 scaling, empty otherwise.
+  ReferenceModel(const Model& model, int n_layers, std::vector<double> llama3 = {})
+      : c_(model.config), n_layers_(n_layers), llama3_(std::move(llama3)) {
     const Weights& w = model.weights;
     embedding_ = decode(w.token_embedding);
     for (int l = 0; l < n_layers; ++l) {
@@ -74,6 +115,12 @@ class ReferenceModel {
                          decode(lw.w_gate),
                          decode(lw.w_up),
                          decode(lw.w_down),
+                         vector_or_empty(lw.bq),
+                         vector_or_empty(lw.bk),
+                         vector_or_empty(lw.bv),
+                         vector_or_empty(lw.bo),
+                         vector_or_empty(lw.q_norm),
+                         vector_or_empty(lw.k_norm),
                          {},
                          {}});
     }
@@ -88,11 +135,16 @@ class ReferenceModel {
     for (Layer& L : layers_) {
       std::vector<double> xb = rmsnorm(x, L.attn_norm, c_.norm_eps);
       std::vector<double> q = matvec(L.wq, xb), k = matvec(L.wk, xb), v = matvec(L.wv, xb);
-      rope(q, hd, position, c_.rope_theta);
-      rope(k, hd, position, c_.rope_theta);
+      add(q, L.bq);
+      add(k, L.bk);
+      add(v, L.bv);
+      norm_heads(q, L.q_norm, c_.norm_eps);
+      norm_heads(k, L.k_norm, c_.norm_eps);
+      rope(q, c_, position, llama3_);
+      rope(k, c_, position, llama3_);
       L.keys.push_back(k);
       L.values.push_back(v);
-      std::vector<double> attn(static_cast<size_t>(c_.dim), 0.0);
+      std::vector<double> attn(static_cast<size_t>(c_.q_dim()), 0.0);
       for (int h = 0; h < c_.n_heads; ++h) {
         const int kvh = h / group;
         std::vector<double> scores;
@@ -110,7 +162,8 @@ class ReferenceModel {
             attn[h * hd + i] += scores[p] / sum * L.values[p][kvh * hd + i];
         }
       }
-      const std::vector<double> o = matvec(L.wo, attn);
+      std::vector<double> o = matvec(L.wo, attn);
+      add(o, L.bo);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       xb = rmsnorm(x, L.ffn_norm, c_.norm_eps);
       std::vector<double> g = matvec(L.w_gate, xb);
@@ -128,10 +181,12 @@ class ReferenceModel {
     Matrix wq, wk, wv, wo;
     std::vector<double> ffn_norm;
     Matrix w_gate, w_up, w_down;
+    std::vector<double> bq, bk, bv, bo, q_norm, k_norm;  // empty when the model has none
     Matrix keys, values;  // (positions, kv_dim)
   };
   ModelConfig c_;
   int n_layers_;
+  std::vector<double> llama3_;
   Matrix embedding_;
   std::vector<Layer> layers_;
   std::vector<double> final_norm_;
@@ -166,10 +221,10 @@ ModelConfig odd_config() {
 
 // Runs an 12-token sequence through the engine in chunks of 5, 1, 1, 1, 4 tokens (all
 // logits wanted) and returns the worst relative error against the reference.
-double worst_error(const Model& model, int n_layers, int threads) {
+double worst_error(const Model& model, int n_layers, int threads, std::vector<double> llama3 = {}) {
   std::unique_ptr<Backend> backend = create_cpu_backend(threads);
   std::unique_ptr<KvCache> cache = backend->create_cache(model, 64, n_layers, 4);
-  ReferenceModel reference(model, n_layers < 0 ? model.config.n_layers : n_layers);
+  ReferenceModel reference(model, n_layers < 0 ? model.config.n_layers : n_layers, std::move(llama3));
   const int seq = cache->create();
   const std::vector<int32_t> tokens{1,  17, 42, 3, 99 % model.config.vocab_size, 5, 64, 8,
                                     23, 71, 0,  13};
@@ -236,6 +291,61 @@ class TestForwardReference : public QObject {
       qInfo("%s worst relative error %.3g", type_traits(type).name.data(), error);
       QVERIFY2(error < 5e-2, qPrintable(QString::number(error)));
     }
+  }
+
+  // qwen2 (biases), qwen3 (q/k norms, 32-wide heads: q is twice dim), both rotating
+  // halves; the engine's stages against the reference's.
+  void qwenMatchFloat64() {
+    for (const char* shape : {"tiny-qwen2", "tiny-qwen3"}) {
+      for (TensorType type : {TensorType::F32, TensorType::BF16}) {
+        const auto model = make_random_model(random_model_config(shape), type, 6);
+        QCOMPARE(model->config.rope_style, RopeStyle::Halves);
+        const double error = worst_error(*model, -1, 2);
+        qInfo("%s %s worst relative error %.3g", shape, type_traits(type).name.data(), error);
+        QVERIFY2(error < 1e-5, qPrintable(QString::number(error)));
+      }
+    }
+    QCOMPARE(random_model_config("tiny-qwen3").q_dim(), 128);
+  }
+
+  // Quantized qwen weights: the bound and its reasoning of quantizedWeightsMatchFloat64.
+  void quantizedQwenMatchFloat64() {
+    for (const char* shape : {"tiny-qwen2", "tiny-qwen3"}) {
+      const auto model = make_random_model(random_model_config(shape), TensorType::Q8_0, 7);
+      const double error = worst_error(*model, -1, 2);
+      qInfo("%s q8_0 worst relative error %.3g", shape, error);
+      QVERIFY2(error < 5e-2, qPrintable(QString::number(error)));
+    }
+  }
+
+  // Linear scaling (positions / 4) and llama3 scaling, whose factors the engine computes
+  // with llama3_rope_factors and the reference from the definition. Theta 10000 over
+  // 16-wide heads gives wavelengths 6.3 ... 4.7e3, so an original context of 64 with
+  // factors 1 and 4 puts pairs on both sides of the blend and in it.
+  void scaledRopeMatchesFloat64() {
+    ModelConfig c = odd_config();
+    c.dim = 64;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.rope_theta = 10000.0f;
+    c.rope_linear_factor = 4.0f;
+    const auto linear = make_random_model(c, TensorType::F32, 8);
+    const double linear_error = worst_error(*linear, -1, 2);
+    QVERIFY2(linear_error < 1e-5, qPrintable(QString::number(linear_error)));
+
+    c.rope_linear_factor = 1.0f;
+    c.rope_freq_factors = llama3_rope_factors(c.rope_theta, c.head_dim(), 8.0, 1.0, 4.0, 64.0);
+    QCOMPARE(c.rope_freq_factors.front(), 1.0f);
+    QCOMPARE(c.rope_freq_factors.back(), 8.0f);
+    QVERIFY(std::any_of(c.rope_freq_factors.begin(), c.rope_freq_factors.end(),
+                        [](float f) { return f > 1.0f && f < 8.0f; }));
+    const auto llama3 = make_random_model(c, TensorType::F32, 8);
+    const double llama3_error = worst_error(*llama3, -1, 2, {8.0, 1.0, 4.0, 64.0});
+    qInfo("linear %.3g, llama3 %.3g worst relative error", linear_error, llama3_error);
+    QVERIFY2(llama3_error < 1e-5, qPrintable(QString::number(llama3_error)));
+    // the same weights without the scaling are measurably another model
+    const double unscaled_error = worst_error(*llama3, -1, 2, {});
+    QVERIFY2(unscaled_error > 1e-3, qPrintable(QString::number(unscaled_error)));
   }
 
   void rejectsBadInput() {
