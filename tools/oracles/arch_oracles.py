@@ -233,7 +233,7 @@ def main(out: Path) -> None:
         references[name] = {"seed": seed, **result}
         write_gguf(directory, out / f"{name}.gguf", spec["arch"], name)
     json.dump({"source": f"tools/oracles/arch_oracles.py, transformers {transformers.__version__}, "
-                         f"torch {torch.__version__}, gguf {gguf.__version__ if hasattr(gguf, '__version__') else ''}",
+                         f"torch {torch.__version__}, gguf {importlib.metadata.version('gguf')}",
                "models": references}, (out / "reference.json").open("w"), indent=1)
 
 
