@@ -240,6 +240,22 @@ class TestArchOracles : public QObject {
       j["architectures"] = {"Qwen2MoeForCausalLM"};
     }));
     QVERIFY2(unknown.find("architecture 'Qwen2MoeForCausalLM' is not supported") != std::string::npos, unknown.c_str());
+
+    // validate_model on configurations no loader should produce
+    Model model = *load_model(kDataDir + "llama3.gguf");
+    model.config.rope_freq_factors.pop_back();
+    QVERIFY_THROWS_EXCEPTION(ModelError, validate_model(model));
+    model = *load_model(kDataDir + "qwen3.gguf");
+    model.weights.layers[1].k_norm = {};
+    QVERIFY_THROWS_EXCEPTION(ModelError, validate_model(model));
+    model = *load_model(kDataDir + "qwen3.gguf");
+    model.config.explicit_head_dim = 0;  // q 32 wide no more, but its matrices are 64 rows
+    QVERIFY_THROWS_EXCEPTION(ModelError, validate_model(model));
+    QVERIFY_THROWS_EXCEPTION(ModelError, write_gguf_model([&] {
+      Model halves = *load_model(kDataDir + "llama3.gguf");
+      halves.config.rope_style = RopeStyle::Halves;  // no GGUF holds llama weights rotating halves
+      return halves;
+    }(), tmp_.filePath("halves.gguf").toStdString(), TensorType::F32));
   }
 
  private:
