@@ -203,6 +203,24 @@ class TestDevicePlan : public QObject {
     const uint8_t other = 0;
     w.output = view(TensorType::Q4_0, 100, 64, &other);  // untied: the output matrix too
     QCOMPARE(device_weight_bytes(m), expected + 2 * 100 * 64);
+    const std::vector<float> bias(64, 0.5f);
+    w.layers[1].bq = view(TensorType::F32, 1, 64, bias.data());  // biases and q/k norms are f32
+    w.layers[1].k_norm = view(TensorType::F32, 1, 16, bias.data());
+    QCOMPARE(device_weight_bytes(m), expected + 2 * 100 * 64 + (64 + 16) * 4);
+  }
+
+  // The fused q|k|v product's bias row: each part where its rows are, zeros for a missing one.
+  void qkvBiasFollowsTheStackedRows() {
+    LayerWeights l;
+    const uint8_t byte = 0;
+    l.wq = view(TensorType::Q8_0, 8, 32, &byte);
+    l.wk = view(TensorType::Q8_0, 4, 32, &byte);
+    l.wv = view(TensorType::Q8_0, 4, 32, &byte);
+    QVERIFY(qkv_bias_row(l).empty());
+    const std::vector<float> bq{1, 2, 3, 4, 5, 6, 7, 8}, bv{-1, -2, -3, -4};
+    l.bq = view(TensorType::F32, 1, 8, bq.data());
+    l.bv = view(TensorType::F32, 1, 4, bv.data());
+    QCOMPARE(qkv_bias_row(l), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, -1, -2, -3, -4}));
   }
 };
 

@@ -96,7 +96,25 @@ size_t device_weight_bytes(const Model& model) {
     bytes += static_cast<size_t>(m->rows * m->cols) * element;
   }
   const size_t norms = 2 * w.layers.size() + 1;
-  return bytes + norms * static_cast<size_t>(model.config.dim) * sizeof(float);
+  bytes += norms * static_cast<size_t>(model.config.dim) * sizeof(float);
+  for (const LayerWeights& l : w.layers) {  // biases and q/k norms, f32, where the model has them
+    for (const TensorView* v : {&l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm}) {
+      bytes += static_cast<size_t>(v->cols * v->rows) * sizeof(float);
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> qkv_bias_row(const LayerWeights& layer) {
+  if (layer.bq.empty() && layer.bk.empty() && layer.bv.empty()) return {};
+  const int64_t q_dim = layer.wq.rows, kv_dim = layer.wk.rows;
+  std::vector<float> row(static_cast<size_t>(q_dim + 2 * kv_dim), 0.0f);
+  int64_t at = 0;
+  for (const auto& [bias, width] : {std::pair{&layer.bq, q_dim}, {&layer.bk, kv_dim}, {&layer.bv, kv_dim}}) {
+    if (!bias->empty()) dequantize_row(bias->type, bias->data, row.data() + at, width);
+    at += width;
+  }
+  return row;
 }
 
 }  // namespace specula

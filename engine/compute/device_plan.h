@@ -47,8 +47,11 @@ PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens,
 TensorType device_matrix_type(const Weights& weights);
 // Converts a whole matrix to `type` (F32, F16 or BF16), rows * cols elements into `dst`.
 void convert_matrix(const TensorView& src, TensorType type, void* dst);
-// Bytes of the device copy of the weights: matrices in device_matrix_type, norms in f32,
-// the output matrix once more unless tied.
+// Bytes of the device copy of the weights: matrices in device_matrix_type, norms and
+// biases in f32, the output matrix once more unless tied.
 size_t device_weight_bytes(const Model& model);
+// A layer's q, k and v biases as one f32 row laid out as its stacked wq|wk|wv rows (zeros
+// for a part the model lacks), added to the fused product's output; empty when it has none.
+std::vector<float> qkv_bias_row(const LayerWeights& layer);
 
 }  // namespace specula
