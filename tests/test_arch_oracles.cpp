@@ -17,12 +17,13 @@
 #include "decode/decoder.h"
 #include "model/model.h"
 #include "model/model_export.h"
+#include "shared_data.h"
 
 using namespace specula;
 
 namespace {
 
-const std::string kDataDir = SPECULA_TEST_DATA_DIR "/arch_oracles/";
+const std::string kDataDir = specula::test::testDataDir().toStdString() + "/arch_oracles/";
 
 nlohmann::json load_reference() {
   std::ifstream in(kDataDir + "reference.json");

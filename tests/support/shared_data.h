@@ -16,6 +16,13 @@ inline QString sharedDir() {
   return fromEnv.isEmpty() ? QStringLiteral(SPECULA_SHARED_DIR) : QString::fromLocal8Bit(fromEnv);
 }
 
+// tests/data of the checkout: SPECULA_TEST_DATA_DIR from the environment (for executables
+// built elsewhere, as tests/device/run.sh runs them), else the one they were built from.
+inline QString testDataDir() {
+  const QByteArray fromEnv = qgetenv("SPECULA_TEST_DATA_DIR");
+  return fromEnv.isEmpty() ? QStringLiteral(SPECULA_TEST_DATA_DIR) : QString::fromLocal8Bit(fromEnv);
+}
+
 inline bool runningInCi() { return qgetenv("CI") == "true" || qgetenv("CI") == "1"; }
 
 // Absolute path of a file under the shared directory, or an empty string when absent.
