@@ -16,10 +16,12 @@
 #include "compute/backend.h"
 #include "decode/decoder.h"
 #include "model/model.h"
+#include "logit_error.h"
 #include "model/model_export.h"
 #include "shared_data.h"
 
 using namespace specula;
+using specula::test::relative_error;
 
 namespace {
 
@@ -29,15 +31,6 @@ nlohmann::json load_reference() {
   std::ifstream in(kDataDir + "reference.json");
   if (!in) throw std::runtime_error("tests/data/arch_oracles/reference.json is missing");
   return nlohmann::json::parse(in);
-}
-
-double relative_error(const float* engine, const std::vector<double>& reference) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < reference.size(); ++i) {
-    diff = std::max(diff, std::fabs(engine[i] - reference[i]));
-    scale = std::max(scale, std::fabs(reference[i]));
-  }
-  return diff / scale;
 }
 
 // Greedy decoding one token per forward through the cache, as transformers' generate does.

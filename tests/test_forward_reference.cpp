@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "compute/backend.h"
+#include "logit_error.h"
 #include "model/random_model.h"
 
 using namespace specula;
+using specula::test::relative_error;
 
 namespace {
 
@@ -193,16 +195,6 @@ class ReferenceModel {
   Matrix output_;
   size_t positions_ = 0;
 };
-
-// Largest |engine - reference| over the row, relative to the row's largest |reference|.
-double relative_error(const float* engine, const std::vector<double>& reference) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < reference.size(); ++i) {
-    diff = std::max(diff, std::fabs(engine[i] - reference[i]));
-    scale = std::max(scale, std::fabs(reference[i]));
-  }
-  return diff / scale;
-}
 
 ModelConfig odd_config() {
   ModelConfig c;

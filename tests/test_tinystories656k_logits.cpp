@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/backend.h"
+#include "logit_error.h"
 #include "model/model.h"
 #include "shared_data.h"
 
@@ -51,15 +52,9 @@ class TestTinyStories656kLogits : public QObject {
         const float* row = logits.data() + t * vocab;
         QCOMPARE(static_cast<int>(std::max_element(row, row + vocab) - row), argmax[t]);
       }
-      const float* row = logits.data() + (tokens.size() - 1) * vocab;
-      double diff = 0.0, scale = 0.0;
-      for (int i = 0; i < vocab; ++i) {
-        diff = std::max(diff, std::fabs(row[i] - last[i]));
-        scale = std::max(scale, std::fabs(last[i]));
-      }
-      qInfo("%s: relative error %.3g", c["text"].get<std::string>().substr(0, 24).c_str(),
-            diff / scale);
-      QVERIFY2(diff / scale < 1e-4, qPrintable(QString::number(diff / scale)));
+      const double error = specula::test::relative_error(logits.data() + (tokens.size() - 1) * vocab, last);
+      qInfo("%s: relative error %.3g", c["text"].get<std::string>().substr(0, 24).c_str(), error);
+      QVERIFY2(error < 1e-4, qPrintable(QString::number(error)));
     }
   }
 };
