@@ -31,10 +31,23 @@ void embedding(const void* table, DType type, int dim, const int32_t* tokens, in
 void rmsnorm(const float* x, const float* weight, const int32_t* rows, int n_rows, int dim,
              float eps, void* out, DType out_type, cudaStream_t stream);
 
-// Rotates the adjacent pairs (2i, 2i+1) of the first n_rot_heads * head_dim columns of every
-// row of `qk` (row stride `row_stride`) by position * theta^(-2i / head_dim), in place.
+// Which columns of a head the rotary embedding turns together: (2i, 2i+1) or (i, i + d/2).
+enum class RopeLayout { AdjacentPairs, Halves };
+
+// Rotates pair i of each of the first n_rot_heads heads (head_dim columns each, from column
+// 0) of every row of `qk` (row stride `row_stride`) by positions[t] * frequencies[i], in
+// place. `frequencies` (head_dim / 2 doubles, device memory) is the model's table, scaling
+// included (ModelConfig::rope_frequencies).
 void rope(float* qk, int row_stride, const int32_t* positions, int n_tokens, int n_rot_heads,
-          int head_dim, float theta, cudaStream_t stream);
+          int head_dim, const double* frequencies, RopeLayout layout, cudaStream_t stream);
+
+// rows[t][i] += bias[i] for t < n_rows, i < width (row stride `row_stride`), in place.
+void add_bias(float* rows, int row_stride, int n_rows, const float* bias, int width, cudaStream_t stream);
+
+// Each of the first n_heads heads (head_dim columns each, from column 0) of every row of `x`
+// (row stride `row_stride`) becomes head / rms(head) * weight, in place (qwen3's q/k norms).
+void head_rmsnorm(float* x, int row_stride, int n_rows, int n_heads, int head_dim, const float* weight, float eps,
+                  cudaStream_t stream);
 
 // out[t][i] = silu(gate_up[t][i]) * gate_up[t][hidden + i], written in out_type.
 void swiglu(const float* gate_up, int n_tokens, int hidden, void* out, DType out_type,
@@ -49,7 +62,7 @@ void kv_write(const float* qkv, int row_stride, int k_offset, int v_offset, cons
               cudaStream_t stream);
 
 struct AttentionArgs {
-  const float* qkv = nullptr;      // (n_tokens, row_stride) queries at column 0, pre-RoPE'd
+  const float* qkv = nullptr;      // (n_tokens, row_stride) queries (n_heads * head_dim) at column 0, pre-RoPE'd
   int row_stride = 0;
   const void* k_cache = nullptr;   // (slots, n_kv_heads * head_dim) in cache_type
   const void* v_cache = nullptr;

@@ -29,15 +29,43 @@ std::vector<double> rmsnorm(const std::vector<float>& x, const std::vector<float
 }
 
 std::vector<double> rope(const std::vector<float>& qk, int row_stride, const std::vector<int32_t>& positions,
-                         int n_rot_heads, int head_dim, float theta) {
+                         int n_rot_heads, int head_dim, const std::vector<double>& frequencies, bool halves) {
   std::vector<double> out(qk.begin(), qk.end());
+  const int half = head_dim / 2;
   for (size_t t = 0; t < positions.size(); ++t) {
-    for (int c = 0; c < n_rot_heads * head_dim; c += 2) {
-      const double angle = positions[t] * std::pow(static_cast<double>(theta), -static_cast<double>(c % head_dim) / head_dim);
-      double* pair = out.data() + t * row_stride + c;
-      const double a = pair[0], b = pair[1];
-      pair[0] = a * std::cos(angle) - b * std::sin(angle);
-      pair[1] = a * std::sin(angle) + b * std::cos(angle);
+    for (int h = 0; h < n_rot_heads; ++h) {
+      double* v = out.data() + t * row_stride + h * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const double angle = positions[t] * frequencies[static_cast<size_t>(i)];
+        double& a = halves ? v[i] : v[2 * i];
+        double& b = halves ? v[i + half] : v[2 * i + 1];
+        const double a0 = a, b0 = b;
+        a = a0 * std::cos(angle) - b0 * std::sin(angle);
+        b = a0 * std::sin(angle) + b0 * std::cos(angle);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> add_bias(const std::vector<float>& rows, int row_stride, const std::vector<float>& bias) {
+  std::vector<double> out(rows.begin(), rows.end());
+  for (size_t at = 0; at < out.size(); at += static_cast<size_t>(row_stride)) {
+    for (size_t i = 0; i < bias.size(); ++i) out[at + i] += bias[i];
+  }
+  return out;
+}
+
+std::vector<double> head_rmsnorm(const std::vector<float>& x, int row_stride, int n_heads, int head_dim,
+                                 const std::vector<float>& weight, float eps) {
+  std::vector<double> out(x.begin(), x.end());
+  for (size_t at = 0; at < out.size(); at += static_cast<size_t>(row_stride)) {
+    for (int h = 0; h < n_heads; ++h) {
+      double* head = out.data() + at + static_cast<size_t>(h) * head_dim;
+      double ss = 0.0;
+      for (int i = 0; i < head_dim; ++i) ss += head[i] * head[i];
+      const double scale = 1.0 / std::sqrt(ss / head_dim + eps);
+      for (int i = 0; i < head_dim; ++i) head[i] = weight[static_cast<size_t>(i)] * scale * head[i];
     }
   }
   return out;

@@ -10,9 +10,13 @@ namespace specula::cuda::reference {
 std::vector<double> embedding(const std::vector<float>& table, int dim, const std::vector<int32_t>& tokens);
 std::vector<double> rmsnorm(const std::vector<float>& x, const std::vector<float>& weight,
                             const std::vector<int32_t>& rows, int dim, float eps);
-// Returns the rotated copy of qk.
+// Returns the rotated copy of qk; `halves` pairs (i, i + head_dim/2), else (2i, 2i+1).
 std::vector<double> rope(const std::vector<float>& qk, int row_stride, const std::vector<int32_t>& positions,
-                         int n_rot_heads, int head_dim, float theta);
+                         int n_rot_heads, int head_dim, const std::vector<double>& frequencies, bool halves);
+std::vector<double> add_bias(const std::vector<float>& rows, int row_stride, const std::vector<float>& bias);
+// Returns the copy of x whose first n_heads heads of each row are normalized.
+std::vector<double> head_rmsnorm(const std::vector<float>& x, int row_stride, int n_heads, int head_dim,
+                                 const std::vector<float>& weight, float eps);
 std::vector<double> swiglu(const std::vector<float>& gate_up, int hidden);
 std::vector<double> gemm(const std::vector<float>& x, const std::vector<float>& w, int m, int n, int k);
 

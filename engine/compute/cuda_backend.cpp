@@ -1,6 +1,7 @@
 // The CUDA backend. Weights are uploaded once per model, in the type device_matrix_type
 // picks, with wq|wk|wv and w_gate|w_up stacked so that each layer runs four products
-// instead of seven. A step uploads its packed metadata in one copy, runs the layers on one
+// instead of seven (the q|k|v biases stacked the same way, the q/k norms and the rope
+// frequency table beside them). A step uploads its packed metadata in one copy, runs the layers on one
 // stream in the order of the CPU forward pass, and copies back only the logits it was
 // asked for. The KV cache is device memory laid out by slot; the host KvCache decides
 // which slot each token uses.
@@ -66,8 +67,12 @@ class DeviceBuffer {
 
 struct DeviceLayer {
   DeviceBuffer attn_norm;  // (dim) f32
-  DeviceBuffer wqkv;       // (dim + 2 kv_dim rows, dim cols): wq, wk, wv stacked
-  DeviceBuffer wo;         // (dim rows, dim cols)
+  DeviceBuffer wqkv;       // (q_dim + 2 kv_dim rows, dim cols): wq, wk, wv stacked
+  DeviceBuffer qkv_bias;   // (q_dim + 2 kv_dim) f32, qkv_bias_row; empty without biases
+  DeviceBuffer q_norm;     // (head_dim) f32; empty without q/k norms
+  DeviceBuffer k_norm;     // (head_dim) f32; empty without q/k norms
+  DeviceBuffer wo;         // (dim rows, q_dim cols)
+  DeviceBuffer bo;         // (dim) f32; empty without an output bias
   DeviceBuffer ffn_norm;   // (dim) f32
   DeviceBuffer w_gate_up;  // (2 hidden_dim rows, dim cols): w_gate, w_up stacked
   DeviceBuffer w_down;     // (dim rows, hidden_dim cols)
@@ -80,6 +85,8 @@ struct DeviceModel {
   std::vector<DeviceLayer> layers; // (n_layers)
   DeviceBuffer final_norm;         // (dim) f32
   DeviceBuffer output;             // (vocab rows, dim cols); empty when tied
+  DeviceBuffer rope_frequencies;   // (head_dim / 2) double: ModelConfig::rope_frequencies
+  cuda::RopeLayout rope_layout = cuda::RopeLayout::AdjacentPairs;
 };
 
 // Uploads matrices stacked row-wise into one device buffer of type `type`.
@@ -95,6 +102,21 @@ DeviceBuffer upload(std::initializer_list<const TensorView*> parts, TensorType t
   DeviceBuffer buffer(bytes);
   check(cudaMemcpy(buffer.get(), host.data(), bytes, cudaMemcpyHostToDevice), "weight upload");
   return buffer;
+}
+
+// Uploads a host array as it is; an empty one gives an empty buffer.
+template <typename T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer buffer(host.size() * sizeof(T));
+  if (!host.empty()) {
+    check(cudaMemcpy(buffer.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "weight upload");
+  }
+  return buffer;
+}
+
+// An optional f32 vector (bias, norm): empty when the model has none.
+DeviceBuffer upload_optional(const TensorView& v) {
+  return v.empty() ? DeviceBuffer() : upload({&v}, TensorType::F32);
 }
 
 class CudaKvStorage : public KvStorage {
@@ -220,8 +242,8 @@ class CudaBackend : public Backend {
     const PackedPlan packed =
         pack_plan(plan, batch.tokens, partition_attention(plan, cuda::attention_query_tile(c.n_heads, c.n_kv_heads)));
     const int n = plan.n_tokens, rows = static_cast<int>(plan.logit_rows.size());
-    const int dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim();
-    const int qkv_cols = dim + 2 * kv_dim;
+    const int dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim();
+    const int qkv_cols = q_dim + 2 * kv_dim;
     const size_t element = cuda::dtype_bytes(m.type);
     Scratch& s = scratch_;
     s.meta.reserve(packed.data.size() * sizeof(int32_t));
@@ -229,7 +251,7 @@ class CudaBackend : public Backend {
     s.tmp.reserve(sizeof(float) * n * dim);
     s.normed.reserve(element * n * std::max(dim, hidden));
     s.qkv.reserve(sizeof(float) * n * qkv_cols);
-    s.attention.reserve(element * n * dim);
+    s.attention.reserve(element * n * q_dim);
     s.gate_up.reserve(sizeof(float) * n * 2 * hidden);
     s.logits.reserve(sizeof(float) * rows * c.vocab_size);
     check(cudaMemcpyAsync(s.meta.get(), packed.data.data(), packed.data.size() * sizeof(int32_t),
@@ -247,8 +269,14 @@ class CudaBackend : public Backend {
       // attention
       cuda::rmsnorm(x, w.attn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.type, stream_);
       cuda::gemm(cublas_, mode_, s.normed.get(), w.wqkv.get(), m.type, n, qkv_cols, dim, qkv, stream_);
-      cuda::rope(qkv, qkv_cols, meta + packed.positions, n, c.n_heads + c.n_kv_heads, hd, c.rope_theta, stream_);
-      cuda::kv_write(qkv, qkv_cols, dim, dim + kv_dim, meta + packed.cache_slots, n, kv_dim, kv->keys(l),
+      if (w.qkv_bias.get()) cuda::add_bias(qkv, qkv_cols, n, w.qkv_bias.get<float>(), qkv_cols, stream_);
+      if (w.q_norm.get()) {  // qwen3: each head of q and k normalized before the rotation
+        cuda::head_rmsnorm(qkv, qkv_cols, n, c.n_heads, hd, w.q_norm.get<float>(), c.norm_eps, stream_);
+        cuda::head_rmsnorm(qkv + q_dim, qkv_cols, n, c.n_kv_heads, hd, w.k_norm.get<float>(), c.norm_eps, stream_);
+      }
+      cuda::rope(qkv, qkv_cols, meta + packed.positions, n, c.n_heads + c.n_kv_heads, hd,
+                 m.rope_frequencies.get<double>(), m.rope_layout, stream_);
+      cuda::kv_write(qkv, qkv_cols, q_dim, q_dim + kv_dim, meta + packed.cache_slots, n, kv_dim, kv->keys(l),
                      kv->values(l), m.type, stream_);
       cuda::AttentionArgs a;
       a.qkv = qkv;
@@ -267,7 +295,8 @@ class CudaBackend : public Backend {
       a.head_dim = hd;
       a.out = s.attention.get();
       cuda::paged_attention(a, stream_);
-      cuda::gemm(cublas_, mode_, s.attention.get(), w.wo.get(), m.type, n, dim, dim, tmp, stream_);
+      cuda::gemm(cublas_, mode_, s.attention.get(), w.wo.get(), m.type, n, dim, q_dim, tmp, stream_);
+      if (w.bo.get()) cuda::add_bias(tmp, dim, n, w.bo.get<float>(), dim, stream_);
       cuda::residual_add(x, tmp, static_cast<int64_t>(n) * dim, stream_);
       // feed-forward
       cuda::rmsnorm(x, w.ffn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.type, stream_);
@@ -290,8 +319,8 @@ class CudaBackend : public Backend {
     DeviceBuffer x;          // (n_tokens, dim) f32 residual stream
     DeviceBuffer tmp;        // (n_tokens, dim) f32 product output before the residual add
     DeviceBuffer normed;     // (n_tokens, max(dim, hidden)) product input in the weights' type
-    DeviceBuffer qkv;        // (n_tokens, dim + 2 kv_dim) f32
-    DeviceBuffer attention;  // (n_tokens, dim) in the weights' type
+    DeviceBuffer qkv;        // (n_tokens, q_dim + 2 kv_dim) f32
+    DeviceBuffer attention;  // (n_tokens, q_dim) in the weights' type
     DeviceBuffer gate_up;    // (n_tokens, 2 hidden) f32
     DeviceBuffer logits;     // (n_logit_rows, vocab) f32
     DeviceBuffer tokens;     // (n_logit_rows) argmax of each row
@@ -310,7 +339,11 @@ class CudaBackend : public Backend {
       DeviceLayer d;
       d.attn_norm = upload({&l.attn_norm}, TensorType::F32);
       d.wqkv = upload({&l.wq, &l.wk, &l.wv}, type);
+      d.qkv_bias = upload(qkv_bias_row(l));
+      d.q_norm = upload_optional(l.q_norm);
+      d.k_norm = upload_optional(l.k_norm);
       d.wo = upload({&l.wo}, type);
+      d.bo = upload_optional(l.bo);
       d.ffn_norm = upload({&l.ffn_norm}, TensorType::F32);
       d.w_gate_up = upload({&l.w_gate, &l.w_up}, type);
       d.w_down = upload({&l.w_down}, type);
@@ -318,6 +351,8 @@ class CudaBackend : public Backend {
     }
     m.final_norm = upload({&w.final_norm}, TensorType::F32);
     if (!model.tied_output()) m.output = upload({&w.output}, type);
+    m.rope_frequencies = upload(model.config.rope_frequencies());
+    m.rope_layout = model.config.rope_style == RopeStyle::Halves ? cuda::RopeLayout::Halves : cuda::RopeLayout::AdjacentPairs;
     models_.erase(&model);
     return models_.emplace(&model, std::move(m)).first->second;
   }
