@@ -40,6 +40,7 @@ if [ -z "${SPECULA_SHARED_DIR:-}" ]; then
   done
 fi
 echo "== reference data: ${SPECULA_SHARED_DIR:-none, the stories260K checks will skip (see docs/cuda.md)}"
+export SPECULA_TEST_DATA_DIR=${SPECULA_TEST_DATA_DIR:-$root/tests/data}
 
 if [ -f "$root/.device-bin/bundle.tar.gz" ]; then
   prebuilt=$build/prebuilt

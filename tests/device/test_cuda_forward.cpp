@@ -1,11 +1,15 @@
 // The CUDA backend's forward pass against independent references: the CPU backend on
 // random models (ragged steps with forks, copy-on-write and rollback), the reference C
 // implementation's stories260K greedy outputs, greedy speculative decoding against plain
-// greedy decoding on the GPU, and the choice of device. Skips, with the reason, where no
+// greedy decoding on the GPU, the transformers oracles of the qwen2, qwen3 and scaled-rope
+// llama blocks, and the choice of device. Skips, with the reason, where no
 // GPU is usable.
 #include <QtTest>
 
+#include <QTemporaryDir>
 #include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -13,6 +17,7 @@
 #include "compute/cuda_backend.h"
 #include "device_support.h"
 #include "model/model.h"
+#include "model/model_export.h"
 #include "oracle_text.h"
 #include "model/random_model.h"
 #include "decode/session.h"
@@ -104,24 +109,34 @@ class TestCudaForward : public QObject {
 
  private slots:
   void logitsMatchTheCpuBackend_data() {
+    QTest::addColumn<QString>("shape");
     QTest::addColumn<int>("type");
     QTest::addColumn<bool>("invariant");
     QTest::addColumn<double>("bound");
     // f16/bf16: the device rounds every product's input to the weights' type, the CPU does not.
     // q8_0: the CPU rounds the activations of those products to 8 bits (its logits are 1.9e-2
     // from f32 products with the same weights), the device expands the weights to fp16.
-    QTest::newRow("f32 cublas") << static_cast<int>(TensorType::F32) << false << 1e-4;
-    QTest::newRow("f32 invariant") << static_cast<int>(TensorType::F32) << true << 1e-4;
-    QTest::newRow("f16 cublas") << static_cast<int>(TensorType::F16) << false << 1e-2;
-    QTest::newRow("bf16 invariant") << static_cast<int>(TensorType::BF16) << true << 5e-2;
-    QTest::newRow("q8_0 as f16") << static_cast<int>(TensorType::Q8_0) << false << 5e-2;
+    QTest::newRow("f32 cublas") << "tiny" << static_cast<int>(TensorType::F32) << false << 1e-4;
+    QTest::newRow("f32 invariant") << "tiny" << static_cast<int>(TensorType::F32) << true << 1e-4;
+    QTest::newRow("f16 cublas") << "tiny" << static_cast<int>(TensorType::F16) << false << 1e-2;
+    QTest::newRow("bf16 invariant") << "tiny" << static_cast<int>(TensorType::BF16) << true << 5e-2;
+    QTest::newRow("q8_0 as f16") << "tiny" << static_cast<int>(TensorType::Q8_0) << false << 5e-2;
+    // biases; q/k norms with 32-wide heads (q twice dim); linear and llama3 rope scaling
+    for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny+linear", "tiny+llama3"}) {
+      QTest::newRow((std::string(shape) + " f32 cublas").c_str()) << shape << static_cast<int>(TensorType::F32) << false << 1e-4;
+      QTest::newRow((std::string(shape) + " f16 cublas").c_str()) << shape << static_cast<int>(TensorType::F16) << false << 1e-2;
+    }
   }
   void logitsMatchTheCpuBackend() {
     SPECULA_REQUIRE_GPU();
+    QFETCH(QString, shape);
     QFETCH(int, type);
     QFETCH(bool, invariant);
     QFETCH(double, bound);
-    const auto model = make_random_model(random_model_config("tiny"), static_cast<TensorType>(type), 11);
+    ModelConfig config = random_model_config(shape.section('+', 0, 0).toStdString());
+    if (shape.endsWith("+linear")) config.rope_linear_factor = 4.0f;
+    if (shape.endsWith("+llama3")) config.rope_freq_factors = llama3_rope_factors(config.rope_theta, config.head_dim(), 8, 1, 4, 64);
+    const auto model = make_random_model(config, static_cast<TensorType>(type), 11);
     std::string why;
     auto gpu = create_cuda_backend(&why, CudaOptions{invariant});
     QVERIFY2(gpu, why.c_str());
@@ -131,6 +146,41 @@ class TestCudaForward : public QObject {
     for (size_t step = 0; step < want.size(); ++step) {
       SPECULA_EXPECT_CLOSE(got[step], std::vector<double>(want[step].begin(), want[step].end()), bound,
                            "step " + std::to_string(step));
+    }
+  }
+
+  // The transformers oracles of tests/data/arch_oracles, as the engine's f32 GGUF of each
+  // (so the device computes in f32): 32 greedy tokens equal to transformers' generate.
+  void archOraclesGreedyMatchTransformers() {
+    SPECULA_REQUIRE_GPU();
+    std::string why;
+    auto gpu = create_cuda_backend(&why);
+    QVERIFY2(gpu, why.c_str());
+    const std::string data = testDataDir().toStdString() + "/arch_oracles/";
+    std::ifstream in(data + "reference.json");
+    QVERIFY2(in, (data + "reference.json is missing (set SPECULA_TEST_DATA_DIR)").c_str());
+    const nlohmann::json reference = nlohmann::json::parse(in);
+    QTemporaryDir tmp;
+    for (const char* name : {"llama-linear", "llama3", "qwen2", "qwen3"}) {
+      const std::string f32 = tmp.filePath(QString(name) + ".gguf").toStdString();
+      write_gguf_model(*load_model(data + name + ".gguf"), f32, TensorType::F32);
+      const auto model = load_model(f32);
+      const nlohmann::json& r = reference["models"][name];
+      std::vector<int32_t> tokens = r["prompt"].get<std::vector<int32_t>>();
+      const size_t prompt = tokens.size();
+      auto cache = gpu->create_cache(*model, static_cast<int>(prompt) + 32);
+      const int seq = cache->create();
+      RaggedBatch batch;
+      batch.add(seq, tokens, false);
+      std::vector<int32_t> next;
+      while (tokens.size() < prompt + 32) {
+        gpu->forward_argmax(*model, *cache, batch, next);
+        tokens.push_back(next.at(0));
+        batch = RaggedBatch();
+        batch.add(seq, std::span(tokens).last(1), false);
+      }
+      QCOMPARE(std::vector<int>(tokens.begin() + static_cast<long>(prompt), tokens.end()),
+               r["greedy"].get<std::vector<int>>());
     }
   }
 

@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <string>
@@ -73,17 +74,70 @@ class TestCudaKernels : public QObject {
     }
   }
 
+  // Both pair layouts, with plain frequencies and with a scaled table (linear / 4 and llama3-like
+  // divisors on the low frequencies), over positions up to 4095.
+  void ropeRotatesQueriesAndKeys_data() {
+    QTest::addColumn<bool>("halves");
+    QTest::addColumn<bool>("scaled");
+    QTest::newRow("adjacent pairs") << false << false;
+    QTest::newRow("halves") << true << false;
+    QTest::newRow("halves, scaled frequencies") << true << true;
+  }
   void ropeRotatesQueriesAndKeys() {
+    QFETCH(bool, halves);
+    QFETCH(bool, scaled);
     std::mt19937 rng(3);
     const int head_dim = 64, n_rot_heads = 6, stride = 10 * head_dim, n = 5;  // q|k|v rows, v untouched
     const std::vector<float> qk = random_floats(n * stride, rng);
     const std::vector<int32_t> positions{0, 1, 7, 300, 4095};
+    std::vector<double> frequencies;
+    for (int i = 0; i < head_dim / 2; ++i) {
+      const double f = std::pow(10000.0, -2.0 * i / head_dim);
+      frequencies.push_back(scaled ? f / 4.0 / (i < head_dim / 4 ? 1.0 : 8.0) : f);
+    }
     Device<float> d(qk);
     Device<int32_t> d_pos(positions);
-    cuda::rope(d.get(), stride, d_pos.get(), n, n_rot_heads, head_dim, 10000.0f, nullptr);
+    Device<double> d_freq(frequencies);
+    cuda::rope(d.get(), stride, d_pos.get(), n, n_rot_heads, head_dim, d_freq.get(),
+               halves ? cuda::RopeLayout::Halves : cuda::RopeLayout::AdjacentPairs, nullptr);
     // angles in double, rounded once to float for sine and cosine
-    SPECULA_EXPECT_CLOSE(d.download(), ref::rope(qk, stride, positions, n_rot_heads, head_dim, 10000.0f), 1e-6,
-                         std::string("rope"));
+    SPECULA_EXPECT_CLOSE(d.download(), ref::rope(qk, stride, positions, n_rot_heads, head_dim, frequencies, halves),
+                         1e-6, std::string("rope"));
+  }
+
+  // q|k|v biases on the fused rows (the whole row) and the output bias (a row of its own).
+  void addBiasAddsToEveryRow() {
+    std::mt19937 rng(12);
+    const int width = 96, stride = 96, n = 7;
+    const std::vector<float> rows = random_floats(n * stride, rng), bias = random_floats(width, rng);
+    Device<float> d(rows), d_bias(bias);
+    cuda::add_bias(d.get(), stride, n, d_bias.get(), width, nullptr);
+    SPECULA_EXPECT_CLOSE(d.download(), ref::add_bias(rows, stride, bias), 1e-7, std::string("add_bias"));
+  }
+
+  // qwen3's norms: the q heads from column 0, the k heads after them, v untouched; head
+  // widths below and above a warp.
+  void headRmsnormNormalizesEachHead_data() {
+    QTest::addColumn<int>("head_dim");
+    QTest::newRow("16") << 16;
+    QTest::newRow("128") << 128;
+  }
+  void headRmsnormNormalizesEachHead() {
+    QFETCH(int, head_dim);
+    std::mt19937 rng(13);
+    const int n_heads = 4, n_kv_heads = 2, stride = (n_heads + 2 * n_kv_heads) * head_dim, n = 9;
+    const std::vector<float> qkv = random_floats(n * stride, rng, 3.0f);
+    const std::vector<float> q_weight = random_floats(head_dim, rng), k_weight = random_floats(head_dim, rng);
+    Device<float> d(qkv), d_q(q_weight), d_k(k_weight);
+    cuda::head_rmsnorm(d.get(), stride, n, n_heads, head_dim, d_q.get(), 1e-6f, nullptr);
+    cuda::head_rmsnorm(d.get() + n_heads * head_dim, stride, n, n_kv_heads, head_dim, d_k.get(), 1e-6f, nullptr);
+    std::vector<double> want = ref::head_rmsnorm(qkv, stride, n_heads, head_dim, q_weight, 1e-6f);
+    const std::vector<double> k_part = ref::head_rmsnorm(qkv, stride, n_heads + n_kv_heads, head_dim, k_weight, 1e-6f);
+    for (int t = 0; t < n; ++t) {  // the k heads' columns from the reference that normalized them with k_weight
+      const size_t at = static_cast<size_t>(t) * stride + n_heads * head_dim;
+      std::copy(k_part.begin() + at, k_part.begin() + at + n_kv_heads * head_dim, want.begin() + at);
+    }
+    SPECULA_EXPECT_CLOSE(d.download(), want, 1e-6, std::string("head_rmsnorm"));
   }
 
   void swigluGatesTheUpProjection() {
