@@ -87,7 +87,7 @@ void print_text(const nlohmann::json& j) {
   std::printf("vocabulary    %d, context %d, rope_theta %g, norm_eps %g\n", c["vocab_size"].get<int>(),
               c["context_length"].get<int>(), c["rope_theta"].get<double>(), c["norm_eps"].get<double>());
   const auto& rope = j["rope"];
-  std::printf("rope          %s pairs", rope["style"].get<std::string>().c_str());
+  std::printf("rope          %s", rope["style"] == "adjacent" ? "adjacent pairs (2i, 2i+1)" : "halves (i, i + head_dim/2)");
   if (rope["linear_factor"].get<double>() != 1.0) std::printf(", linear scaling %g", rope["linear_factor"].get<double>());
   if (!rope["freq_factors"].empty()) std::printf(", per-pair frequency factors (llama3 scaling)");
   std::printf("\n");
