@@ -197,8 +197,8 @@ class TestCliCheck : public QObject {
     QTemporaryDir dir;
     const QString problems = write_file(dir, "problems.jsonl", kProblems);
     const QString samples = write_file(dir, "samples.jsonl",
-        R"J({"task_id": "t/add", "completion": "    open('/proc/self/comm', 'w').write(')J" + marker.toStdString() +
-            R"J(')\n    import os, time\n    os.fork()\n    time.sleep(10**6)\n"})J" "\n");
+        R"J({"task_id": "t/add", "completion": "    import ctypes\n    ctypes.CDLL(None).prctl(15, b')J" + marker.toStdString() +
+            R"J(', 0, 0, 0)\n    import os, time\n    os.fork()\n    time.sleep(10**6)\n"})J" "\n");
     struct Sweep {  // leave nothing behind, also when a check fails
       QString marker;
       ~Sweep() {

@@ -36,9 +36,10 @@ const QString kOwnRuns = "specula-run-" + QString::number(getpid()) + "-";
 const std::string kPrompt = "def add(a, b):\n    \"\"\"Adds two numbers.\"\"\"\n";
 const std::string kTest = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n";
 
-// A completion that first renames its process (inherited by every child), then does `body`.
+// A completion that first renames its process (PR_SET_NAME: inherited by every child; the
+// reduced level may deny /proc), then does `body`.
 std::string hostile_program(const std::string& body) {
-  return std::string("    open('/proc/self/comm', 'w').write('") + kMarker + "')\n" + body;
+  return std::string("    import ctypes\n    ctypes.CDLL(None).prctl(15, b'") + kMarker + "', 0, 0, 0)\n" + body;
 }
 
 QString read_file(const QString& path) {
@@ -143,13 +144,16 @@ class TestSandbox : public QObject {
     QTest::addColumn<QString>("completion");
     QTest::addColumn<specula::Verdict>("expected");
     QTest::addColumn<bool>("needs_process_limit");
+    QTest::addColumn<bool>("needs_confinement");
     const std::string home = planted_home_.toStdString(), tmp = planted_tmp_.toStdString();
     const std::string home_new = QDir::home().filePath(".specula-new-file").toStdString();
     struct Case {
       const char* name;
       std::string body;
       Verdict full;     // expected verdict with full isolation
-      bool reduced_too; // whether the reduced level guarantees the same outcome
+      // Whether the reduced level guarantees its outcome only where Sandbox::confines_files()
+      // (Landlock): the host's files are otherwise open to it.
+      bool reduced_needs_confinement;
       Verdict reduced;
       // Outcomes that hold only where Sandbox::limits_processes(): a fork bomb needs the
       // process limit; without namespaces, only the run's own uid finds processes that left
@@ -166,37 +170,37 @@ class TestSandbox : public QObject {
         {"double fork and setsid survivor",
          "    import os, time\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
          "            time.sleep(10**6)\n        os._exit(0)\n    os.wait()\n    return a + b\n",
-         Verdict::Passed, true, Verdict::Passed, false, true},
+         Verdict::Passed, false, Verdict::Passed, false, true},
         {"print 1 GB", "    import sys\n    chunk = 'x' * (1 << 20)\n    for _ in range(1024):\n"
                        "        sys.stdout.write(chunk)\n    return a + b\n",
-         Verdict::Failed, true, Verdict::Failed},
-        {"allocate 64 GB", "    hog = bytearray(64 << 30)\n    return a + b\n", Verdict::Memory, true, Verdict::Memory},
-        {"write to HOME", "    open('" + home + "', 'w').write('overwritten')\n", Verdict::Failed, false, Verdict::Failed},
-        {"create in HOME", "    open('" + home_new + "', 'w').write('new')\n", Verdict::Failed, false, Verdict::Failed},
-        {"write to /tmp", "    open('" + tmp + "', 'a').write('appended')\n", Verdict::Failed, false, Verdict::Failed},
-        {"create in /tmp", "    open('/tmp/specula-new-file', 'w').write('new')\n", Verdict::Failed, false, Verdict::Failed},
-        {"read a planted file", "    print(open('" + secret_.toStdString() + "').read())\n    return a + b\n",
          Verdict::Failed, false, Verdict::Failed},
+        {"allocate 64 GB", "    hog = bytearray(64 << 30)\n    return a + b\n", Verdict::Memory, false, Verdict::Memory},
+        {"write to HOME", "    open('" + home + "', 'w').write('overwritten')\n", Verdict::Failed, true, Verdict::Failed},
+        {"create in HOME", "    open('" + home_new + "', 'w').write('new')\n", Verdict::Failed, true, Verdict::Failed},
+        {"write to /tmp", "    open('" + tmp + "', 'a').write('appended')\n", Verdict::Failed, true, Verdict::Failed},
+        {"create in /tmp", "    open('/tmp/specula-new-file', 'w').write('new')\n", Verdict::Failed, true, Verdict::Failed},
+        {"read a planted file", "    print(open('" + secret_.toStdString() + "').read())\n    return a + b\n",
+         Verdict::Failed, true, Verdict::Failed},
         {"tcp connect", "    import socket\n    s = socket.create_connection(('127.0.0.1', " + std::to_string(port_) +
                             "), timeout=1)\n    s.sendall(b'x')\n    return a + b\n",
-         Verdict::Failed, true, Verdict::Failed},
+         Verdict::Failed, false, Verdict::Failed},
         // Inside the pid namespace the parent is its init, which ignores the signal; in the
         // reduced level it is the intermediate process, so the run dies but the caller lives.
         {"kill the parent", "    import os\n    os.kill(os.getppid(), 9)\n    return a + b\n",
-         Verdict::Passed, true, Verdict::Crashed},
+         Verdict::Passed, false, Verdict::Crashed},
         {"close stdout", "    import sys\n    if not sys.stdout.closed:\n        sys.stdout.close()\n    return a + b\n",
-         Verdict::Passed, true, Verdict::Passed},
+         Verdict::Passed, false, Verdict::Passed},
         {"read stdin forever", "    import sys\n    data = sys.stdin.read()\n    return a + b + len(data)\n",
-         Verdict::Passed, true, Verdict::Passed},
-        {"exit before the asserts", "    import sys\n    sys.exit(0)\n", Verdict::Failed, true, Verdict::Failed},
+         Verdict::Passed, false, Verdict::Passed},
+        {"exit before the asserts", "    import sys\n    sys.exit(0)\n", Verdict::Failed, false, Verdict::Failed},
     };
     for (const Case& c : cases) {
       const QString completion = QString::fromStdString(hostile_program(c.body));
-      QTest::newRow((std::string("full: ") + c.name).c_str()) << "full" << completion << c.full << c.full_needs_limit;
-      if (!c.reduced_too) continue;
+      QTest::newRow((std::string("full: ") + c.name).c_str())
+          << "full" << completion << c.full << c.full_needs_limit << false;
       for (const char* level : {"reduced", "reduced, system python"})
         QTest::newRow((std::string(level) + ": " + c.name).c_str())
-            << level << completion << c.reduced << c.reduced_needs_limit;
+            << level << completion << c.reduced << c.reduced_needs_limit << c.reduced_needs_confinement;
     }
   }
 
@@ -205,12 +209,15 @@ class TestSandbox : public QObject {
     QFETCH(QString, completion);
     QFETCH(specula::Verdict, expected);
     QFETCH(bool, needs_process_limit);
+    QFETCH(bool, needs_confinement);
     if (level == "reduced, system python" && !reduced_system_) QSKIP("no /usr/bin/python3");
     const Sandbox& sandbox = level == "full" ? *full_ : level == "reduced" ? *reduced_ : *reduced_system_;
     if (level == "full" && sandbox.isolation() != Isolation::Full)
       QSKIP(("full isolation unavailable: " + sandbox.isolation_note()).c_str());
     if (needs_process_limit && !sandbox.limits_processes())
       QSKIP(("processes are not limited here: " + sandbox.isolation_note()).c_str());
+    if (needs_confinement && !sandbox.confines_files())
+      QSKIP(("the host's files are open here: " + sandbox.isolation_note()).c_str());
 
     QElapsedTimer clock;
     clock.start();

@@ -12,6 +12,8 @@
 #include <grp.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/keyctl.h>
+#include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
@@ -36,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <mutex>
 #include <sstream>
 
@@ -50,15 +53,32 @@ const char* isolation_name(Isolation isolation) {
 namespace {
 
 // The child's descriptors: 0 /dev/null, 1 stdout, 2 stderr, 3 the harness's report
-// channel, then the files handed to bubblewrap's --file.
+// channel, then the files handed to bubblewrap (--file, its --seccomp filter and its options
+// for --args) or, at the reduced level, the Landlock ruleset.
 constexpr int kFirstFileFd = 4;
+constexpr int kMaxFiles = 16;      // sandbox files of one run
+constexpr int kMaxHanded = kMaxFiles + 2;  // from kFirstFileFd on: files, bwrap's filter and options
 constexpr uid_t kUidBase = 1800000000u;  // unprivileged uids for runs started as root
 static_assert(kUidBase + (4194304ull << 6) < 4294967295ull, "room for every pid (pid_max <= 2^22)");
+
+// What a run sees of the host's system directories, at both levels: the top-level ones
+// beside /usr (symlinks into it, or directories), and the files the dynamic loader and
+// the time zone need from /etc. Nothing else of /etc (passwd, hostname, ...).
+constexpr const char* kSystemTops[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+constexpr const char* kSystemEtc[] = {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"};
+constexpr const char* kHostname = "sandbox";  // the full level's host name
+
+// The whole environment of every process between the caller and the interpreter, and of
+// the interpreter: nothing of the caller's (API keys, tokens, paths naming its files).
+// The interpreter runs with -I, so no PYTHON* variable would matter anyway.
+std::vector<std::string> run_environment(const std::string& home) {
+  return {"PATH=/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + home, "LC_ALL=C.UTF-8"};
+}
 
 // Everything the child needs, prepared before fork so that the child only makes system calls.
 struct ChildPlan {
   std::vector<std::string> argv;
-  std::vector<std::string> env;                 // empty: inherit the parent's environment
+  std::vector<std::string> env;                 // empty: inherit the parent's (trusted probes only)
   std::string cwd;                              // "" keeps the parent's
   std::vector<int> files;                       // fds that become kFirstFileFd + i
   bool limit_resources = true;
@@ -66,7 +86,8 @@ struct ChildPlan {
   uid_t uid = 0;                                // 0: keep; else switch to this uid and gid
   bool nproc_before_exec = false;               // set RLIMIT_NPROC here (only with a fresh uid)
   std::vector<std::pair<std::string, std::string>> staged;  // (source, mount point), as root
-  bool deny_network = false;                    // seccomp: no sockets but AF_UNIX
+  bool filter_system_calls = false;             // seccomp: reduced_filter()
+  bool landlock = false;                        // kFirstFileFd is a Landlock ruleset to enforce
   bool intermediate = false;                    // keep a parent between us and the interpreter
 };
 
@@ -94,40 +115,130 @@ void set_limit(int resource, rlim_t value) {
   setrlimit(resource, &limit);
 }
 
-// A seccomp filter that lets socket() create AF_UNIX sockets only. It also denies io_uring
-// (which can create sockets without socket()) and kills a process that makes system calls
-// of another ABI (i386's socketcall, x32's numbering), the ways around a per-call filter.
-bool install_network_filter() {
+// A seccomp program that kills a process making system calls of another ABI (i386's
+// socketcall, x32's numbering: the ways around a per-call filter), fails each of `denied`
+// with its error and allows the rest. Empty on architectures without one.
+std::vector<sock_filter> seccomp_program(std::initializer_list<std::pair<long, int>> denied) {
+  std::vector<sock_filter> f;
+#if defined(__x86_64__) || defined(__aarch64__)
 #if defined(__x86_64__)
   constexpr unsigned arch = AUDIT_ARCH_X86_64;
   constexpr unsigned foreign_abi = 0x40000000u;  // x32 system call numbers start here
-#elif defined(__aarch64__)
+#else
   constexpr unsigned arch = AUDIT_ARCH_AARCH64;
   constexpr unsigned foreign_abi = 0xffffffffu;
 #endif
-#if defined(__x86_64__) || defined(__aarch64__)
-  constexpr unsigned kill = SECCOMP_RET_KILL_PROCESS, allow = SECCOMP_RET_ALLOW;
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, kill),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, foreign_abi, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kill),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
-      BPF_STMT(BPF_RET | BPF_K, allow),
-  };
-  sock_fprog program{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  constexpr unsigned kill = SECCOMP_RET_KILL_PROCESS;
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, kill));
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, foreign_abi, 0, 1));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, kill));
+  for (const auto& [number, error] : denied) {
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(number), 0, 1));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | static_cast<unsigned>(error)));
+  }
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+#else
+  (void)denied;
+#endif
+  return f;
+}
+
+// The full level's filter, given to bubblewrap: the kernel's keyrings. The user namespace
+// does not change the run's kernel uid, so without it a run of a normal user could list the
+// user's keys and read those the user may (Kerberos tickets, stored tokens). Built once,
+// before any fork.
+const std::vector<sock_filter>& full_filter() {
+  static const std::vector<sock_filter> filter =
+      seccomp_program({{__NR_add_key, ENOSYS}, {__NR_request_key, ENOSYS}, {__NR_keyctl, ENOSYS}});
+  return filter;
+}
+
+// The reduced level's filter. It also denies what reaches outside the run without a path:
+// sockets of every family (network, and the host's Unix sockets: a session bus, an SSH
+// agent, a Docker daemon), io_uring (which can create sockets without socket()) and System V
+// IPC (other processes' shared memory). socketpair() and pipes stay. Built once, before any fork.
+const std::vector<sock_filter>& reduced_filter() {
+  static const std::vector<sock_filter> filter = seccomp_program({
+      {__NR_add_key, ENOSYS},   {__NR_request_key, ENOSYS}, {__NR_keyctl, ENOSYS},
+      {__NR_socket, EACCES},    {__NR_io_uring_setup, ENOSYS},
+      {__NR_shmget, ENOSYS},    {__NR_shmat, ENOSYS},       {__NR_shmctl, ENOSYS},
+      {__NR_msgget, ENOSYS},    {__NR_msgsnd, ENOSYS},      {__NR_msgrcv, ENOSYS},
+      {__NR_msgctl, ENOSYS},    {__NR_semget, ENOSYS},      {__NR_semop, ENOSYS},
+      {__NR_semtimedop, ENOSYS}, {__NR_semctl, ENOSYS},
+  });
+  return filter;
+}
+
+// Installs reduced_filter() (after fork: system calls only). False where there is no
+// filter for this architecture: the run does not start.
+bool install_reduced_filter() {
+  const std::vector<sock_filter>& filter = reduced_filter();
+  if (filter.empty()) return false;
+  sock_fprog program{static_cast<unsigned short>(filter.size()), const_cast<sock_filter*>(filter.data())};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
   return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
-#else
-  return false;  // no filter for this architecture: the run does not start
-#endif
+}
+
+// Landlock (the reduced level's file system confinement, where the kernel has it). Rights
+// by ABI version: 1 has bits 0-12, 2 adds REFER (13), 3 TRUNCATE (14), 5 IOCTL_DEV (15).
+// Older kernel headers lack the later ones, so they are spelt out here.
+constexpr std::uint64_t kLandlockExecute = 1ull << 0, kLandlockWriteFile = 1ull << 1,
+                        kLandlockReadFile = 1ull << 2, kLandlockReadDir = 1ull << 3,
+                        kLandlockTruncate = 1ull << 14, kLandlockIoctlDev = 1ull << 15;
+
+// The Landlock ABI version the kernel offers, 0 when none.
+int landlock_abi() {
+  const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  return abi > 0 ? static_cast<int>(abi) : 0;
+}
+
+// A ruleset for a reduced run: read and execute beneath `read_only` (files or directories
+// that may be missing), everything beneath `writable`, reading and writing the harmless
+// devices; nothing else, so no /proc (other processes' command lines, environments), /sys,
+// /home, /tmp or the rest of /etc. Landlock also keeps the run from ptrace-reading any
+// process outside it. Returns the ruleset's descriptor (close-on-exec).
+int landlock_ruleset(int abi, const std::vector<std::string>& read_only, const std::string& writable) {
+  const std::uint64_t handled = abi >= 5 ? (1ull << 16) - 1 : abi >= 3 ? (1ull << 15) - 1
+                              : abi >= 2 ? (1ull << 14) - 1 : (1ull << 13) - 1;
+  const std::uint64_t file_rights =
+      handled & (kLandlockExecute | kLandlockWriteFile | kLandlockReadFile | kLandlockTruncate | kLandlockIoctlDev);
+  landlock_ruleset_attr attr{};
+  attr.handled_access_fs = handled;
+  const int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
+  if (ruleset < 0) throw SandboxError(std::string("cannot create a Landlock ruleset: ") + std::strerror(errno));
+  auto allow = [&](const std::string& path, std::uint64_t rights) {
+    const int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) return;  // not on this system: nothing to allow
+    struct stat info;
+    const bool dir = fstat(fd, &info) == 0 && S_ISDIR(info.st_mode);
+    landlock_path_beneath_attr rule{};
+    rule.allowed_access = rights & (dir ? handled : file_rights);
+    rule.parent_fd = fd;
+    const long added = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    const int error = errno;
+    close(fd);
+    if (added != 0) {
+      close(ruleset);
+      throw SandboxError("cannot allow " + path + " in the Landlock ruleset: " + std::strerror(error));
+    }
+  };
+  for (const std::string& path : read_only) allow(path, kLandlockExecute | kLandlockReadFile | kLandlockReadDir);
+  for (const char* device : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"})
+    allow(device, file_rights);
+  allow(writable, handled);
+  return ruleset;
+}
+
+// Enforces the Landlock ruleset open as `ruleset` on this process and its future children,
+// and closes it (after fork: system calls only).
+bool enforce_landlock(int ruleset) {
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  const bool enforced = syscall(SYS_landlock_restrict_self, ruleset, 0) == 0;
+  close(ruleset);
+  return enforced;
 }
 
 // Empties the directory open as `dir` and closes it, with raw system calls only (we are
@@ -158,6 +269,15 @@ void empty_directory(int dir, int depth) {
   close(dir);
 }
 
+// Confines this process as the plan says, then becomes the interpreter (after fork:
+// system calls only). Never returns.
+[[noreturn]] void exec_run(const ChildPlan& plan, char* const* argv, char* const* envp) {
+  if (plan.landlock && !enforce_landlock(kFirstFileFd)) child_fail(2, "landlock");
+  if (plan.filter_system_calls && !install_reduced_filter()) child_fail(2, "seccomp");
+  execve(argv[0], argv, envp);
+  child_fail(2, "exec");
+}
+
 // Removes the run's work directory when the caller, who would have, is gone.
 void remove_work_directory(const std::string& path) {
   const int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -172,7 +292,10 @@ void remove_work_directory(const std::string& path) {
 // children would not get it) or the interpreter exits, it kills what the run left. With the
 // run's own uid that is every process of the uid (kill(-1), which spares the intermediate itself),
 // also ones that left the process group; otherwise the process group. When the caller is
-// gone it also removes the work directory. Never returns.
+// gone it also removes the work directory. Being a fork of the caller, it holds a copy of
+// the caller's memory (its environment and command line among it), so it makes itself
+// non-dumpable: a process without CAP_SYS_PTRACE cannot read its /proc/PID/environ, mem,
+// fd or cwd. Never returns.
 [[noreturn]] void run_intermediate(const ChildPlan& plan, char* const* argv, char* const* envp,
                                    pid_t parent, int n_fds) {
   constexpr int kDeathSignal = SIGTERM;
@@ -181,6 +304,7 @@ void remove_work_directory(const std::string& path) {
   sigaddset(&awaited, SIGCHLD);
   sigaddset(&awaited, kDeathSignal);
   sigprocmask(SIG_BLOCK, &awaited, &previous);  // taken with sigwaitinfo below, never handled
+  prctl(PR_SET_DUMPABLE, 0);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   prctl(PR_SET_PDEATHSIG, kDeathSignal);
   if (getppid() != parent) _exit(127);  // the caller died before the death signal was armed
@@ -192,9 +316,7 @@ void remove_work_directory(const std::string& path) {
     sigprocmask(SIG_SETMASK, &previous, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != me) _exit(127);
-    if (plan.deny_network && !install_network_filter()) child_fail(2, "seccomp");
-    execve(argv[0], argv, envp);
-    child_fail(2, "exec");
+    exec_run(plan, argv, envp);
   }
   for (int fd = 0; fd < n_fds; ++fd) close(fd);
 
@@ -242,17 +364,17 @@ void remove_work_directory(const std::string& path) {
 // Runs in the forked child; never returns.
 [[noreturn]] void exec_child(const ChildPlan& plan, char* const* argv, char* const* envp,
                              pid_t parent, int in_fd, int out_fd, int err_fd, int chan_fd) {
-  setpgid(0, 0);
+  setsid();  // its own process group, and no controlling terminal (the caller's could be read)
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);  // the parent died before the death signal was armed
 
   // Move every fd we pass on out of the way, then into place; close the rest.
   const int n_files = static_cast<int>(plan.files.size());
-  int high[4 + 16];
+  int high[4 + kMaxHanded];
   const int sources[4] = {in_fd, out_fd, err_fd, chan_fd};
   for (int i = 0; i < 4; ++i) high[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, 100);
-  for (int i = 0; i < n_files && i < 16; ++i) high[4 + i] = fcntl(plan.files[i], F_DUPFD_CLOEXEC, 100);
-  for (int i = 0; i < 4 + n_files && i < 20; ++i) {
+  for (int i = 0; i < n_files && i < kMaxHanded; ++i) high[4 + i] = fcntl(plan.files[i], F_DUPFD_CLOEXEC, 100);
+  for (int i = 0; i < 4 + n_files && i < 4 + kMaxHanded; ++i) {
     if (high[i] < 0 || dup2(high[i], i) < 0) child_fail(high[2], "cannot set up descriptors");
   }
   if (syscall(SYS_close_range, 4 + n_files, ~0u, 0) != 0)
@@ -287,12 +409,13 @@ void remove_work_directory(const std::string& path) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // changing credentials clears it
     if (plan.nproc_before_exec) set_limit(RLIMIT_NPROC, static_cast<rlim_t>(plan.limits.max_processes));
   }
+  // A session keyring of its own: the caller's, inherited otherwise, may hold its secrets.
+  if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0 && errno != ENOSYS)
+    child_fail(2, "cannot join a new session keyring");
   if (!plan.cwd.empty() && chdir(plan.cwd.c_str()) != 0) child_fail(2, "chdir");
 
   if (plan.intermediate) run_intermediate(plan, argv, envp, parent, 4 + n_files);
-  if (plan.deny_network && !install_network_filter()) child_fail(2, "seccomp");
-  execve(argv[0], argv, envp);
-  child_fail(2, "exec");
+  exec_run(plan, argv, envp);
 }
 
 // Kills every process of `uid` (a uid used by no one else): a process running as that uid
@@ -353,7 +476,6 @@ Spawned spawn(ChildPlan plan) {
     throw SandboxError(std::string("fork failed: ") + std::strerror(errno));
   }
   if (child == 0) exec_child(plan, argv.data(), env, parent, devnull, out.write, err.write, chan.write);
-  setpgid(child, child);  // also here, so that the group exists before we may kill it
   close(devnull);
   close(out.write); out.write = -1;
   close(err.write); err.write = -1;
@@ -367,6 +489,7 @@ Spawned spawn(ChildPlan plan) {
   bool exited = false;
   int status = 0;
   auto kill_tree = [&] {
+    if (!exited) kill(child, SIGKILL);  // unreaped, so still ours; also before its setsid()
     kill(-child, SIGKILL);
     if (plan.uid != 0) kill_uid(plan.uid);
   };
@@ -543,6 +666,7 @@ Sandbox::Sandbox(const SandboxOptions& options) {
   }
 
   bwrap_ = find_on_path("bwrap");
+  landlock_abi_ = landlock_abi();
   if (!options.use_namespaces) {
     isolation_note_ = "namespaces were turned off";
   } else if (bwrap_.empty()) {
@@ -574,9 +698,14 @@ Sandbox::Sandbox(const SandboxOptions& options) {
     if (isolation_ != Isolation::Full) isolation_note_ = "bubblewrap does not work here: " + why;
   }
   if (isolation_ == Isolation::Reduced && geteuid() == 0 && !reachable_by_others(python_))
-    isolation_note_ += "; the interpreter is not reachable by an unprivileged uid, so runs keep "
-                       "root's uid (no process limit, no file permissions)";
+    isolation_note_ += std::string("; the interpreter is not reachable by an unprivileged uid, so runs keep "
+                                   "root's uid (no process limit") + (confines_files() ? ")" : ", no file permissions)");
+  if (!confines_files())
+    isolation_note_ += "; without Landlock runs can read the host's world-readable files, every process's "
+                       "command line and the environment of the processes of their uid";
 }
+
+bool Sandbox::confines_files() const { return isolation_ == Isolation::Full || landlock_abi_ > 0; }
 
 bool Sandbox::limits_processes() const {
   if (geteuid() != 0) return isolation_ == Isolation::Full && !find_on_path("/usr/bin/prlimit").empty();
@@ -591,7 +720,7 @@ SandboxRun Sandbox::run(const std::vector<SandboxFile>& files, const std::string
 SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>& files,
                              const std::string& main_file, const std::vector<std::string>& args,
                              const SandboxLimits& limits) const {
-  if (files.size() > 16) throw SandboxError("too many sandbox files");
+  if (files.size() > static_cast<std::size_t>(kMaxFiles)) throw SandboxError("too many sandbox files");
   for (const SandboxFile& f : files)
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
       throw SandboxError("bad sandbox file name '" + f.name + "'");
@@ -610,8 +739,7 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
     plan.uid = slot_uid(slot.index);
     plan.nproc_before_exec = true;
   }
-  std::vector<std::string> command;
-  std::vector<int> memfds;
+  std::vector<int> handed_fds;  // become the child's kFirstFileFd + i; closed here afterwards
   std::string workdir;  // reduced: a host directory we remove afterwards
   struct Cleanup {
     std::vector<int>& fds;
@@ -621,23 +749,25 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
       std::error_code ignored;
       if (!dir.empty()) fs::remove_all(dir, ignored);
     }
-  } cleanup{memfds, workdir};
+  } cleanup{handed_fds, workdir};
 
   if (isolation == Isolation::Full) {
-    std::vector<std::string>& a = plan.argv;
-    a = {bwrap_, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"};
-    for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    // bubblewrap's options go through a file (--args), so that its command line, which
+    // every process inside can read as /proc/1/cmdline, names no host path beyond the
+    // interpreter's; its environment is already the run's, and so is its working directory.
+    std::vector<std::string> o = {"--unshare-all", "--die-with-parent", "--new-session",
+                                  "--hostname", kHostname, "--ro-bind", "/usr", "/usr"};
+    for (const char* top : kSystemTops) {
       std::error_code ec;
       const auto status = fs::symlink_status(top, ec);
       if (ec) continue;
       if (fs::is_symlink(status)) {
-        a.insert(a.end(), {"--symlink", fs::read_symlink(top, ec).string(), top});
+        o.insert(o.end(), {"--symlink", fs::read_symlink(top, ec).string(), top});
       } else if (fs::is_directory(status)) {
-        a.insert(a.end(), {"--ro-bind", top, top});
+        o.insert(o.end(), {"--ro-bind", top, top});
       }
     }
-    for (const char* etc : {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"})
-      a.insert(a.end(), {"--ro-bind-try", etc, etc});
+    for (const char* etc : kSystemEtc) o.insert(o.end(), {"--ro-bind-try", etc, etc});
     for (std::size_t i = 0; i < python_dirs_.size(); ++i) {
       std::string source = python_dirs_[i];
       if (plan.uid != 0) {  // root switching uid: stage what that uid cannot reach
@@ -645,21 +775,32 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
         plan.staged.emplace_back(source, point);
         source = point;
       }
-      a.insert(a.end(), {"--ro-bind", source, python_dirs_[i]});
+      o.insert(o.end(), {"--ro-bind", source, python_dirs_[i]});
     }
-    a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev",
-                       "--size", std::to_string(limits.max_file_bytes * 4), "--tmpfs", "/work"});
-    for (std::size_t i = 0; i < files.size(); ++i) {
-      memfds.push_back(memfd_with(files[i].content));
-      a.insert(a.end(), {"--file", std::to_string(kFirstFileFd + static_cast<int>(i)), "/work/" + files[i].name});
-    }
-    a.insert(a.end(), {"--remount-ro", "/", "--chdir", "/work", "--clearenv",
-                       "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work",
-                       "--setenv", "TMPDIR", "/work", "--setenv", "LC_ALL", "C.UTF-8", "--"});
+    o.insert(o.end(), {"--proc", "/proc"});
+    // The kernel's lists of keys stay out of sight, like the keyrings themselves (full_filter()).
+    for (const char* keys : {"/proc/keys", "/proc/key-users"})
+      if (fs::exists(keys)) o.insert(o.end(), {"--ro-bind", "/dev/null", keys});
+    o.insert(o.end(), {"--dev", "/dev", "--size", std::to_string(limits.max_file_bytes * 4), "--tmpfs", "/work"});
+    auto hand = [&](const std::string& content) {  // -> the descriptor's number in the child
+      handed_fds.push_back(memfd_with(content));
+      return std::to_string(kFirstFileFd + static_cast<int>(handed_fds.size()) - 1);
+    };
+    for (const SandboxFile& f : files) o.insert(o.end(), {"--file", hand(f.content), "/work/" + f.name});
+    const std::vector<sock_filter>& filter = full_filter();
+    if (!filter.empty())
+      o.insert(o.end(), {"--seccomp", hand(std::string(reinterpret_cast<const char*>(filter.data()),
+                                                       filter.size() * sizeof(sock_filter)))});
+    o.insert(o.end(), {"--remount-ro", "/", "--chdir", "/work"});
+    std::string options;
+    for (const std::string& option : o) options += option + '\0';
+    plan.argv = {bwrap_, "--args", hand(options), "--"};
     if (!prlimit.empty())
-      a.insert(a.end(), {prlimit, "--nproc=" + std::to_string(limits.max_processes), "--"});
-    a.insert(a.end(), {python_, "-I", "-B", main_file});
-    plan.files = memfds;
+      plan.argv.insert(plan.argv.end(), {prlimit, "--nproc=" + std::to_string(limits.max_processes), "--"});
+    plan.argv.insert(plan.argv.end(), {python_, "-I", "-B", main_file});
+    plan.files = handed_fds;
+    plan.env = run_environment("/work");
+    plan.cwd = "/";
   } else {
     // Named after this process, so that a process can tell its own runs from others'.
     std::string dir_template = "/tmp/specula-run-" + std::to_string(getpid()) + "-XXXXXX";
@@ -674,9 +815,18 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
     }
     if (plan.uid != 0 && chown(workdir.c_str(), plan.uid, static_cast<gid_t>(plan.uid)) != 0)
       throw SandboxError("cannot hand the work directory to the run's uid");
+    if (landlock_abi_ > 0) {
+      std::vector<std::string> read_only = {"/usr"};
+      read_only.insert(read_only.end(), std::begin(kSystemTops), std::end(kSystemTops));
+      read_only.insert(read_only.end(), std::begin(kSystemEtc), std::end(kSystemEtc));
+      read_only.insert(read_only.end(), python_dirs_.begin(), python_dirs_.end());
+      handed_fds.push_back(landlock_ruleset(landlock_abi_, read_only, workdir));
+      plan.files = handed_fds;
+      plan.landlock = true;
+    }
     plan.cwd = workdir;
-    plan.env = {"PATH=/usr/bin:/bin", "HOME=" + workdir, "TMPDIR=" + workdir, "LC_ALL=C.UTF-8"};
-    plan.deny_network = true;
+    plan.env = run_environment(workdir);
+    plan.filter_system_calls = true;
     plan.intermediate = true;
     plan.argv = {python_, "-I", "-B", main_file};
   }

@@ -3,7 +3,8 @@
 // directory as the only writable place, no network, rlimits, captured and capped output,
 // and a wall-clock limit after which the parent kills the whole tree. Where namespaces are
 // unavailable it falls back to rlimits + a process group + a seccomp filter that denies
-// network sockets, and says so: every run reports its isolation level. See docs/sandbox.md.
+// sockets + Landlock where the kernel has it, and says so: every run reports its isolation
+// level. No process of a run gets the caller's environment. See docs/sandbox.md.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +68,10 @@ class Sandbox {
   // Whether runs are held to max_processes and every process they leave is killed, also
   // one that left the process group (always so with full isolation, see docs/sandbox.md).
   bool limits_processes() const;
+  // Whether runs see nothing of the host's file system and processes beyond the read-only
+  // system and interpreter directories (always so with full isolation; at the reduced level
+  // only where the kernel offers Landlock, see docs/sandbox.md).
+  bool confines_files() const;
 
   // Runs `python -I -B <main_file> <args...>` in a fresh work directory holding `files`.
   // Thread-safe; up to 64 runs of the process at once (more wait for a free place). As root
@@ -84,6 +89,7 @@ class Sandbox {
   std::vector<std::string> python_dirs_; // directories outside /usr it needs (read-only)
   std::string bwrap_;                    // path of bwrap, "" when not installed
   bool keep_root_ = false;               // as root, run without switching to a run's own uid
+  int landlock_abi_ = 0;                 // the kernel's Landlock ABI version, 0: none
   Isolation isolation_ = Isolation::Reduced;
   std::string isolation_note_;
 };
