@@ -15,10 +15,10 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <QtTest>
-#include <memory>
 
 #include "eval/sandbox.h"
 #include "eval/test_runner.h"
+#include "sandbox_levels.h"
 
 using namespace specula;
 
@@ -68,11 +68,7 @@ class TestSandbox : public QObject {
   Q_OBJECT
 
  private:
-  std::unique_ptr<Sandbox> full_;
-  std::unique_ptr<Sandbox> reduced_;
-  // Reduced too, with the system's interpreter, which an unprivileged uid can reach: as root
-  // its runs get their own uid (the default one may live where that uid cannot go).
-  std::unique_ptr<Sandbox> reduced_system_;
+  test::SandboxLevels sandboxes_;  // every level the suite runs at
   QTemporaryDir planted_dir_;  // a directory outside any work directory
   QString planted_home_;       // a file planted in $HOME
   QString planted_tmp_;        // a file planted in /tmp
@@ -91,18 +87,11 @@ class TestSandbox : public QObject {
  private slots:
   void initTestCase() {
     try {
-      full_ = std::make_unique<Sandbox>();
-      SandboxOptions reduced;
-      reduced.use_namespaces = false;
-      reduced_ = std::make_unique<Sandbox>(reduced);
-      if (QFileInfo::exists("/usr/bin/python3")) {
-        reduced.python = "/usr/bin/python3";
-        reduced_system_ = std::make_unique<Sandbox>(reduced);
-      }
+      sandboxes_.open();
     } catch (const SandboxError& e) {
       QFAIL(e.what());
     }
-    qInfo("isolation: %s %s", isolation_name(full_->isolation()), full_->isolation_note().c_str());
+    qInfo("isolation: %s %s", isolation_name(sandboxes_.full->isolation()), sandboxes_.full->isolation_note().c_str());
     QVERIFY(planted_dir_.isValid());
     const QString tag = QString::number(QCoreApplication::applicationPid());
     planted_home_ = QDir::home().filePath(".specula-planted-" + tag);
@@ -198,7 +187,7 @@ class TestSandbox : public QObject {
       const QString completion = QString::fromStdString(hostile_program(c.body));
       QTest::newRow((std::string("full: ") + c.name).c_str())
           << "full" << completion << c.full << c.full_needs_limit << false;
-      for (const char* level : {"reduced", "reduced, system python"})
+      for (const char* level : {test::kSandboxLevels[1], test::kSandboxLevels[2]})
         QTest::newRow((std::string(level) + ": " + c.name).c_str())
             << level << completion << c.reduced << c.reduced_needs_limit << c.reduced_needs_confinement;
     }
@@ -210,8 +199,8 @@ class TestSandbox : public QObject {
     QFETCH(specula::Verdict, expected);
     QFETCH(bool, needs_process_limit);
     QFETCH(bool, needs_confinement);
-    if (level == "reduced, system python" && !reduced_system_) QSKIP("no /usr/bin/python3");
-    const Sandbox& sandbox = level == "full" ? *full_ : level == "reduced" ? *reduced_ : *reduced_system_;
+    if (!sandboxes_[level]) QSKIP("no /usr/bin/python3");
+    const Sandbox& sandbox = *sandboxes_[level];
     if (level == "full" && sandbox.isolation() != Isolation::Full)
       QSKIP(("full isolation unavailable: " + sandbox.isolation_note()).c_str());
     if (needs_process_limit && !sandbox.limits_processes())
@@ -254,7 +243,7 @@ class TestSandbox : public QObject {
   void reduced_work_directory_names_its_process() {
     SandboxLimits limits;
     limits.wall_seconds = 10.0;
-    const SandboxRun r = reduced_->run({{"cwd.py", "import os\nprint(os.getcwd())\n"}}, "cwd.py", {}, limits);
+    const SandboxRun r = sandboxes_.reduced->run({{"cwd.py", "import os\nprint(os.getcwd())\n"}}, "cwd.py", {}, limits);
     QCOMPARE(r.exit_code, 0);
     const QString cwd = QString::fromStdString(r.out).trimmed();
     QVERIFY2(cwd.startsWith("/tmp/" + kOwnRuns), qPrintable(cwd));
@@ -262,27 +251,27 @@ class TestSandbox : public QObject {
   }
 
   void verdicts_of_ordinary_programs() {
-    const TestResult passed = run(*full_, "    return a + b\n");
+    const TestResult passed = run(*sandboxes_.full, "    return a + b\n");
     QCOMPARE(verdict_name(passed.verdict), "passed");
     QCOMPARE(passed.asserts_passed, 2);
     QCOMPARE(passed.asserts_total, 2);
 
-    const TestResult partial = run(*full_, "    return 3\n");  // right for (1, 2) only
+    const TestResult partial = run(*sandboxes_.full, "    return 3\n");  // right for (1, 2) only
     QCOMPARE(verdict_name(partial.verdict), "failed");
     QCOMPARE(partial.asserts_passed, 1);
     QCOMPARE(partial.asserts_total, 2);
     QVERIFY2(partial.detail.find("AssertionError") != std::string::npos, partial.detail.c_str());
 
-    const TestResult raised = run(*full_, "    raise ValueError('no sum today')\n");
+    const TestResult raised = run(*sandboxes_.full, "    raise ValueError('no sum today')\n");
     QCOMPARE(verdict_name(raised.verdict), "failed");
     QCOMPARE(raised.asserts_passed, 0);
     QVERIFY2(raised.detail.find("ValueError: no sum today") != std::string::npos, raised.detail.c_str());
 
-    const TestResult syntax = run(*full_, "    return a +\n");
+    const TestResult syntax = run(*sandboxes_.full, "    return a +\n");
     QCOMPARE(verdict_name(syntax.verdict), "failed");
     QVERIFY2(syntax.detail.find("SyntaxError") != std::string::npos, syntax.detail.c_str());
 
-    const TestResult segfault = run(*full_, "    import ctypes\n    ctypes.string_at(0)\n");
+    const TestResult segfault = run(*sandboxes_.full, "    import ctypes\n    ctypes.string_at(0)\n");
     QCOMPARE(verdict_name(segfault.verdict), "crashed");
     QVERIFY2(segfault.detail.find("signal 11") != std::string::npos, segfault.detail.c_str());
   }
@@ -291,7 +280,7 @@ class TestSandbox : public QObject {
   void asserts_counted_one_by_one() {
     SandboxLimits limits;
     limits.wall_seconds = kLimit;
-    TestRunner runner(*full_, limits, 1);
+    TestRunner runner(*sandboxes_.full, limits, 1);
     const TestResult r = runner.run(make_test_program(
         "", "def square(x):\n    return x * x if x < 3 else 0\n",
         "assert square(1) == 1\nassert square(2) == 4\nassert square(3) == 9\nassert square(4) == 16\n", ""));
@@ -319,7 +308,7 @@ class TestSandbox : public QObject {
   void runs_concurrently_on_the_pool() {
     SandboxLimits limits;
     limits.wall_seconds = 10.0;
-    TestRunner runner(*full_, limits, 2);
+    TestRunner runner(*sandboxes_.full, limits, 2);
     std::vector<TestProgram> programs;
     for (int i = 0; i < 6; ++i)
       programs.push_back(make_test_program(kPrompt, i % 2 ? "    return a + b\n" : "    return a - b\n", kTest, "add"));

@@ -29,10 +29,10 @@
 #include <cstring>
 #include <cstdlib>
 #include <map>
-#include <memory>
 #include <random>
 
 #include "eval/sandbox.h"
+#include "sandbox_levels.h"
 
 using namespace specula;
 
@@ -298,22 +298,18 @@ const QStringList kRunEnvironment = {"HOME", "LC_ALL", "PATH", "PWD", "TMPDIR"};
 class TestSandboxExposure : public QObject {
   Q_OBJECT
 
-  std::unique_ptr<Sandbox> full_, reduced_, reduced_system_;
+  test::SandboxLevels sandboxes_;  // every level the suite runs at
   std::map<QString, QJsonObject> reports_;  // by level, explored once
-
-  const Sandbox* sandbox(const QString& level) const {
-    return level == "full" ? full_.get() : level == "reduced" ? reduced_.get() : reduced_system_.get();
-  }
 
   // The report of a level's run, explored once.
   QJsonObject report(const QString& level) {
-    if (!reports_.count(level)) reports_[level] = explore(*sandbox(level), "spx-control-" + level.toStdString());
+    if (!reports_.count(level)) reports_[level] = explore(*sandboxes_[level], "spx-control-" + level.toStdString());
     return reports_[level];
   }
 
   static void levels() {
     QTest::addColumn<QString>("level");
-    for (const char* level : {"full", "reduced", "reduced, system python"}) QTest::newRow(level) << level;
+    for (const char* level : test::kSandboxLevels) QTest::newRow(level) << level;
   }
 
 // In a test function over levels(): `level`, its sandbox `s` and its report `r`, or a skip
@@ -321,7 +317,7 @@ class TestSandboxExposure : public QObject {
 // that confines the files (needs_confinement) and this one does not.
 #define FETCH_LEVEL_REPORT(needs_confinement)                                                       \
   QFETCH(QString, level);                                                                           \
-  const Sandbox* s = sandbox(level);                                                                \
+  const Sandbox* s = sandboxes_[level];                                                             \
   if (!s) QSKIP("no /usr/bin/python3");                                                             \
   if (level == "full" && s->isolation() != Isolation::Full)                                         \
     QSKIP(("full isolation unavailable: " + s->isolation_note()).c_str());                          \
@@ -334,18 +330,11 @@ class TestSandboxExposure : public QObject {
   void initTestCase() {
     QVERIFY2(!planted.token.empty(), "the token was not planted (main)");
     try {
-      full_ = std::make_unique<Sandbox>();
-      SandboxOptions reduced;
-      reduced.use_namespaces = false;
-      reduced_ = std::make_unique<Sandbox>(reduced);
-      if (QFileInfo::exists("/usr/bin/python3")) {
-        reduced.python = "/usr/bin/python3";
-        reduced_system_ = std::make_unique<Sandbox>(reduced);
-      }
+      sandboxes_.open();
     } catch (const SandboxError& e) {
       QFAIL(e.what());
     }
-    qInfo("isolation: %s %s", isolation_name(full_->isolation()), full_->isolation_note().c_str());
+    qInfo("isolation: %s %s", isolation_name(sandboxes_.full->isolation()), sandboxes_.full->isolation_note().c_str());
   }
 
   // The same search as a plain child of this process finds the token through every channel
@@ -353,7 +342,7 @@ class TestSandboxExposure : public QObject {
   void the_search_finds_what_is_reachable() {
     const QString pid = QString::number(getpid());
     QProcess search;  // inherits the environment, the working directory and the open descriptor
-    search.start(QString::fromStdString(full_->python()),
+    search.start(QString::fromStdString(sandboxes_.full->python()),
                  {"-I", "-B", "-c", kExplore, QString::fromStdString(hex_reversed(planted.token)), "spx-control",
                   "/proc/" + pid});
     QVERIFY(search.waitForFinished(120000));
