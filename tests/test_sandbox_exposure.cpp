@@ -45,7 +45,7 @@ struct Planted {
   std::string token;        // the secret: "spx" and 24 hex digits
   std::string directory;    // the working directory, named after the token
   int descriptor = -1;      // open on a file holding the token, inherited through exec
-  long keys[2] = {-1, -1};  // in the session and the user keyring
+  long keys[2] = {-1, -1};  // in the session and the user keyring (kKeyrings)
 };
 Planted planted;
 
@@ -481,6 +481,12 @@ class TestSandboxExposure : public QObject {
 
 namespace {
 
+// The planted keys: in the session keyring and in the user keyring.
+constexpr int kKeyrings[2] = {KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING};
+std::string key_description(int i, const std::string& token) {
+  return std::string(i == 0 ? "specula-test-session-" : "specula-test-user-") + token;
+}
+
 [[noreturn]] void die(const char* what) {
   std::perror(what);
   std::exit(2);
@@ -512,11 +518,17 @@ namespace {
   if (mkdir(directory.c_str(), 0755) != 0 || chdir(directory.c_str()) != 0) die("the working directory");
   const int file = open("planted", O_RDWR | O_CREAT | O_TRUNC, 0600);  // not close-on-exec
   if (file < 0 || write(file, token.data(), token.size()) != static_cast<ssize_t>(token.size())) die("the file");
-  for (const int keyring : {KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING}) {
-    const std::string description = "specula-test-" + token;
-    const long key = syscall(SYS_add_key, "user", description.c_str(), token.data(), token.size(), keyring);
+  // A session keyring of this process's own (not its caller's), with the user keyring linked
+  // in, as a login's is: this process possesses both keys, so it can remove them afterwards.
+  if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0 ||
+      syscall(SYS_keyctl, KEYCTL_LINK, KEY_SPEC_USER_KEYRING, KEY_SPEC_SESSION_KEYRING) < 0)
+    die("the session keyring");
+  for (int i = 0; i < 2; ++i) {
+    const std::string description = key_description(i, token);
+    const long key = syscall(SYS_add_key, "user", description.c_str(), token.data(), token.size(), kKeyrings[i]);
     if (key < 0) die("add_key");
-    syscall(SYS_keyctl, KEYCTL_SET_TIMEOUT, key, 600);  // gone in any case, even if this process is killed
+    // Gone in any case, also if this process is killed: the user keyring outlives it.
+    if (syscall(SYS_keyctl, KEYCTL_SET_TIMEOUT, key, 600) != 0) die("keyctl(KEYCTL_SET_TIMEOUT)");
   }
   setenv(kTokenVariable, token.c_str(), 1);
   std::vector<char*> args = {argv[0], token.data()};
@@ -536,10 +548,9 @@ void find_planted(int& argc, char** argv) {
     const ssize_t n = readlink(link, target, sizeof target - 1);
     if (n > 0 && std::string(target, n) == planted.directory + "/planted") planted.descriptor = fd;
   }
-  const std::string description = "specula-test-" + planted.token;
-  for (int i = 0; i < 2; ++i)
-    planted.keys[i] = syscall(SYS_keyctl, KEYCTL_SEARCH, i == 0 ? KEY_SPEC_SESSION_KEYRING : KEY_SPEC_USER_KEYRING,
-                              "user", description.c_str(), 0);
+  for (int i = 0; i < 2; ++i)  // the session keyring's tree holds both
+    planted.keys[i] = syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_SESSION_KEYRING, "user",
+                              key_description(i, planted.token).c_str(), 0);
   // The token stays in the command line the kernel shows; QtTest does not see it.
   for (int i = 1; i < argc; ++i) argv[i] = argv[i + 1];
   --argc;
