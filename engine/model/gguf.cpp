@@ -44,10 +44,14 @@ size_t scalar_size(GgufType t) {
 }
 
 // A bounds-checked little-endian cursor; every failure names the file and the offset.
+// It reads bytes in memory, or a file's start that it reads further as it goes (the
+// header alone); either way the bounds checked are the file's.
 class Reader {
  public:
   Reader(const uint8_t* data, size_t size, const std::string& name)
-      : data_(data), size_(size), name_(name) {}
+      : data_(data), available_(size), size_(size), name_(name) {}
+  Reader(FilePrefix& prefix, const std::string& name)
+      : prefix_(&prefix), size_(static_cast<size_t>(prefix.file_size())), name_(name) {}
 
   size_t offset() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
@@ -61,6 +65,7 @@ class Reader {
     if (remaining() < sizeof(T)) {
       fail("truncated at byte " + std::to_string(pos_) + " while reading " + what);
     }
+    need(sizeof(T));
     T v;
     std::memcpy(&v, data_ + pos_, sizeof(T));
     pos_ += sizeof(T);
@@ -73,6 +78,7 @@ class Reader {
       fail(std::string(what) + " at byte " + std::to_string(pos_ - 8) + " claims " +
            std::to_string(n) + " bytes but only " + std::to_string(remaining()) + " remain");
     }
+    need(static_cast<size_t>(n));
     std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(n));
     pos_ += static_cast<size_t>(n);
     return s;
@@ -129,8 +135,18 @@ class Reader {
   }
 
  private:
-  const uint8_t* data_;
-  size_t size_;
+  // The next `n` bytes (within the file) in memory: a prefix reads on, at least doubling.
+  void need(size_t n) {
+    if (pos_ + n <= available_) return;
+    constexpr size_t kFirstRead = size_t{1} << 20;
+    data_ = prefix_->read(std::max({pos_ + n, 2 * available_, kFirstRead}));
+    available_ = prefix_->available();
+  }
+
+  FilePrefix* prefix_ = nullptr;  // null when every byte is in memory
+  const uint8_t* data_ = nullptr;
+  size_t available_ = 0;          // bytes at data_
+  size_t size_;                   // bytes of the file
   const std::string& name_;
   size_t pos_ = 0;
 };
@@ -160,6 +176,17 @@ std::string_view gguf_type_name(GgufType type) {
     case GgufType::F64: return "f64";
   }
   return "unknown";
+}
+
+std::string_view llama_file_type_name(int64_t file_type) {
+  // indexed by value; 5, 6 and 33-35 were removed from llama.cpp, 4 is no longer written
+  static constexpr std::string_view kNames[] = {
+      "F32", "F16", "Q4_0", "Q4_1", "Q4_1_SOME_F16", "", "", "Q8_0", "Q5_0", "Q5_1",
+      "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ2_XXS",
+      "IQ2_XS", "Q2_K_S", "IQ3_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ3_M", "IQ2_S", "IQ2_M",
+      "IQ4_XS", "IQ1_M", "BF16", "", "", "", "TQ1_0", "TQ2_0", "MXFP4_MOE"};
+  if (file_type < 0 || file_type >= static_cast<int64_t>(std::size(kNames))) return {};
+  return kNames[file_type];
 }
 
 bool GgufValue::is_integer() const {
@@ -216,6 +243,10 @@ int64_t GgufTensorInfo::rows() const {
   return r;
 }
 
+struct GgufParser {
+  static void parse(GgufFile& f, Reader& in, const uint8_t* data, GgufPart part);
+};
+
 GgufFile GgufFile::open(const std::string& path) {
   auto mapped = MappedFile::open(path);
   GgufFile f = parse(mapped->data(), mapped->size(), path);
@@ -223,10 +254,26 @@ GgufFile GgufFile::open(const std::string& path) {
   return f;
 }
 
+GgufFile GgufFile::read_header(const std::string& path, GgufPart part) {
+  FilePrefix prefix(path);
+  GgufFile f;
+  f.path = path;
+  Reader in(prefix, f.path);
+  GgufParser::parse(f, in, nullptr, part);
+  return f;
+}
+
 GgufFile GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
   GgufFile f;
   f.path = std::move(name);
   Reader in(data, size, f.path);
+  GgufParser::parse(f, in, data, GgufPart::MetadataAndTensors);
+  return f;
+}
+
+// Fills `f` from `in`; tensors point into `data` (the whole file), or nowhere when it is null.
+void GgufParser::parse(GgufFile& f, Reader& in, const uint8_t* data, GgufPart part) {
+  const uint64_t size = in.remaining();
 
   if (size < 4 || in.read<uint32_t>("magic") != kMagic) in.fail("wrong magic (expected \"GGUF\")");
   f.version = in.read<uint32_t>("version");
@@ -250,6 +297,7 @@ GgufFile GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
     if (!f.key_index_.emplace(key, f.metadata.size()).second) in.fail("duplicate metadata key '" + key + "'");
     f.metadata.emplace_back(std::move(key), std::move(value));
   }
+  if (part == GgufPart::Metadata) return;
 
   if (const GgufValue* a = f.find("general.alignment")) {
     if (!a->is_integer() || a->integer <= 0 || a->integer > (1 << 30) || !std::has_single_bit(static_cast<uint64_t>(a->integer))) {
@@ -304,9 +352,8 @@ GgufFile GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
       in.fail("tensor '" + t.name + "' (" + std::to_string(t.bytes) + " bytes at data offset " +
               std::to_string(t.offset) + ") extends past the end of the file (" + std::to_string(size) + " bytes)");
     }
-    t.data = data + f.data_offset + t.offset;
+    t.data = data == nullptr ? nullptr : data + f.data_offset + t.offset;
   }
-  return f;
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

@@ -26,6 +26,9 @@ enum class GgufType : uint32_t {
   STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
 };
 std::string_view gguf_type_name(GgufType type);
+// The name llama.cpp gives a `general.file_type` (enum llama_ftype: 15 is "Q4_K_M"); empty
+// for a value it does not define.
+std::string_view llama_file_type_name(int64_t file_type);
 
 // One metadata value. Scalars use `integer`, `real` or `text`; arrays fill the vector
 // matching their element type.
@@ -61,11 +64,17 @@ struct GgufTensorInfo {
   std::vector<int64_t> shape;   // (n_dims) ne0 (contiguous) first, as GGUF stores it
   uint64_t offset = 0;          // from the start of the data section
   size_t bytes = 0;             // stored size
-  const uint8_t* data = nullptr;
+  const uint8_t* data = nullptr;  // null in a file read by read_header
 
   int64_t cols() const { return shape.empty() ? 0 : shape[0]; }
   int64_t rows() const;  // product of the outer dimensions
   TensorView view() const { return TensorView{type, cols(), rows(), data}; }
+};
+
+// How much of a GGUF file's header read_header parses.
+enum class GgufPart {
+  Metadata,            // the key-value pairs only
+  MetadataAndTensors,  // and the tensor table, checked against the file's size
 };
 
 struct GgufFile {
@@ -75,10 +84,13 @@ struct GgufFile {
   uint64_t data_offset = 0;  // start of the tensor data section in the file
   std::vector<std::pair<std::string, GgufValue>> metadata;  // in file order
   std::vector<GgufTensorInfo> tensors;                      // in file order
-  std::shared_ptr<const MappedFile> file;                   // keeps `data` pointers valid
+  std::shared_ptr<const MappedFile> file;                   // keeps `data` pointers valid; null after read_header
 
   // Maps and parses `path`. Throws ModelError naming the file and the problem.
   static GgufFile open(const std::string& path);
+  // Reads and parses the header of `path` alone (never its tensor data, never mapped), with
+  // open()'s checks and messages for the part read; tensors have no `data`.
+  static GgufFile read_header(const std::string& path, GgufPart part = GgufPart::MetadataAndTensors);
   // Parses bytes the caller keeps alive; `name` stands for the file in messages.
   static GgufFile parse(const uint8_t* data, size_t size, std::string name);
 
@@ -94,6 +106,7 @@ struct GgufFile {
   bool get_bool(std::string_view key, bool fallback) const;
 
  private:
+  friend struct GgufParser;
   std::map<std::string, size_t, std::less<>> key_index_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };

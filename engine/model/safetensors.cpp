@@ -27,18 +27,35 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   return f;
 }
 
+SafetensorsFile SafetensorsFile::read_header(const std::string& path) {
+  FilePrefix prefix(path);
+  const uint8_t* start = prefix.read(8);
+  uint64_t header_bytes = 0;
+  if (prefix.available() == 8) std::memcpy(&header_bytes, start, 8);
+  // a length that does not fit is refused by parse from the first 8 bytes alone
+  const bool fits = header_bytes <= kMaxHeaderBytes && header_bytes <= prefix.file_size() - 8;
+  const uint8_t* header = prefix.read(fits ? static_cast<size_t>(8 + header_bytes) : 8);
+  return parse(header, prefix.available(), path, prefix.file_size());
+}
+
 SafetensorsFile SafetensorsFile::parse(const uint8_t* data, size_t size, std::string name) {
+  return parse(data, size, std::move(name), size);
+}
+
+// `data` holds `size` bytes of a `file_size`-byte file: all of it, or its header alone
+// (then tensors get no data pointer).
+SafetensorsFile SafetensorsFile::parse(const uint8_t* data, size_t size, std::string name, uint64_t file_size) {
   SafetensorsFile f;
   f.path = std::move(name);
   const auto fail = [&](const std::string& what) -> ModelError {
     return ModelError(f.path + ": invalid safetensors file: " + what);
   };
-  if (size < 8) throw fail("truncated: " + std::to_string(size) + " bytes, no header length");
+  if (file_size < 8) throw fail("truncated: " + std::to_string(file_size) + " bytes, no header length");
   uint64_t header_bytes;
   std::memcpy(&header_bytes, data, 8);
-  if (header_bytes > kMaxHeaderBytes || header_bytes > size - 8) {
+  if (header_bytes > kMaxHeaderBytes || header_bytes > file_size - 8) {
     throw fail("header length " + std::to_string(header_bytes) + " does not fit in the " +
-               std::to_string(size) + "-byte file");
+               std::to_string(file_size) + "-byte file");
   }
   nlohmann::json header;
   try {
@@ -48,8 +65,9 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* data, size_t size, std::st
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
 
+  const bool whole = size == file_size;
   const uint8_t* section = data + 8 + header_bytes;
-  const uint64_t section_bytes = size - 8 - header_bytes;
+  const uint64_t section_bytes = file_size - 8 - header_bytes;
   for (const auto& item : header.items()) {
     const std::string& key = item.key();  // not a structured binding: lambdas below capture it
     const nlohmann::json& entry = item.value();
@@ -96,7 +114,7 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* data, size_t size, std::st
       throw bad("holds " + std::to_string(end - begin) + " bytes but its shape " + shape.dump() + " needs " +
                 std::to_string(t.bytes));
     }
-    t.data = section + begin;
+    t.data = whole ? section + begin : nullptr;
     f.tensors.push_back(std::move(t));
   }
   return f;
