@@ -2,6 +2,7 @@
 // safetensors, llama2.c) giving a ModelError that names the file and the problem.
 #include <QTemporaryDir>
 #include <QtTest>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
@@ -91,21 +92,25 @@ void write_file(const std::string& path, const void* data, size_t n) {
   std::ofstream(path, std::ios::binary).write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
 }
 
-std::string load_error(const std::string& path) {
+std::string load_error(const std::string& path, bool metadata_only = false) {
+  LoadOptions options;
+  options.metadata_only = metadata_only;
   try {
-    load_model(path);
+    load_model(path, options);
   } catch (const ModelError& e) {
     return e.what();
   }
   return "";
 }
 
+// A load from the headers alone (LoadOptions::metadata_only) must refuse the file with the same words.
 #define EXPECT_LOAD_ERROR(file, fragment)                                                                  \
   do {                                                                                                     \
     const std::string message = load_error(file);                                                          \
     QVERIFY2(message.find(fs::path(file).filename().string()) != std::string::npos,                       \
              ("no file name in: " + message).c_str());                                                     \
     QVERIFY2(message.find(fragment) != std::string::npos, ("unexpected message: " + message).c_str());     \
+    QCOMPARE(load_error(file, true), message);                                                             \
   } while (0)
 
 // A small llama2.c checkpoint: dim 64, hidden 96, 2 layers, 4 heads, 2 KV heads, vocab 40, seq 16.
@@ -205,6 +210,38 @@ class TestGguf : public QObject {
     QCOMPARE(v.unk, 0);
     QCOMPARE(v.scores.size(), size_t{32000});
     EXPECT_LOAD_ERROR(file, "has no weights");
+  }
+
+  // The header read alone equals the mapped file's, for a header of more than the first
+  // read (1 MiB), a vocabulary-only file and a file with tensors; nothing is mapped.
+  void headerAloneEqualsWholeFile() {
+    SPECULA_SHARED_FILE(gpt2, "tokenizers/bpe-vocab/ggml-vocab-gpt-2.gguf");
+    for (const std::string& file : {gpt2, std::string(SPECULA_SOURCE_DIR "/tests/fuzz/corpus/tensors.gguf")}) {
+      const GgufFile whole = GgufFile::open(file), header = GgufFile::read_header(file);
+      QVERIFY(header.file == nullptr);
+      QCOMPARE(header.metadata.size(), whole.metadata.size());
+      for (size_t i = 0; i < whole.metadata.size(); i++) {
+        QCOMPARE(header.metadata[i].first, whole.metadata[i].first);
+        QCOMPARE(header.metadata[i].second.texts, whole.metadata[i].second.texts);
+        QCOMPARE(header.metadata[i].second.integers, whole.metadata[i].second.integers);
+      }
+      QCOMPARE(header.data_offset, whole.data_offset);
+      QCOMPARE(header.tensors.size(), whole.tensors.size());
+      for (size_t i = 0; i < whole.tensors.size(); i++) {
+        QCOMPARE(header.tensors[i].name, whole.tensors[i].name);
+        QCOMPARE(header.tensors[i].shape, whole.tensors[i].shape);
+        QCOMPARE(header.tensors[i].bytes, whole.tensors[i].bytes);
+        QVERIFY(header.tensors[i].data == nullptr);
+      }
+      const GgufFile metadata = GgufFile::read_header(file, GgufPart::Metadata);
+      QCOMPARE(metadata.metadata.size(), whole.metadata.size());
+      QVERIFY(metadata.tensors.empty());
+    }
+    QVERIFY(GgufFile::read_header(gpt2).find("tokenizer.ggml.merges")->array_size() > 40000);
+    // a FIFO is refused at once rather than waited on
+    const std::string fifo = path("fifo.gguf");
+    QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+    QVERIFY_THROWS_EXCEPTION(ModelError, GgufFile::read_header(fifo));
   }
 
   // Files written by llama.cpp's Python writer (tests/fuzz/make_corpus.py), one with a
@@ -339,13 +376,22 @@ class TestGguf : public QObject {
     EXPECT_GGUF_ERROR(std::vector<uint8_t>{}, "wrong magic");
   }
 
-  // Every prefix of a valid file is truncated somewhere: always a clean error.
+  // Every prefix of a valid file is truncated somewhere: always a clean error, the same
+  // whether the file is parsed whole or read for its header alone.
   void everyTruncationIsAnError() {
     const auto bytes = build(Spec{});
     for (size_t n = 0; n < bytes.size(); n++) {
       const std::vector<uint8_t> prefix(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
       const std::string message = parse_error(prefix);
       QVERIFY2(!message.empty(), qPrintable(QString("prefix of %1 bytes parsed").arg(n)));
+      const std::string file = path("bad.gguf");
+      write_file(file, prefix.data(), prefix.size());
+      try {
+        GgufFile::read_header(file);
+        QFAIL(qPrintable(QString("the header of a %1-byte prefix was read").arg(n)));
+      } catch (const ModelError& e) {
+        QCOMPARE(std::string(e.what()).substr(file.size()), message.substr(std::string("bad.gguf").size()));
+      }
       QVERIFY2(message.find("truncated") != std::string::npos || message.find("past the end") != std::string::npos ||
                    message.find("exceeds") != std::string::npos || message.find("claims") != std::string::npos ||
                    message.find("magic") != std::string::npos,
@@ -542,10 +588,22 @@ class TestGguf : public QObject {
       }
       return "";
     };
+    // the header read alone from a file says the same
+    const auto read_header_error = [&](const std::string& header, size_t data_bytes) -> std::string {
+      const std::string file = path("bad.safetensors");
+      write_safetensors(file, header, data_bytes);
+      try {
+        SafetensorsFile::read_header(file);
+      } catch (const ModelError& e) {
+        return std::string(e.what()).substr(file.size() - std::string("bad.safetensors").size());
+      }
+      return "";
+    };
     const auto expect = [&](const std::string& header, size_t data, const char* fragment) {
       const std::string message = parse_error_st(header, data);
       QVERIFY2(message.find("bad.safetensors") != std::string::npos && message.find(fragment) != std::string::npos,
                ("unexpected message: " + message).c_str());
+      QCOMPARE(read_header_error(header, data), message);
     };
     QCOMPARE(parse_error_st(R"({"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, "__metadata__": {}})", 24),
              std::string());
@@ -573,6 +631,7 @@ class TestGguf : public QObject {
     QVERIFY2(message.find("config.json") != std::string::npos &&
                  message.find("architecture 'GPT2LMHeadModel' is not supported") != std::string::npos,
              message.c_str());
+    QCOMPARE(load_error(dir.string(), true), message);
     std::ofstream(dir / "config.json") << R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
       "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
       "vocab_size": 40})";
@@ -581,8 +640,10 @@ class TestGguf : public QObject {
                       10240);
     const std::string missing = load_error(dir.string());
     QVERIFY2(missing.find("missing tensor 'model.layers.0.input_layernorm.weight'") != std::string::npos, missing.c_str());
+    QCOMPARE(load_error(dir.string(), true), missing);
     std::ofstream(dir / "config.json") << "{\"hidden_size\": ";
     QVERIFY(load_error(dir.string()).find("not valid JSON") != std::string::npos);
+    QCOMPARE(load_error(dir.string(), true), load_error(dir.string()));
   }
 };
 

@@ -226,6 +226,58 @@ class TestModelLoading : public QObject {
     }
   }
 
+  // A load from the headers alone (LoadOptions::metadata_only) gives the model a full load
+  // gives, but for the weights' data: the same configuration, every view's type and shape,
+  // the same tokenizer, and nothing mapped; for every format and architecture.
+  void metadataOnlyLoadMatchesFullLoad() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    SPECULA_SHARED_FILE(config, "models/tinystories656k/config.json");
+    LoadOptions with_tokenizer;
+    with_tokenizer.tokenizer_path = tok;
+    const std::string q8 = tmp_.filePath("metadata-q8_0.gguf").toStdString();
+    write_gguf_model(*load_model(bin, with_tokenizer), q8, TensorType::Q8_0);
+    const std::string oracles = SPECULA_TEST_DATA_DIR "/arch_oracles/";
+    std::vector<std::string> files = {bin, q8, fs::path(config).parent_path().string()};
+    for (const char* name : {"qwen2", "qwen3", "llama3", "llama-linear"}) {
+      files.push_back(oracles + name);
+      files.push_back(oracles + name + ".gguf");
+    }
+    for (const std::string& file : files) {
+      LoadOptions full = file == bin ? with_tokenizer : LoadOptions{}, header = full;
+      header.metadata_only = true;
+      const auto a = load_model(file, full), b = load_model(file, header);
+      QVERIFY2(b->storage.empty(), file.c_str());
+      const ModelConfig &ca = a->config, &cb = b->config;
+      QCOMPARE(cb.architecture, ca.architecture);
+      QCOMPARE(cb.dim, ca.dim);
+      QCOMPARE(cb.hidden_dim, ca.hidden_dim);
+      QCOMPARE(cb.n_layers, ca.n_layers);
+      QCOMPARE(cb.n_heads, ca.n_heads);
+      QCOMPARE(cb.n_kv_heads, ca.n_kv_heads);
+      QCOMPARE(cb.head_dim(), ca.head_dim());
+      QCOMPARE(cb.vocab_size, ca.vocab_size);
+      QCOMPARE(cb.context_length, ca.context_length);
+      QCOMPARE(cb.rope_theta, ca.rope_theta);
+      QCOMPARE(cb.rope_linear_factor, ca.rope_linear_factor);
+      QCOMPARE(cb.rope_freq_factors.size(), ca.rope_freq_factors.size());  // counted, not read, from a GGUF header
+      const auto va = all_views(*a), vb = all_views(*b);
+      for (size_t i = 0; i < va.size(); i++) {
+        const TensorView &x = va[i].second, &y = vb[i].second;
+        QVERIFY2(y.data == nullptr && !y.empty() && x.type == y.type && x.rows == y.rows && x.cols == y.cols,
+                 (file + ": " + va[i].first).c_str());
+      }
+      for (size_t l = 0; l < a->weights.layers.size(); l++) {
+        const auto optional = [](const LayerWeights& L) {
+          return std::vector<bool>{L.bq.empty(), L.bk.empty(), L.bv.empty(), L.bo.empty(), L.q_norm.empty(), L.k_norm.empty()};
+        };
+        QCOMPARE(optional(b->weights.layers[l]), optional(a->weights.layers[l]));
+      }
+      QCOMPARE(b->tokenizer != nullptr, a->tokenizer != nullptr);
+      if (a->tokenizer) QCOMPARE(b->tokenizer->vocabulary().pieces, a->tokenizer->vocabulary().pieces);
+    }
+  }
+
   void tinystoriesHuggingFace() {
     SPECULA_SHARED_FILE(config, "models/tinystories656k/config.json");
     const std::string dir = fs::path(config).parent_path().string();

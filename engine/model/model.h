@@ -135,6 +135,13 @@ struct LoadOptions {
   std::string tokenizer_path;  // for files without a vocabulary (llama2.c checkpoints)
   // Called with a fraction in [0, 1] while loading; returning false cancels (throws ModelError).
   std::function<bool(double)> progress;
+  // Reads the headers alone (GGUF metadata and tensor table, safetensors headers, config.json,
+  // a llama2.c header) and the tokenizer, never mapping or reading weights, and makes every
+  // check of a full load on them, with the same messages: the Model says what loading
+  // would give. It is for describing and checking, never for running: its weight views have
+  // shapes and types but no data, tied_output() is meaningless, and llama3 rope factors
+  // are counted, not read (left at 1).
+  bool metadata_only = false;
 };
 
 // Loads a GGUF file, a llama2.c checkpoint, or a Hugging Face directory (config.json +

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "model/gguf.h"
 #include "model/mapped_file.h"
@@ -31,8 +32,10 @@ T* owned_buffer(Model& model, size_t n) {
   return data;
 }
 
-// Norm weights are f32 in every Model: other types are converted once here.
+// Norm weights are f32 in every Model: other types are converted once here (a view without
+// data, of a header, just takes the type it would get).
 TensorView norm_as_f32(Model& model, const TensorView& v) {
+  if (v.data == nullptr) return TensorView{TensorType::F32, v.cols, v.rows, nullptr};
   if (v.type == TensorType::F32 && reinterpret_cast<uintptr_t>(v.data) % alignof(float) == 0) return v;
   const int64_t n = v.cols * v.rows;
   float* out = owned_buffer<float>(model, static_cast<size_t>(n));
@@ -43,7 +46,7 @@ TensorView norm_as_f32(Model& model, const TensorView& v) {
 // Views must be aligned for their element type (blocks start with an f16); a file that
 // does not align its data gets a copy.
 TensorView aligned_view(Model& model, const TensorView& v) {
-  if (reinterpret_cast<uintptr_t>(v.data) % alignof(float) == 0) return v;
+  if (v.data == nullptr || reinterpret_cast<uintptr_t>(v.data) % alignof(float) == 0) return v;
   uint8_t* copy = owned_buffer<uint8_t>(model, v.bytes());
   std::memcpy(copy, v.data, v.bytes());
   return TensorView{v.type, v.cols, v.rows, copy};
@@ -83,8 +86,8 @@ void read_gguf_rope_scaling(const GgufFile& gguf, const std::string& arch, Model
     if (t->shape.size() != 1 || type_traits(t->type).block_elements != 1) {
       throw ModelError(gguf.path + ": rope_freqs.weight should be one row of floats");
     }
-    c.rope_freq_factors.resize(static_cast<size_t>(t->cols()));
-    for (int64_t i = 0; i < t->cols(); i++) {  // element by element: the file need not align it
+    c.rope_freq_factors.assign(static_cast<size_t>(t->cols()), 1.0f);  // read from a header alone: counted
+    for (int64_t i = 0; t->data != nullptr && i < t->cols(); i++) {  // element by element: the file need not align it
       const size_t size = type_traits(t->type).block_bytes;
       alignas(4) uint8_t element[4];
       std::memcpy(element, t->data + i * size, size);
@@ -94,11 +97,15 @@ void read_gguf_rope_scaling(const GgufFile& gguf, const std::string& arch, Model
 }
 
 std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options) {
-  GgufFile gguf = GgufFile::open(path);
+  GgufFile gguf = options.metadata_only ? GgufFile::read_header(path) : GgufFile::open(path);
   auto model = std::make_shared<Model>();
   model->path = path;
   model->format = "gguf";
-  model->storage.push_back(gguf.file);
+  if (gguf.file) model->storage.push_back(gguf.file);
+  if (const int64_t shards = gguf.get_int("split.count", 1); shards > 1) {
+    throw ModelError(path + ": one of " + std::to_string(shards) +
+                     " split files (split.count); merge them into one with llama.cpp's llama-gguf-split --merge");
+  }
 
   ModelConfig& c = model->config;
   c.architecture = gguf.get_string("general.architecture", "");
@@ -199,16 +206,25 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
 // vocab_size means the classifier follows at the end instead of sharing the embedding.
 
 std::shared_ptr<Model> load_llama2c(const std::string& path, const LoadOptions& options) {
-  auto file = MappedFile::open(path);
+  // the mapped file the weights are views of, or (metadata only) the header read alone
+  std::shared_ptr<const MappedFile> file;
+  std::optional<FilePrefix> prefix;
+  if (options.metadata_only) {
+    prefix.emplace(path);
+  } else {
+    file = MappedFile::open(path);
+  }
+  const uint8_t* start = file ? file->data() : prefix->read(28);
+  const uint64_t size = file ? file->size() : prefix->file_size();
   const auto fail = [&](const std::string& what) {
     return ModelError(path + ": not a usable llama2.c checkpoint: " + what);
   };
-  if (file->size() < 28) throw fail("only " + std::to_string(file->size()) + " bytes, shorter than its header");
-  if (std::memcmp(file->data(), "ak42", 4) == 0) {
+  if (size < 28) throw fail("only " + std::to_string(size) + " bytes, shorter than its header");
+  if (std::memcmp(start, "ak42", 4) == 0) {
     throw fail("versioned exports (magic \"ak42\") are not read; use the legacy export or convert to GGUF");
   }
   int32_t h[7];
-  std::memcpy(h, file->data(), sizeof h);
+  std::memcpy(h, start, sizeof h);
   const bool shared_classifier = h[5] > 0;
   const int64_t dim = h[0], hidden = h[1], layers = h[2], heads = h[3], kv_heads = h[4];
   const int64_t vocab = h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]), seq_len = h[6];
@@ -225,15 +241,15 @@ std::shared_ptr<Model> load_llama2c(const std::string& path, const LoadOptions& 
   const int64_t expected_floats = vocab * dim + layers * (2 * dim + 2 * dim * dim + 2 * dim * kv_dim + 3 * dim * hidden) +
                                   dim + seq_len * head_dim + (shared_classifier ? 0 : vocab * dim);
   const uint64_t expected = 28 + static_cast<uint64_t>(expected_floats) * 4;
-  if (file->size() != expected) {
-    throw fail("the file has " + std::to_string(file->size()) + " bytes but its header's shapes need " +
-               std::to_string(expected) + (file->size() < expected ? " (truncated)" : ""));
+  if (size != expected) {
+    throw fail("the file has " + std::to_string(size) + " bytes but its header's shapes need " +
+               std::to_string(expected) + (size < expected ? " (truncated)" : ""));
   }
 
   auto model = std::make_shared<Model>();
   model->path = path;
   model->format = "llama2.c";
-  model->storage.push_back(file);
+  if (file) model->storage.push_back(file);
   ModelConfig& c = model->config;
   c.name = fs::path(path).stem().string();
   c.dim = static_cast<int>(dim);
@@ -246,9 +262,10 @@ std::shared_ptr<Model> load_llama2c(const std::string& path, const LoadOptions& 
   c.rope_theta = 10000.0f;
   c.norm_eps = 1e-5f;
 
-  const float* next = reinterpret_cast<const float*>(file->data() + 28);
+  const float* weights = file ? reinterpret_cast<const float*>(file->data() + 28) : nullptr;
+  int64_t next = 0;  // floats taken so far
   const auto take = [&](int64_t rows, int64_t cols) {
-    TensorView v{TensorType::F32, cols, rows, next};
+    TensorView v{TensorType::F32, cols, rows, weights ? weights + next : nullptr};
     next += rows * cols;
     return v;
   };
@@ -287,6 +304,7 @@ std::shared_ptr<Model> load_llama2c(const std::string& path, const LoadOptions& 
 // llama.cpp's convert_hf_to_gguf permute(), which it applies to biases as well (a bias
 // is a matrix of one column).
 TensorView permute_for_rope(Model& model, const TensorView& v, int heads) {
+  if (v.data == nullptr) return v;  // a header's view: the shape stays
   const bool vector = v.rows == 1;
   const int64_t rows = vector ? v.cols : v.rows;
   const size_t row = vector ? row_bytes(v.type, 1) : v.row_size();
@@ -425,8 +443,8 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
   std::vector<SafetensorsFile> files;
   files.reserve(shards.size());
   for (const std::string& shard : shards) {
-    files.push_back(SafetensorsFile::open(shard));
-    model->storage.push_back(files.back().file);
+    files.push_back(options.metadata_only ? SafetensorsFile::read_header(shard) : SafetensorsFile::open(shard));
+    if (files.back().file) model->storage.push_back(files.back().file);
   }
   for (const SafetensorsFile& f : files) {
     for (const SafetensorsTensor& t : f.tensors) {
@@ -502,7 +520,7 @@ std::shared_ptr<Model> load_hf_directory(const std::string& dir, const LoadOptio
 void check_view(const Model& model, const char* name, int layer, const TensorView& v, int64_t rows, int64_t cols,
                 bool must_be_f32) {
   const std::string where = model.path + ": " + (layer >= 0 ? "layer " + std::to_string(layer) + " " : "") + name;
-  if (v.data == nullptr) throw ModelError(where + " is missing");
+  if (v.empty()) throw ModelError(where + " is missing");
   if (v.rows != rows || v.cols != cols) {
     throw ModelError(where + " has shape (" + std::to_string(v.rows) + " rows, " + std::to_string(v.cols) +
                      " cols), expected (" + std::to_string(rows) + ", " + std::to_string(cols) + ")");

@@ -40,9 +40,11 @@ struct TensorView {
   TensorType type = TensorType::F32;
   int64_t cols = 0;             // elements per row (ne0)
   int64_t rows = 0;             // number of rows (ne1 * ne2 * ...)
-  const void* data = nullptr;   // rows * row_bytes(type, cols) bytes
+  // rows * row_bytes(type, cols) bytes; null in an empty view, and in the views of a model
+  // read for its headers alone (LoadOptions::metadata_only), which have a shape and no data
+  const void* data = nullptr;
 
-  bool empty() const { return data == nullptr; }
+  bool empty() const { return data == nullptr && cols == 0; }  // no tensor at all
   size_t row_size() const { return row_bytes(type, cols); }
   size_t bytes() const { return row_size() * static_cast<size_t>(rows); }
   const uint8_t* row(int64_t r) const {
