@@ -1,0 +1,26 @@
+// Small real model files for tests that need models on disk: random llama weights of a
+// given vocabulary, much smaller than stories260K, written by the engine's own writer.
+#pragma once
+
+#include <memory>
+
+#include "model/model.h"
+#include "model/random_model.h"
+
+namespace specula::test {
+
+// A llama model of dim 32, one layer, `rows` embedding rows (tied to the output) and
+// `tokenizer` (may be null): about 26K parameters for 512 rows.
+inline std::shared_ptr<Model> small_llama(std::shared_ptr<const Tokenizer> tokenizer, int rows, uint64_t seed) {
+  ModelConfig c = random_model_config("tiny");
+  c.dim = 32;
+  c.n_layers = 1;
+  c.hidden_dim = 64;
+  c.vocab_size = rows;
+  auto model = std::make_shared<Model>(*make_random_model(c, TensorType::F32, seed));
+  model->weights.output = model->weights.token_embedding;
+  model->tokenizer = std::move(tokenizer);
+  return model;
+}
+
+}  // namespace specula::test
