@@ -1,5 +1,7 @@
-// specula-cli inspect and convert, run as a user would: conversion of stories260K to q8_0,
-// inspection of the result as JSON, and clean failures on a corrupt file.
+// specula-cli inspect, convert and models, run as a user would: conversion of stories260K
+// to q8_0, inspection of the result as JSON, clean failures on a corrupt file, and the list
+// of the models in a home's stores and a given folder.
+#include <QDir>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -67,6 +69,72 @@ class TestCliModels : public QObject {
     QVERIFY(!QFile::exists(tmp_.filePath("out.gguf")));
     const CliRun type = run_cli({"convert", bad, tmp_.filePath("out.gguf"), "--type", "q5_1"});
     QVERIFY(type.code != 0);
+  }
+
+  // A home with stories260K in LM Studio's folder and in Ollama's store (a second tag of
+  // the same blob), a draft converted from it, and a --dir folder holding a file that is
+  // not a model.
+  void modelsListsTheStoresAndAFolder() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    QTemporaryDir home;
+    const QString lmstudio = home.filePath(".lmstudio/models/someone/stories-GGUF");
+    const QString blobs = home.filePath(".ollama/models/blobs");
+    const QString manifests = home.filePath(".ollama/models/manifests/registry.ollama.ai/library/stories");
+    const QString extra = home.filePath("extra");
+    for (const QString& dir : {lmstudio, blobs, manifests, extra}) QVERIFY(QDir().mkpath(dir));
+    const QString gguf = lmstudio + "/stories260K-f32.gguf";
+    QCOMPARE(run_cli({"convert", QString::fromStdString(bin), gguf, "--tokenizer", QString::fromStdString(tok)}).code, 0);
+    const QString blob = blobs + "/sha256-" + QString(64, 'e');
+    QVERIFY(QFile::copy(gguf, blob));
+    for (const char* tag : {"260k", "latest"}) {
+      QFile manifest(manifests + "/" + tag);
+      QVERIFY(manifest.open(QIODevice::WriteOnly));
+      manifest.write(R"({"layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:)" +
+                     QByteArray(64, 'e') + R"("}]})");
+    }
+    QFile junk(extra + "/notes.gguf");
+    QVERIFY(junk.open(QIODevice::WriteOnly));
+    junk.write("these are notes, not a model");
+    junk.close();
+
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", home.path());
+    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const CliRun json = run_cli({"models", "--json", "--dir", extra}, 60000, env);
+    QVERIFY2(json.code == 0, json.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(json.out).object();
+    QJsonObject ollama, lm;
+    for (const QJsonValue& m : j["models"].toArray()) {
+      if (m["path"].toString() == blob) ollama = m.toObject();
+      if (m["path"].toString() == gguf) lm = m.toObject();
+    }
+    QCOMPARE(ollama["name"].toString(), QString("stories:260k"));
+    QCOMPARE(ollama["aliases"].toArray().first().toString(), QString("stories:latest"));
+    QCOMPARE(ollama["store"].toString(), QString("ollama"));
+    QCOMPARE(ollama["architecture"].toString(), QString("llama"));
+    QCOMPARE(ollama["parameters"].toInteger(), qint64(260032));
+    QCOMPARE(ollama["weight_type"].toString(), QString("F32"));
+    QCOMPARE(ollama["vocabulary"].toInt(), 512);
+    QVERIFY(ollama["loadable"].toBool());
+    QVERIFY(ollama["problem"].isNull());
+    QCOMPARE(lm["name"].toString(), QString("someone/stories-GGUF/stories260K-f32.gguf"));
+    QCOMPARE(lm["store"].toString(), QString("lm-studio"));
+    bool notes_skipped = false;
+    for (const QJsonValue& s : j["skipped"].toArray()) {
+      if (s["path"].toString().endsWith("notes.gguf")) notes_skipped = s["reason"].toString().contains("wrong magic");
+    }
+    QVERIFY(notes_skipped);
+    QCOMPARE(j["roots"].toArray().first()["path"].toString(), extra);
+
+    const CliRun table = run_cli({"models"}, 60000, env);
+    QVERIFY2(table.code == 0, table.err.constData());
+    QVERIFY(table.out.startsWith("NAME"));
+    QVERIFY2(table.out.contains("stories:260k") && table.out.contains("260K") && table.out.contains(blob.toUtf8()),
+             table.out.constData());
+    const CliRun missing = run_cli({"models", "--dir", home.filePath("nowhere")}, 60000, env);
+    QCOMPARE(missing.code, 2);
+    QVERIFY(missing.err.contains("no such folder"));
   }
 };
 

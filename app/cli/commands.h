@@ -19,6 +19,7 @@ void add_check_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_bench_spec_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_models_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_bench_forward_command(CLI::App& app);
 void add_eval_command(CLI::App& app);

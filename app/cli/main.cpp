@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   specula::cli::add_generate_command(app);
   specula::cli::add_bench_spec_command(app);
   specula::cli::add_inspect_command(app);
+  specula::cli::add_models_command(app);
   specula::cli::add_convert_command(app);
   specula::cli::add_bench_forward_command(app);
   specula::cli::add_eval_command(app);

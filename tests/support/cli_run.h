@@ -17,8 +17,10 @@ struct CliRun {
   QByteArray out, err;  // everything it wrote to stdout and stderr
 };
 
-inline CliRun run_cli(const QStringList& args, int timeout_ms = 180000) {
+// `env`: the environment it runs in (this process's when empty).
+inline CliRun run_cli(const QStringList& args, int timeout_ms = 180000, const QProcessEnvironment& env = {}) {
   QProcess p;
+  if (!env.isEmpty()) p.setProcessEnvironment(env);
   p.start(QStringLiteral(SPECULA_CLI), args);
   const bool finished = p.waitForFinished(timeout_ms) && p.exitStatus() == QProcess::NormalExit;
   return {finished ? p.exitCode() : -1, p.readAllStandardOutput(), p.readAllStandardError()};
