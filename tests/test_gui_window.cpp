@@ -1,9 +1,11 @@
 // The main window driven like a user would, against the controlled FakeEngine: four
 // candidates stream, Stop ends the run midway, a second run reaches verdicts and ranking;
 // settings survive a restart; a killed process loses no prompt text; a bad model file
-// becomes a message in the window.
+// becomes a message in the window; the models of the home's stores fill the model picker.
+#include <QAbstractItemView>
 #include <QApplication>
 #include <QComboBox>
+#include <QDir>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QGridLayout>
@@ -15,6 +17,7 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QTextBlock>
 #include <QTextDocument>
 #include <QTextLayout>
@@ -29,9 +32,13 @@
 #include "code_editor.h"
 #include "diff_view.h"
 #include "fake_engine.h"
+#include "file_picker.h"
 #include "main_window.h"
+#include "model/model_export.h"
 #include "problem_browser.h"
 #include "python_highlighter.h"
+#include "shared_data.h"
+#include "small_models.h"
 #ifdef SPECULA_HAVE_CHARTS
 #include "throughput_chart.h"
 #endif
@@ -392,6 +399,48 @@ class GuiWindowTest : public QObject {
     QCOMPARE(saved->prompt, kPrompt);
   }
 
+  // Models in LM Studio's folder of the (test's) home are listed in the model picker, the one
+  // that cannot load greyed; picking one puts it in the picker and loads it, and the draft
+  // picker then offers its suggested draft.
+  void foundModelsFillThePicker() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    SPECULA_SHARED_FILE(vocab, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf");
+    const QString store = QDir::home().filePath(".lmstudio/models/someone/stories-GGUF");
+    QVERIFY(QDir().mkpath(store));
+    const QString target = store + "/stories260K-f32.gguf", draft = store + "/tiny-draft-q8_0.gguf";
+    specula::LoadOptions with_tokenizer;
+    with_tokenizer.tokenizer_path = tok;
+    const auto stories = specula::load_model(bin, with_tokenizer);
+    specula::write_gguf_model(*stories, target.toStdString(), specula::TensorType::F32);
+    specula::write_gguf_model(*specula::test::small_llama(stories->tokenizer, 512, 1), draft.toStdString(),
+                              specula::TensorType::Q8_0);
+    QVERIFY(QFile::copy(QString::fromStdString(vocab), store + "/vocabulary-only.gguf"));
+
+    auto window = makeWindow();
+    auto* picker = window->findChild<specula::ui::FilePicker*>("modelPicker");
+    auto* combo = picker->findChild<QComboBox*>();
+    auto* items = qobject_cast<QStandardItemModel*>(combo->model());
+    QTRY_VERIFY_WITH_TIMEOUT(combo->findData(target) >= 0, kRunTimeoutMs);
+    const int at = combo->findData(target);
+    QVERIFY(combo->itemText(at).contains("stories260K-f32.gguf") && combo->itemText(at).contains("llama"));
+    QVERIFY(items->item(at)->isEnabled());
+    const int unloadable = combo->findData(store + "/vocabulary-only.gguf");
+    QVERIFY(unloadable >= 0 && !items->item(unloadable)->isEnabled());
+    QVERIFY(combo->itemData(unloadable, Qt::ToolTipRole).toString().contains("has no weights"));
+
+    combo->showPopup();
+    combo->view()->setCurrentIndex(combo->model()->index(at, 0));
+    QTest::keyClick(combo->view(), Qt::Key_Return);
+    QTRY_COMPARE(picker->path(), target);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kRunTimeoutMs);  // the fake engine refuses real files
+    auto* drafts = window->findChild<specula::ui::FilePicker*>("draftPicker")->findChild<QComboBox*>();
+    QVERIFY(drafts->findData(draft) >= 0);
+    QVERIFY(drafts->findData(target) < 0);
+    window.reset();
+    QDir(QDir::home().filePath(".lmstudio")).removeRecursively();
+  }
+
   void problemBrowserFillsEditorsAndRunsAll() {
     QTemporaryDir dir;
     auto window = makeWindow();
@@ -497,6 +546,9 @@ int main(int argc, char** argv) {
   const QByteArray home = qgetenv("SPECULA_GUI_TEST_HOME");
   qputenv("XDG_CONFIG_HOME", home + "/config");
   qputenv("XDG_DATA_HOME", home + "/data");
+  // the window looks for models in the stores of this home only
+  qputenv("HOME", home);
+  for (const char* store : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) qunsetenv(store);
   QApplication app(argc, argv);
   QCoreApplication::setOrganizationName("SpeculaTest");
   QCoreApplication::setApplicationName("specula-gui-test");

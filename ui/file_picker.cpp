@@ -1,10 +1,13 @@
 #include "file_picker.h"
 
+#include <QAbstractItemView>
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QScrollBar>
 #include <QSettings>
+#include <QStandardItemModel>
 #include <QToolButton>
 
 namespace specula::ui {
@@ -55,6 +58,31 @@ void FilePicker::setSummary(const QString& summary) {
   browse_->setToolTip(summary.isEmpty() ? dialog_title_ : summary);
 }
 
+void FilePicker::setFound(const QString& heading, const QVector<Entry>& entries) {
+  const QString current = path();
+  while (found_items_ > 0) {
+    combo_->removeItem(combo_->count() - 1);
+    --found_items_;
+  }
+  if (!entries.isEmpty()) {
+    auto* items = qobject_cast<QStandardItemModel*>(combo_->model());
+    combo_->insertSeparator(combo_->count());
+    combo_->addItem(heading);
+    items->item(combo_->count() - 1)->setEnabled(false);
+    for (const Entry& e : entries) {
+      combo_->addItem(e.label, e.path);
+      combo_->setItemData(combo_->count() - 1, e.details, Qt::ToolTipRole);
+      items->item(combo_->count() - 1)->setEnabled(e.usable);
+    }
+    found_items_ = int(entries.size()) + 2;
+  }
+  // the list opens wide enough for its longest entry, however narrow the row
+  combo_->view()->setMinimumWidth(combo_->view()->sizeHintForColumn(0) + combo_->view()->verticalScrollBar()->sizeHint().width());
+  // the choice stays what it was: among the recent files when it is one
+  const int at = combo_->findData(current);
+  if (!current.isEmpty() && at >= 0) combo_->setCurrentIndex(at);
+}
+
 void FilePicker::browse() {
   const QString start = path().isEmpty() ? QString() : QFileInfo(path()).absolutePath();
   const QString chosen_path = QFileDialog::getOpenFileName(this, dialog_title_, start, filter_);
@@ -71,7 +99,7 @@ void FilePicker::remember(const QString& path) {
   while (recent.size() > kRecentFiles) recent.removeLast();
   QSettings().setValue(settings_key_, recent);
   const int existing = combo_->findData(absolute);
-  if (existing >= 0) combo_->removeItem(existing);
+  if (existing >= 0 && existing < combo_->count() - found_items_) combo_->removeItem(existing);
   const int at = optional_ ? 1 : 0;
   combo_->insertItem(at, QFileInfo(absolute).fileName(), absolute);
   combo_->setItemData(at, absolute, Qt::ToolTipRole);

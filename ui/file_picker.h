@@ -1,8 +1,10 @@
-// A file chooser row: a combo box of recently used files (kept in QSettings) and a
-// Browse button. Choosing a file, from the list or the dialog, emits chosen().
+// A file chooser row: a combo box of recently used files (kept in QSettings), then the
+// files found on this computer, and a Browse button. Choosing a file, from the list or the
+// dialog, emits chosen().
 #pragma once
 
 #include <QString>
+#include <QVector>
 #include <QWidget>
 
 class QComboBox;
@@ -18,10 +20,21 @@ class FilePicker : public QWidget {
   FilePicker(const QString& settings_key, const QString& dialog_title, const QString& filter,
              bool optional, QWidget* parent = nullptr);
 
+  // A file offered in the list besides the recent ones.
+  struct Entry {
+    QString path;
+    QString label;    // what the list shows
+    QString details;  // its tooltip
+    bool usable = true;  // false: shown, greyed, not choosable
+  };
+
   QString path() const;
   // Puts `path` first in the list and the recent files without emitting chosen().
   void setPath(const QString& path);
   void setSummary(const QString& summary);  // the tooltip: what the file holds
+  // Replaces the list's section after the recent files: a `heading`, then `entries` (no
+  // section when there are none).
+  void setFound(const QString& heading, const QVector<Entry>& entries);
 
  public Q_SLOTS:
   void browse();
@@ -34,6 +47,7 @@ class FilePicker : public QWidget {
 
   QString settings_key_, dialog_title_, filter_;
   bool optional_;  // the first entry is "(none)"
+  int found_items_ = 0;  // the last items of the list: the found section (separator, heading, entries)
   QComboBox* combo_;
   QToolButton* browse_;
 };

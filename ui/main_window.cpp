@@ -26,6 +26,7 @@
 #include "diff_view.h"
 #include "engine_worker.h"
 #include "file_picker.h"
+#include "model_scanner.h"
 #include "problem_browser.h"
 #ifdef SPECULA_HAVE_CHARTS
 #include "throughput_chart.h"
@@ -54,6 +55,8 @@ MainWindow::MainWindow(std::unique_ptr<EnginePort> engine, QWidget* parent)
   qRegisterMetaType<ProblemEvaluation>();
   qRegisterMetaType<std::vector<Problem>>();
   setWindowTitle(tr("Specula"));
+  scanner_ = new ModelScanner(this);
+  connect(scanner_, &ModelScanner::scanned, this, &MainWindow::showFoundModels);
   buildUi();
   buildActions();
   worker_->moveToThread(&engine_thread_);
@@ -72,6 +75,7 @@ MainWindow::MainWindow(std::unique_ptr<EnginePort> engine, QWidget* parent)
   connect(prompt_, &QPlainTextEdit::textChanged, &autosave_timer_, qOverload<>(&QTimer::start));
   connect(tests_, &QPlainTextEdit::textChanged, &autosave_timer_, qOverload<>(&QTimer::start));
   updateEnabled();
+  scanner_->start();
 }
 
 MainWindow::~MainWindow() {
@@ -263,6 +267,7 @@ void MainWindow::buildActions() {
   open_model->setShortcut(QKeySequence::Open);
   file->addAction(tr("Open &draft model…"), draft_picker_, &FilePicker::browse);
   file->addAction(tr("Open &tokenizer…"), tokenizer_picker_, &FilePicker::browse);
+  file->addAction(tr("&Find models on this computer"), this, &MainWindow::rescanModels);
   QAction* problems = file->addAction(tr("&Problems…"), this, &MainWindow::openProblems);
   problems->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
   file->addSeparator();
@@ -317,6 +322,7 @@ void MainWindow::loadModels(const QString& target, const QString& tokenizer, con
   model_picker_->setPath(target);
   tokenizer_picker_->setPath(tokenizer);
   draft_picker_->setPath(draft);
+  showFoundModels();  // the drafts suggested for this target
   // A draft model given anew (on the command line, by the demo pair, in its picker) is there
   // to be used; reloading the same one keeps whatever drafter the user has chosen since.
   if (!draft.isEmpty() && draft != loaded_draft_) drafter_->setCurrentIndex(drafter_->findData("model"));
@@ -333,6 +339,13 @@ void MainWindow::loadModels(const QString& target, const QString& tokenizer, con
 }
 
 void MainWindow::chooseModel() { model_picker_->browse(); }
+
+void MainWindow::rescanModels() { scanner_->start(); }
+
+void MainWindow::showFoundModels() {
+  model_picker_->setFound(tr("Found on this computer"), scanner_->modelEntries());
+  draft_picker_->setFound(tr("Suggested drafts for this model"), scanner_->draftEntries(model_picker_->path()));
+}
 
 void MainWindow::reloadForDevice() {
   if (!model_picker_->path().isEmpty())

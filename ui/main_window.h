@@ -29,6 +29,7 @@ class CodeEditor;
 class EngineWorker;
 class DiffView;
 class FilePicker;
+class ModelScanner;
 class ProblemBrowser;
 class ThroughputChart;
 
@@ -62,6 +63,8 @@ class MainWindow : public QMainWindow {
   DiffView* openDiff(int index);
   // The problem browser (created on first use), shown and raised.
   ProblemBrowser* openProblems();
+  // Looks for the models on this computer again (in the background; the pickers list them).
+  void rescanModels();
 
  Q_SIGNALS:
   void modelsReady();
@@ -84,6 +87,7 @@ class MainWindow : public QMainWindow {
   void restoreAutosave();
   void updateEnabled();
   void reloadForDevice();
+  void showFoundModels();  // the scan's models in the model picker, the target's drafts in the draft picker
   void shutdownWorker();
   RunRequest currentRequest() const;
 
@@ -105,6 +109,7 @@ class MainWindow : public QMainWindow {
   FilePicker* model_picker_;
   FilePicker* tokenizer_picker_;
   FilePicker* draft_picker_;
+  ModelScanner* scanner_;  // the models found on this computer
   QString loaded_draft_;  // the draft model of the last load request
   QSpinBox* candidates_;
   QDoubleSpinBox* temperature_;
