@@ -3,7 +3,12 @@
 
 #include <csignal>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <sstream>
+
+// engine/eval/harness.py, compiled in by CMake (eval/harness_source.cpp.in).
+extern const char specula_harness_py[];
+extern const std::size_t specula_harness_py_size;
 
 namespace specula {
 
@@ -15,8 +20,20 @@ const char* verdict_name(Verdict verdict) {
     case Verdict::Crashed: return "crashed";
     case Verdict::Memory: return "memory";
     case Verdict::Error: return "error";
+    case Verdict::Untested: return "untested";
   }
   return "error";
+}
+
+const char* check_name(CheckFailure failure) {
+  switch (failure) {
+    case CheckFailure::None: return "passed";
+    case CheckFailure::NotRun: return "not run";
+    case CheckFailure::Syntax: return "syntax";
+    case CheckFailure::Import: return "import";
+    case CheckFailure::EntryPoint: return "entry point";
+  }
+  return "not run";
 }
 
 namespace {
@@ -46,123 +63,30 @@ std::string last_lines(const std::string& text, int n) {
   return out;
 }
 
-// Runs program.py, counting the tests' top-level asserts (module level and directly in the
-// body of check()) one by one through fd 3. "done" is written only after the program
-// returned: an early exit, of any kind, leaves it out. os._exit keeps the program's own
-// atexit handlers and lingering threads from changing the outcome.
-const char* const kHarness = R"PY(import ast, os, sys, traceback
-
-CHANNEL = 3
-failures = 0
-shown = 0
-
-
-def report(line):
-    try:
-        os.write(CHANNEL, (line + "\n").encode("utf-8", "replace"))
-    except OSError:
-        pass
-
-
-def show(error):
-    try:
-        traceback.print_exception(type(error), error, error.__traceback__)
-    except Exception:
-        pass
-
-
-def record(index, error):
-    global failures, shown
-    if error is None:
-        report("assert %d ok" % index)
-        return
-    failures += 1
-    report("assert %d fail" % index)
-    if isinstance(error, MemoryError):
-        report("memory")
-    if shown < 3:
-        shown += 1
-        show(error)
-
-
-def counted(statement, index):
-    def call(argument):
-        return ast.Expr(ast.Call(ast.Name("__specula_assert__", ast.Load()),
-                                 [ast.Constant(index), argument], []))
-    handler = ast.ExceptHandler(ast.Name("Exception", ast.Load()), "__specula_error__",
-                                [call(ast.Name("__specula_error__", ast.Load()))])
-    node = ast.Try([statement], [handler], [call(ast.Constant(None))], [])
-    return ast.copy_location(node, statement)
-
-
-def instrument(tree, first_line):
-    count = 0
-
-    def rewrite(body):
-        nonlocal count
-        out = []
-        for statement in body:
-            if isinstance(statement, ast.Assert) and statement.lineno >= first_line:
-                out.append(counted(statement, count))
-                count += 1
-            else:
-                out.append(statement)
-        return out
-
-    tree.body = rewrite(tree.body)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "check" and node.lineno >= first_line:
-            node.body = rewrite(node.body)
-    return count
-
-
-def finish(status):
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    os._exit(status)
-
-
-def main():
-    first_line = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-    report("start")
-    with open("program.py", encoding="utf-8", errors="replace") as f:
-        source = f.read()
-    try:
-        tree = ast.parse(source, "program.py")
-    except (SyntaxError, ValueError) as error:
-        traceback.print_exception(type(error), error, None)
-        finish(1)
-    report("asserts %d" % instrument(tree, first_line))
-    code = compile(ast.fix_missing_locations(tree), "program.py", "exec")
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__, "__specula_assert__": record}
-    sys.argv = ["program.py"]
-    try:
-        exec(code, namespace)
-    except MemoryError as error:
-        report("memory")
-        traceback.print_exception(type(error), error, error.__traceback__.tb_next)
-        finish(1)
-    except SystemExit as error:
-        report("exit %r" % (error.code,))
-        finish(error.code if isinstance(error.code, int) else 1)
-    except BaseException as error:
-        traceback.print_exception(type(error), error, error.__traceback__.tb_next)
-        finish(1)
-    report("done %d" % failures)
-    finish(1 if failures else 0)
-
-
-main()
-)PY";
-
 }  // namespace
 
 const std::string& test_harness_source() {
-  static const std::string source = kHarness;
+  static const std::string source(specula_harness_py, specula_harness_py_size);
   return source;
+}
+
+// CPU-time limits of the harness's own calls (ITIMER_PROF, so load on the machine does
+// not cut a call short); the run's wall-clock limit still bounds them all.
+constexpr double kProbeCallSeconds = 0.25;  // one call of the behaviour probe
+constexpr double kProbeSeconds = 2.0;       // every call of the probe together
+constexpr double kExampleSeconds = 2.0;     // one docstring example
+constexpr int kProbeInputs = 16;            // inputs the probe derives at most
+
+std::string probe_options_json(const TestProgram& program) {
+  return nlohmann::json{{"entry_point", program.entry_point},
+                        {"prompt_lines", program.prompt_lines},
+                        {"examples", program.run_examples},
+                        {"behaviour", program.probe_behaviour},
+                        {"call_seconds", kProbeCallSeconds},
+                        {"probe_seconds", kProbeSeconds},
+                        {"example_seconds", kExampleSeconds},
+                        {"max_inputs", kProbeInputs}}
+      .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
 }
 
 TestProgram make_test_program(const std::string& code_prefix, const std::string& completion,
@@ -172,39 +96,133 @@ TestProgram make_test_program(const std::string& code_prefix, const std::string&
   program.test_first_line = count_lines(program.source) + 1;
   program.source += test + "\n";
   if (!entry_point.empty() && defines_check(test)) program.source += "check(" + entry_point + ")";
+  program.entry_point = entry_point;
+  // A prompt that ends mid-line shares its last line with the completion.
+  program.prompt_lines = count_lines(code_prefix) + (!code_prefix.empty() && code_prefix.back() != '\n');
   return program;
 }
+
+namespace {
+
+// What the harness reported through fd 3 (see harness.py), read line by line. A line that
+// does not read (a forged or cut report) is left out.
+struct Reports {
+  bool started = false, done = false, memory = false;
+  bool whole = false;          // the program ran as one piece: no import or entry check
+  bool tests_none = false;     // the program had no tests
+  int failures = 0;            // failed asserts and examples, from "done F"
+  std::string exited;          // the SystemExit code, when the program exited
+  std::string syntax, import, entry;  // "ok", or the reason of a failure; "" when not reported
+};
+
+// The JSON string that ends a report line; "" when it is not one.
+std::string json_text(std::istream& words) {
+  std::string rest;
+  std::getline(words, rest);
+  try {
+    const nlohmann::json value = nlohmann::json::parse(rest);
+    return value.is_string() ? value.get<std::string>() : "";
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+}
+
+ProbeCall* call_at(std::vector<ProbeCall>& calls, int index) {
+  if (index < 0 || index >= static_cast<int>(calls.size())) return nullptr;
+  return &calls[static_cast<std::size_t>(index)];
+}
+
+Reports read_reports(const std::string& channel, TestResult& result) {
+  Reports r;
+  std::istringstream lines(channel);
+  constexpr int kMaxInputs = 1024;  // more than the harness ever derives: a forged count
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string what, word;
+    int index = -1;
+    words >> what;
+    if (what == "start") r.started = true;
+    else if (what == "whole") r.whole = true;
+    else if (what == "check") {
+      words >> what >> word;
+      const std::string outcome = word == "ok" ? "ok" : json_text(words);
+      if (what == "syntax") r.syntax = outcome;
+      else if (what == "import") r.import = outcome;
+      else if (what == "entry") r.entry = outcome;
+    } else if (what == "inputs") {
+      words >> index;
+      if (index >= 0 && index <= kMaxInputs) result.behaviour.assign(static_cast<std::size_t>(index), {});
+    } else if (what == "input") {
+      words >> index;
+      if (ProbeCall* call = call_at(result.behaviour, index)) call->input = json_text(words);
+    } else if (what == "output") {
+      words >> index;
+      if (ProbeCall* call = call_at(result.behaviour, index)) {
+        words >> call->outcome >> call->key;
+        call->shown = json_text(words);
+      }
+    } else if (what == "printed") {
+      words >> index;
+      if (ProbeCall* call = call_at(result.behaviour, index)) call->printed = json_text(words);
+    } else if (what == "examples") words >> result.examples_total;
+    else if (what == "example") {
+      words >> index >> word;
+      if (word == "ok") ++result.examples_passed;
+      else result.failed_examples.push_back(json_text(words));
+    } else if (what == "asserts") words >> result.asserts_total;
+    else if (what == "assert") {
+      words >> index >> word;
+      if (word == "ok") ++result.asserts_passed;
+    } else if (what == "tests") r.tests_none = true;
+    else if (what == "memory") r.memory = true;
+    else if (what == "exit") r.exited = line.substr(5);
+    else if (what == "done") {
+      r.done = true;
+      words >> r.failures;
+    }
+  }
+  return r;
+}
+
+// The first check that failed, from the reports; an import that never reported back before
+// the run was killed did not finish.
+CandidateChecks checks_of(const Reports& r, const SandboxRun& run) {
+  CandidateChecks checks;
+  if (r.syntax.empty()) return checks;  // NotRun
+  checks.failure = CheckFailure::None;
+  if (r.syntax != "ok") {
+    checks.failure = CheckFailure::Syntax;
+    checks.reason = "does not parse: " + r.syntax;
+  } else if (!r.import.empty() && r.import != "ok") {
+    checks.failure = CheckFailure::Import;
+    checks.reason = "importing it " + r.import;
+  } else if (r.import.empty() && !r.whole && (run.timed_out || run.signal == SIGXCPU)) {
+    std::ostringstream why;
+    why << "importing it did not finish within " << run.seconds << " s";
+    checks.failure = CheckFailure::Import;
+    checks.reason = why.str();
+  } else if (!r.entry.empty() && r.entry != "ok") {
+    checks.failure = CheckFailure::EntryPoint;
+    checks.reason = r.entry;
+  }
+  return checks;
+}
+
+}  // namespace
 
 TestResult classify_run(const SandboxRun& run) {
   TestResult result;
   result.seconds = run.seconds;
   result.isolation = run.isolation;
-  bool started = false, done = false, memory = false;
-  int failures = 0;
-  std::string exited;
-  std::istringstream channel(run.channel);
-  for (std::string line; std::getline(channel, line);) {
-    std::istringstream words(line);
-    std::string what;
-    words >> what;
-    if (what == "start") started = true;
-    else if (what == "asserts") words >> result.asserts_total;
-    else if (what == "assert") {
-      int index = 0;
-      std::string outcome;
-      words >> index >> outcome;
-      if (outcome == "ok") ++result.asserts_passed;
-    } else if (what == "memory") memory = true;
-    else if (what == "exit") exited = line.substr(5);
-    else if (what == "done") {
-      done = true;
-      words >> failures;
-    }
-  }
-  if (run.err.find("MemoryError") != std::string::npos) memory = true;
-  const std::string traceback = last_lines(run.err, 6);
+  const Reports r = read_reports(run.channel, result);
+  result.checks = checks_of(r, run);
+  const bool memory = r.memory || run.err.find("MemoryError") != std::string::npos;
+  const bool all_passed = r.done && run.exit_code == 0 && r.failures == 0;
+  std::string traceback = last_lines(run.err, 6);
+  for (auto it = result.failed_examples.rbegin(); it != result.failed_examples.rend(); ++it)
+    traceback = "docstring example " + *it + (traceback.empty() ? "" : "\n" + traceback);
 
-  if (!started && !run.timed_out) {
+  if (!r.started && !run.timed_out) {
     result.verdict = Verdict::Error;
     result.detail = "the interpreter did not start: " + (traceback.empty() ? "no output" : traceback);
   } else if (run.timed_out) {
@@ -215,7 +233,7 @@ TestResult classify_run(const SandboxRun& run) {
   } else if (run.signal == SIGXCPU) {
     result.verdict = Verdict::Timeout;
     result.detail = "CPU time limit reached";
-  } else if (memory && !(done && run.exit_code == 0 && failures == 0)) {
+  } else if (memory && !all_passed) {
     result.verdict = Verdict::Memory;
     result.detail = traceback.empty() ? "memory limit reached" : traceback;
   } else if (run.output_limited) {
@@ -225,13 +243,17 @@ TestResult classify_run(const SandboxRun& run) {
     result.verdict = Verdict::Crashed;
     result.detail = std::string("killed by signal ") + std::to_string(run.signal) + " (" +
                     strsignal(run.signal) + ")";
-  } else if (done && run.exit_code == 0 && failures == 0) {
+  } else if (all_passed && r.tests_none && result.examples_total == 0) {
+    // Nothing was tested: the checks alone decide.
+    result.verdict = result.checks.passed() ? Verdict::Untested : Verdict::Failed;
+    result.detail = result.checks.passed() ? "nothing to test; the checks passed" : result.checks.reason;
+  } else if (all_passed) {
     result.verdict = Verdict::Passed;
   } else {
     result.verdict = Verdict::Failed;
-    if (!done && !exited.empty())
-      result.detail = "the program exited (code " + exited + ") before its tests completed";
-    else if (!done && traceback.empty())
+    if (!r.done && !r.exited.empty())
+      result.detail = "the program exited (code " + r.exited + ") before its tests completed";
+    else if (!r.done && traceback.empty())
       result.detail = "the program ended (status " + std::to_string(run.exit_code) + ") before its tests completed";
     else
       result.detail = traceback.empty() ? "tests failed" : traceback;
@@ -280,7 +302,9 @@ TestResult TestRunner::run(const TestProgram& program, double wall_seconds) cons
     limits.cpu_seconds = 0;
   }
   try {
-    const SandboxRun run = sandbox_.run({{"main.py", test_harness_source()}, {"program.py", program.source}},
+    const SandboxRun run = sandbox_.run({{"main.py", test_harness_source()},
+                                         {"program.py", program.source},
+                                         {"probe.json", probe_options_json(program)}},
                                         "main.py", {std::to_string(program.test_first_line)}, limits);
     return classify_run(run);
   } catch (const std::exception& e) {

@@ -1,10 +1,13 @@
 // Running a candidate's unit tests in the sandbox and turning the run into a verdict.
 //
 // The program is HumanEval's: code prefix + completion + "\n" + test + "\n" +
-// "check(entry_point)". A small harness (Python, run first inside the sandbox) executes it,
-// counts each top-level assert of the tests separately so that partial passes can rank, and
-// writes a completion mark after the program returns: a program that exits early (e.g.
-// sys.exit(0) before the asserts) never passes. A worker pool runs programs concurrently.
+// "check(entry_point)". A harness (Python, engine/eval/harness.py, run first inside the
+// sandbox) checks the candidate's own lines (they parse and compile, running them neither
+// raises nor exits, the prompt's function exists), on request calls that function on
+// inputs derived from the prompt and runs the docstring's examples, then runs the tests,
+// counting each top-level assert separately so that partial passes can rank, and writes a
+// completion mark after the program returns: a program that exits early (e.g. sys.exit(0)
+// before the asserts) never passes. A worker pool runs programs concurrently.
 #pragma once
 
 #include <condition_variable>
@@ -20,26 +23,66 @@
 
 namespace specula {
 
-enum class Verdict { Passed, Failed, Timeout, Crashed, Memory, Error };
-const char* verdict_name(Verdict verdict);  // "passed", "failed", "timeout", ...
+// Untested: there was nothing to test (no tests, no docstring examples) and the checks passed.
+enum class Verdict { Passed, Failed, Timeout, Crashed, Memory, Error, Untested };
+const char* verdict_name(Verdict verdict);  // "passed", "failed", "timeout", ..., "untested"
 
-// The source to run and where its tests begin (asserts before that line are the
-// completion's own and are not counted).
+// The source to run, where its tests begin (asserts before that line are the completion's
+// own and are not counted), and what to do besides the tests.
 struct TestProgram {
   std::string source;
-  int test_first_line = 1;  // 1-based line of `source` where the tests start
+  int test_first_line = 1;       // 1-based line of `source` where the tests start
+  std::string entry_point;       // the function the prompt defines; "" when unknown (not checked)
+  int prompt_lines = 0;          // the first lines of `source` that are the prompt: its function's
+                                 // docstring and signature are read there
+  bool run_examples = false;     // the docstring's >>> examples run as tests too
+  bool probe_behaviour = false;  // the function is called on inputs derived from the prompt
 };
 
 // HumanEval's program: code_prefix + completion + "\n" + test + "\n" + "check(entry)",
-// the last part only when the tests define check() and an entry point is known.
+// the last part only when the tests define check() and an entry point is known. `test`
+// may be empty: then the run checks the candidate (and does what the flags ask) only.
 TestProgram make_test_program(const std::string& code_prefix, const std::string& completion,
                               const std::string& test, const std::string& entry_point);
 
+// The checks that need no tests, in the order the harness makes them.
+enum class CheckFailure {
+  None,        // every check made passed
+  NotRun,      // no run reported on the checks (not tested, or the harness did not start)
+  Syntax,      // the prompt and completion do not parse or compile on their own
+  Import,      // running them as a module raises, exits or does not finish
+  EntryPoint,  // they define no function of the name the prompt gives
+};
+const char* check_name(CheckFailure failure);  // "passed", "not run", "syntax", "import", "entry point"
+
+struct CandidateChecks {
+  CheckFailure failure = CheckFailure::NotRun;
+  std::string reason;  // for a failure, e.g. "does not parse: SyntaxError: invalid syntax (line 3)"
+  bool passed() const { return failure == CheckFailure::None; }
+};
+
+// One call of the behaviour probe: the prompt's function on one derived input.
+struct ProbeCall {
+  std::string input;    // the call as Python, e.g. "add(2, 3)"
+  std::string outcome;  // "value", "none", "raise", "timeout" (its CPU time ran out), "skipped"
+                        // (the probe's time ran out); "" when the run ended before the call
+  std::string key;      // equal for outcomes tests would find equal: a hash of the value's
+                        // canonical text, the exception's type name, "-" otherwise
+  std::string shown;    // the outcome for people, at most 200 characters: "5", "raises TypeError: ..."
+  std::string printed;  // what the call printed, at most 400 characters; "" when nothing
+};
+
 struct TestResult {
   Verdict verdict = Verdict::Error;
-  std::string detail;        // failed: last traceback lines; others: what happened
+  std::string detail;        // failed: failed examples, last traceback lines; others: what happened
   int asserts_passed = 0;    // of the tests' top-level asserts that ran
   int asserts_total = 0;     // top-level asserts in the tests (0: not a list of asserts)
+  int examples_passed = 0;   // of the docstring's examples that ran (TestProgram::run_examples)
+  int examples_total = 0;    // the docstring's examples, skipped ones (doctest: +SKIP) left out
+  std::vector<std::string> failed_examples;  // "add(2, 3): expected 5, got 6", one per failure
+  CandidateChecks checks;
+  std::vector<ProbeCall> behaviour;  // one per probe input (TestProgram::probe_behaviour); empty
+                                     // when not asked, or the function could not be called
   double seconds = 0.0;      // wall time of the run
   Isolation isolation = Isolation::Full;
 };
@@ -47,8 +90,12 @@ struct TestResult {
 // Classifies a finished sandbox run of the harness.
 TestResult classify_run(const SandboxRun& run);
 
-// The harness source (main.py in the work directory).
+// The harness source (main.py in the work directory), engine/eval/harness.py.
 const std::string& test_harness_source();
+
+// What the harness is asked besides the tests (probe.json in the work directory): the
+// entry point, the prompt's lines, the flags, and the CPU-time limits of the probe.
+std::string probe_options_json(const TestProgram& program);
 
 class TestRunner {
  public:
