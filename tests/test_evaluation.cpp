@@ -177,8 +177,68 @@ class TestEvaluation : public QObject {
                                    "def check(candidate):\n    assert candidate(1) == math.pi\n");
     QCOMPARE(p.entry_point, std::string("area"));
     QCOMPARE(p.code_prefix, p.prompt);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, make_problem("def f():\n", "  \n"));
+    // No tests: the checks, the docstring and agreement rank the candidates.
+    const Problem untested = make_problem("def f():\n", "  \n");
+    QCOMPARE(untested.test, std::string());
+    QCOMPARE(untested.entry_point, std::string("f"));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, make_problem("x = 1\n", "def check(c):\n    assert c\n"));
+  }
+
+  // Each rule adds one criterion to the rule before it; all end with likelihood and finish time.
+  void ranking_rules() {
+    auto make = [](Verdict verdict, int asserts, int examples, CheckFailure check, int agreement, double logprob) {
+      RankEntry e = entry(verdict, asserts, logprob, 1.0);
+      e.result.examples_passed = examples;
+      e.result.checks.failure = check;
+      e.agreement = agreement;
+      return e;
+    };
+    const std::vector<RankEntry> entries = {
+        make(Verdict::Failed, 0, 0, CheckFailure::Syntax, 0, -0.1),       // 0: the likeliest, does not parse
+        make(Verdict::Untested, 0, 0, CheckFailure::None, 1, -0.2),       // 1
+        make(Verdict::Untested, 0, 0, CheckFailure::None, 3, -0.9),       // 2: the largest group
+        make(Verdict::Failed, 0, 1, CheckFailure::None, 1, -0.8),         // 3: one docstring example
+        make(Verdict::Passed, 0, 2, CheckFailure::None, 2, -0.7),         // 4: every example
+        make(Verdict::Failed, 0, 0, CheckFailure::EntryPoint, 5, -0.05),  // 5: no function, "agrees" most
+    };
+    QCOMPARE(rank_candidates(entries, RankRule::Likelihood), (std::vector<int>{5, 0, 1, 4, 3, 2}));
+    QCOMPARE(rank_candidates(entries, RankRule::Checks), (std::vector<int>{1, 4, 3, 2, 5, 0}));
+    QCOMPARE(rank_candidates(entries, RankRule::Tests), (std::vector<int>{4, 3, 1, 2, 5, 0}));
+    QCOMPARE(rank_candidates(entries, RankRule::Agreement), (std::vector<int>{4, 3, 2, 1, 5, 0}));
+    QCOMPARE(rank_candidates(entries), rank_candidates(entries, RankRule::Agreement));
+    for (RankRule rule : {RankRule::Likelihood, RankRule::Checks, RankRule::Tests, RankRule::Agreement})
+      QCOMPARE(parse_rank_rule(rank_rule_name(rule)), rule);
+    QCOMPARE(std::string(rank_rule_name(RankRule::Tests)), std::string("docstring"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_rank_rule("tests"));
+  }
+
+  // Groups from reported behaviours, without a sandbox: what counts as the same, and what
+  // says nothing.
+  void grouping_by_reported_behaviour() {
+    auto result = [](std::vector<std::pair<std::string, std::string>> outcomes, CheckFailure check = CheckFailure::None) {
+      TestResult r;
+      r.checks.failure = check;
+      int i = 0;
+      for (const auto& [outcome, key] : outcomes) r.behaviour.push_back({"f(" + std::to_string(i++) + ")", outcome, key, key, ""});
+      return r;
+    };
+    const std::vector<std::string> texts = {"a", "b", "a  \n", "c", "d", "e", "f", "g", "h"};
+    const std::vector<TestResult> results = {
+        result({{"value", "1"}, {"raise", "ValueError"}}),          // 0
+        result({{"value", "1"}, {"raise", "ValueError"}}),          // 1: 0's behaviour
+        TestResult{},                                                // 2: 0's text, never tested
+        result({{"value", "1"}, {"raise", "TypeError"}}),           // 3: another exception
+        result({{"none", "-"}, {"none", "-"}}),                     // 4: returns nothing
+        result({{"none", "-"}, {"none", "-"}}),                     // 5: 4's behaviour
+        result({{"value", "1"}, {"skipped", "-"}}),                 // 6: the probe's time ran out
+        result({{"value", "1"}, {"raise", "ValueError"}}, CheckFailure::Import),  // 7: a failed check
+        TestResult{},                                                // 8: never tested
+    };
+    const CandidateGroups g = group_candidates(texts, results);
+    QCOMPARE(g.same_text, (std::vector<int>{0, 1, 0, 3, 4, 5, 6, 7, 8}));
+    QCOMPARE(g.group, (std::vector<int>{0, 0, 0, 3, 4, 4, 6, 7, 8}));
+    QCOMPARE(g.agreement, (std::vector<int>{3, 3, 0, 1, 0, 0, 1, 0, 0}));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, group_candidates({"a"}, {}));
   }
 
   // The fake generator proves that testing overlaps generation (it waits for the first
@@ -228,8 +288,11 @@ class TestEvaluation : public QObject {
     QCOMPARE(verdict_name(e.candidates[2].result.verdict), "timeout");
     QVERIFY(!e.candidates[3].in_budget);
     QCOMPARE(verdict_name(e.candidates[3].result.verdict), "timeout");
-    // passed first; then 1 assert passed; then the rest by log-probability (-0.05 before -0.1).
-    QCOMPARE(e.ranking, (std::vector<int>{1, 0, 3, 2}));
+    // passed first; then 1 assert passed; then the loop, whose checks passed, before the
+    // candidate out of budget, never checked, despite its higher log-probability.
+    QCOMPARE(e.ranking, (std::vector<int>{1, 0, 2, 3}));
+    QVERIFY(e.candidates[2].result.checks.passed());
+    QCOMPARE(e.candidates[3].result.checks.failure, CheckFailure::NotRun);
     QCOMPARE(e.pass_at_k.size(), std::size_t{1});
     QVERIFY(std::abs(e.pass_at_k[0].second - 1.0 / 3.0) < 1e-12);
   }

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <condition_variable>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <thread>
 
@@ -42,38 +44,189 @@ std::vector<std::pair<int, double>> mean_pass_at_ks(const std::vector<std::pair<
   return out;
 }
 
-bool ranks_before(const RankEntry& a, const RankEntry& b) {
-  const bool a_passed = a.result.verdict == Verdict::Passed;
-  const bool b_passed = b.result.verdict == Verdict::Passed;
-  if (a_passed != b_passed) return a_passed;
-  if (!a_passed && a.result.asserts_passed != b.result.asserts_passed)
-    return a.result.asserts_passed > b.result.asserts_passed;
+const char* rank_rule_name(RankRule rule) {
+  switch (rule) {
+    case RankRule::Likelihood: return "likelihood";
+    case RankRule::Checks: return "checks";
+    case RankRule::Tests: return "docstring";
+    case RankRule::Agreement: return "agreement";
+  }
+  return "agreement";
+}
+
+RankRule parse_rank_rule(const std::string& name) {
+  for (RankRule rule : {RankRule::Likelihood, RankRule::Checks, RankRule::Tests, RankRule::Agreement})
+    if (name == rank_rule_name(rule)) return rule;
+  throw std::invalid_argument("unknown ranking rule '" + name + "' (likelihood, checks, docstring or agreement)");
+}
+
+bool ranks_before(const RankEntry& a, const RankEntry& b, RankRule rule) {
+  if (rule >= RankRule::Tests) {
+    const bool a_passed = a.result.verdict == Verdict::Passed;
+    const bool b_passed = b.result.verdict == Verdict::Passed;
+    if (a_passed != b_passed) return a_passed;
+    const int a_count = a.result.asserts_passed + a.result.examples_passed;
+    const int b_count = b.result.asserts_passed + b.result.examples_passed;
+    if (!a_passed && a_count != b_count) return a_count > b_count;
+  }
+  if (rule >= RankRule::Checks && a.result.checks.passed() != b.result.checks.passed()) return a.result.checks.passed();
+  if (rule >= RankRule::Agreement && a.agreement != b.agreement) return a.agreement > b.agreement;
   const double la = std::isnan(a.mean_logprob) ? -INFINITY : a.mean_logprob;
   const double lb = std::isnan(b.mean_logprob) ? -INFINITY : b.mean_logprob;
   if (la != lb) return la > lb;
   return a.finished_seconds < b.finished_seconds;
 }
 
-std::vector<int> rank_candidates(const std::vector<RankEntry>& entries) {
+std::vector<int> rank_candidates(const std::vector<RankEntry>& entries, RankRule rule) {
   std::vector<int> order(entries.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return ranks_before(entries[a], entries[b]); });
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return ranks_before(entries[a], entries[b], rule); });
   return order;
 }
 
+namespace {
+
+std::string without_trailing_space(const std::string& text) {
+  const std::size_t end = text.find_last_not_of(" \t\r\n");
+  return end == std::string::npos ? std::string() : text.substr(0, end + 1);
+}
+
+// Every probe call reported an outcome: the behaviour can be compared with another's.
+bool comparable(const TestResult& r) {
+  return r.checks.passed() && !r.behaviour.empty() &&
+         std::all_of(r.behaviour.begin(), r.behaviour.end(),
+                     [](const ProbeCall& c) { return !c.outcome.empty() && c.outcome != "skipped"; });
+}
+
+// Some call returned a value other than None: agreeing on it says something.
+bool informative(const TestResult& r) {
+  return std::any_of(r.behaviour.begin(), r.behaviour.end(), [](const ProbeCall& c) { return c.outcome == "value"; });
+}
+
+bool same_behaviour(const TestResult& a, const TestResult& b) {
+  return std::equal(a.behaviour.begin(), a.behaviour.end(), b.behaviour.begin(), b.behaviour.end(),
+                    [](const ProbeCall& x, const ProbeCall& y) {
+                      return x.input == y.input && x.outcome == y.outcome && x.key == y.key;
+                    });
+}
+
+int root_of(std::vector<int>& parent, int i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+}  // namespace
+
+CandidateGroups group_candidates(const std::vector<std::string>& texts, const std::vector<TestResult>& results) {
+  if (texts.size() != results.size()) throw std::invalid_argument("group_candidates: texts and results differ in length");
+  const int n = static_cast<int>(texts.size());
+  CandidateGroups groups;
+  std::map<std::string, int> first_with_text;
+  std::vector<int> same_text_count(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const int first = first_with_text.emplace(without_trailing_space(texts[i]), i).first->second;
+    groups.same_text.push_back(first);
+    ++same_text_count[first];
+  }
+  std::vector<int> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  auto join = [&](int a, int b) { parent[root_of(parent, a)] = root_of(parent, b); };
+  for (int i = 0; i < n; ++i) {
+    join(i, groups.same_text[i]);
+    if (!comparable(results[i])) continue;
+    for (int j = 0; j < i; ++j)
+      if (comparable(results[j]) && same_behaviour(results[i], results[j])) join(i, j);
+  }
+  std::vector<int> first_of_root(n, -1), size_of_root(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const int root = root_of(parent, i);
+    if (first_of_root[root] < 0) first_of_root[root] = i;
+    ++size_of_root[root];
+  }
+  for (int i = 0; i < n; ++i) {
+    const int root = root_of(parent, i);
+    const TestResult& r = results[i];
+    groups.group.push_back(first_of_root[root]);
+    // Not probed, or not to the end: identical texts are all the agreement there is.
+    int agreement = 0;
+    if (r.checks.passed() && comparable(r)) agreement = informative(r) ? size_of_root[root] : 0;
+    else if (r.checks.passed() && (r.behaviour.empty() || informative(r))) agreement = same_text_count[groups.same_text[i]];
+    groups.agreement.push_back(agreement);
+  }
+  return groups;
+}
+
+TestProgram ranking_program(const Problem& problem, const std::string& completion, bool with_tests) {
+  TestProgram program =
+      make_test_program(problem.code_prefix, completion, with_tests ? problem.test : "", problem.entry_point);
+  program.run_examples = true;
+  program.probe_behaviour = true;
+  return program;
+}
+
+namespace {
+
+// Groups, rankings and counts of a problem whose candidates all have their results.
+void rank_and_count(ProblemEvaluation& out, const EvaluationOptions& options) {
+  const bool hidden = !options.hidden_test_rules.empty();
+  std::vector<std::string> texts;
+  std::vector<TestResult> behaviours;  // whose behaviour groups the candidates
+  for (const EvaluatedCandidate& e : out.candidates) {
+    texts.push_back(e.completion);
+    behaviours.push_back(hidden ? e.ranker_result : e.result);
+  }
+  const CandidateGroups groups = group_candidates(texts, behaviours);
+  std::vector<RankEntry> entries;
+  std::vector<int> in_budget;  // indices of the candidates within the budget
+  for (std::size_t i = 0; i < out.candidates.size(); ++i) {
+    EvaluatedCandidate& e = out.candidates[i];
+    e.group = groups.group[i];
+    e.agreement = groups.agreement[i];
+    entries.push_back({e.result, e.mean_logprob, e.finished_seconds, e.agreement});
+    if (!e.in_budget) continue;
+    in_budget.push_back(static_cast<int>(i));
+    ++out.n;
+    if (e.result.verdict == Verdict::Passed) ++out.c;
+  }
+  out.ranking = rank_candidates(entries);
+  for (RankRule rule : options.hidden_test_rules) {
+    std::vector<RankEntry> ranked;
+    for (int i : in_budget) {
+      const EvaluatedCandidate& e = out.candidates[static_cast<std::size_t>(i)];
+      ranked.push_back({e.ranker_result, e.mean_logprob, e.finished_seconds, e.agreement});
+    }
+    HiddenTestRanking h;
+    h.rule = rule;
+    for (int position : rank_candidates(ranked, rule)) h.ranking.push_back(in_budget[static_cast<std::size_t>(position)]);
+    h.top_passed = !h.ranking.empty() &&
+                   out.candidates[static_cast<std::size_t>(h.ranking.front())].result.verdict == Verdict::Passed;
+    out.hidden.push_back(std::move(h));
+  }
+  out.pass_first = !out.candidates.empty() && out.candidates.front().in_budget &&
+                   out.candidates.front().result.verdict == Verdict::Passed;
+  out.pass_all = out.c > 0;
+  if (out.n > 0) out.pass_at_k = pass_at_ks(out.n, out.c);
+}
+
+}  // namespace
+
 ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate,
                                    TestRunner& runner, double budget_seconds,
-                                   const std::function<void(const EvaluatedCandidate&)>& on_tested) {
+                                   const std::function<void(const EvaluatedCandidate&)>& on_tested,
+                                   const EvaluationOptions& options) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const bool budgeted = budget_seconds > 0.0;
+  const bool hidden = !options.hidden_test_rules.empty();
   auto elapsed = [start] { return std::chrono::duration<double>(clock::now() - start).count(); };
 
   std::mutex mutex;
   std::condition_variable generation_ended;
   bool ended = false;
-  std::vector<EvaluatedCandidate> list;          // in finish order
-  std::vector<std::future<TestResult>> futures;  // parallel to list; invalid when not tested
+  std::vector<EvaluatedCandidate> list;                 // in finish order
+  std::vector<std::future<TestResult>> futures;         // parallel to list; invalid when not tested
+  std::vector<std::future<TestResult>> ranker_futures;  // likewise, the runs without the tests
   std::atomic<bool> stop{false};
 
   const CandidateSink emit = [&](GeneratedCandidate generated) {
@@ -104,10 +257,13 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
       futures.push_back(runner.submit(make_test_program(problem.code_prefix, e.completion, problem.test,
                                                         problem.entry_point),
                                       wall, std::move(report)));
+      ranker_futures.push_back(hidden ? runner.submit(ranking_program(problem, e.completion, false), wall)
+                                      : std::future<TestResult>());
     } else {
       e.result.verdict = Verdict::Timeout;
       e.result.detail = "finished after the budget; not tested";
       futures.emplace_back();
+      ranker_futures.emplace_back();
     }
     list.push_back(std::move(e));
   };
@@ -136,23 +292,13 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
 
   ProblemEvaluation out;
   out.task_id = problem.task_id;
-  for (std::size_t i = 0; i < futures.size(); ++i)  // each test ends within the budget
+  for (std::size_t i = 0; i < futures.size(); ++i) {  // each test ends within the budget
     if (futures[i].valid()) list[i].result = futures[i].get();
+    if (ranker_futures[i].valid()) list[i].ranker_result = ranker_futures[i].get();
+  }
   if (failure) std::rethrow_exception(failure);
   out.candidates = std::move(list);
-
-  std::vector<RankEntry> entries;
-  for (const EvaluatedCandidate& e : out.candidates) {
-    entries.push_back({e.result, e.mean_logprob, e.finished_seconds});
-    if (!e.in_budget) continue;
-    ++out.n;
-    if (e.result.verdict == Verdict::Passed) ++out.c;
-  }
-  out.ranking = rank_candidates(entries);
-  out.pass_first = !out.candidates.empty() && out.candidates.front().in_budget &&
-                   out.candidates.front().result.verdict == Verdict::Passed;
-  out.pass_all = out.c > 0;
-  if (out.n > 0) out.pass_at_k = pass_at_ks(out.n, out.c);
+  rank_and_count(out, options);
   out.seconds = elapsed();
   return out;
 }

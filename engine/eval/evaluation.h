@@ -1,4 +1,5 @@
-// Ranking candidates by their test results, the pass@k estimator, and the budgeted
+// Ranking candidates (their tests, the checks that need no tests, agreement between
+// candidates that behave alike, likelihood), the pass@k estimator, and the budgeted
 // evaluation of one problem: candidates are tested the moment they finish, on the test
 // runner's worker pool, while generation goes on; one wall-clock budget covers both.
 // See docs/evaluation.md.
@@ -30,15 +31,53 @@ struct RankEntry {
   TestResult result;
   double mean_logprob = 0.0;      // mean target log-probability of the candidate's tokens
   double finished_seconds = 0.0;  // when the candidate finished
+  int agreement = 0;              // candidates that behave as this one does, itself included
+                                  // (CandidateGroups::agreement); 0: its behaviour says nothing
 };
 
-// Whether `a` ranks strictly before `b`: passed first; then more asserts passed; failed,
-// timeout, crashed, memory and error otherwise equal; ties by higher mean log-probability
-// (NaN lowest), then by earlier finish.
-bool ranks_before(const RankEntry& a, const RankEntry& b);
+// Which criteria a ranking uses; each rule adds one to those of the rule before it, and
+// every rule ends with likelihood and finish time.
+enum class RankRule {
+  Likelihood,  // mean log-probability only
+  Checks,      // the checks that need no tests first
+  Tests,       // tests passed (the user's asserts and the docstring's examples) before the checks
+  Agreement,   // then the size of the candidate's behaviour group: the full rule
+};
+const char* rank_rule_name(RankRule rule);  // "likelihood", "checks", "docstring", "agreement"
+// The rule of a name rank_rule_name gives; throws std::invalid_argument for any other.
+RankRule parse_rank_rule(const std::string& name);
+
+// Whether `a` ranks strictly before `b` under `rule` (the full rule: every step):
+// 1. passed first; then more asserts and docstring examples passed; failed, timeout,
+//    crashed, memory, error and untested otherwise equal;
+// 2. the checks passed before any failed (or never ran);
+// 3. larger agreement first;
+// 4. higher mean log-probability (NaN lowest); 5. earlier finish.
+bool ranks_before(const RankEntry& a, const RankEntry& b, RankRule rule = RankRule::Agreement);
 
 // Indices of `entries`, best first; a stable sort, so full ties keep their input order.
-std::vector<int> rank_candidates(const std::vector<RankEntry>& entries);
+std::vector<int> rank_candidates(const std::vector<RankEntry>& entries, RankRule rule = RankRule::Agreement);
+
+// Candidates that are the same text, or behave the same: the same outcome (a value tests
+// would find equal, or the same exception type) on every input of the behaviour probe.
+struct CandidateGroups {
+  std::vector<int> same_text;  // per candidate: the first candidate with the same text (ignoring
+                               // trailing white space), itself when it is the first
+  std::vector<int> group;      // per candidate: the first candidate of its behaviour group; identical
+                               // texts always share one; a candidate that could not be compared
+                               // is in a group of its identical texts only
+  std::vector<int> agreement;  // per candidate: the RankEntry::agreement: its group's size; 0 when
+                               // a check failed, or when no probe call returned anything but None
+                               // (stubs, candidates that raise or loop on every input); the
+                               // number of identical texts when it was not probed to the end
+};
+
+// `texts` and `results` are parallel: each candidate's completion and its test result.
+CandidateGroups group_candidates(const std::vector<std::string>& texts, const std::vector<TestResult>& results);
+
+// The run that ranks a candidate: the problem's tests when `with_tests`, the docstring's
+// examples and the behaviour probe (the checks come with every run).
+TestProgram ranking_program(const Problem& problem, const std::string& completion, bool with_tests);
 
 // A candidate as generation hands it over.
 struct GeneratedCandidate {
@@ -62,13 +101,26 @@ struct EvaluatedCandidate {
   double mean_logprob = 0.0;
   double finished_seconds = 0.0;  // from the problem's start to the end of its generation
   bool in_budget = false;         // finished within the budget, and so was tested
-  TestResult result;              // for a candidate out of budget: Timeout, not run
+  TestResult result;              // with the problem's tests; for a candidate out of budget: Timeout, not run
+  TestResult ranker_result;       // the run without the tests (checks, the docstring's examples, the
+                                  // behaviour probe), when EvaluationOptions::hidden_test_rules asks
+  int group = 0;                  // CandidateGroups::group, from ranker_result when there is one
+  int agreement = 0;              // CandidateGroups::agreement, likewise
+};
+
+// A ranking made with the problem's tests hidden from the ranker, scored by them.
+struct HiddenTestRanking {
+  RankRule rule = RankRule::Agreement;
+  std::vector<int> ranking;  // indices into candidates, best first; candidates within the budget only
+  bool top_passed = false;   // the first of them passed the problem's tests
 };
 
 struct ProblemEvaluation {
   std::string task_id;
   std::vector<EvaluatedCandidate> candidates;  // in the order they finished
-  std::vector<int> ranking;                    // indices into candidates, best first
+  std::vector<int> ranking;                    // indices into candidates, best first (the full rule,
+                                               // the problem's tests as the tests)
+  std::vector<HiddenTestRanking> hidden;       // one per EvaluationOptions::hidden_test_rules
   int n = 0;                                   // candidates finished within the budget
   int c = 0;                                   // of those, passed
   bool pass_first = false;                     // the first candidate to finish passed
@@ -77,13 +129,21 @@ struct ProblemEvaluation {
   double seconds = 0.0;                        // generation and testing together
 };
 
+struct EvaluationOptions {
+  // Also rank with the problem's tests hidden, under each of these rules: every candidate
+  // then gets a second run, without the tests, for the ranker (the checks, the docstring's
+  // examples, the behaviour probe), within the same budget.
+  std::vector<RankRule> hidden_test_rules;
+};
+
 // Runs `generate` and tests each candidate on `runner` as soon as it arrives. The budget
 // (0: none) covers generation and testing: `stop` is raised when it runs out, and each test
 // gets at most the time the budget has left. `on_tested` (optional) is called, from a
-// worker thread or this one, as each verdict arrives. An exception from `generate` is
-// rethrown once the candidates it handed over have been tested.
+// worker thread or this one, as each verdict of the tests arrives. An exception from
+// `generate` is rethrown once the candidates it handed over have been tested.
 ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate,
                                    TestRunner& runner, double budget_seconds,
-                                   const std::function<void(const EvaluatedCandidate&)>& on_tested = {});
+                                   const std::function<void(const EvaluatedCandidate&)>& on_tested = {},
+                                   const EvaluationOptions& options = {});
 
 }  // namespace specula

@@ -126,12 +126,11 @@ ProblemSet load_problems(const std::string& path) {
 }
 
 Problem make_problem(const std::string& prompt, const std::string& tests, const std::string& task_id) {
-  if (blank(tests)) throw std::invalid_argument("the problem has no tests");
   Problem p;
   p.task_id = task_id;
   p.prompt = prompt;
   p.code_prefix = prompt;
-  p.test = tests;
+  p.test = blank(tests) ? "" : tests;
   // check(candidate) needs the function under test: the last one the prompt defines.
   std::size_t start = 0;
   while (start < prompt.size()) {

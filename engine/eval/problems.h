@@ -35,8 +35,10 @@ struct ProblemSet {
 ProblemSet load_problems(const std::string& path);
 
 // A problem from the app: a Python signature + docstring and tests (asserts, or a
-// check(candidate) function, which is then called with the last function the prompt defines).
-// Throws std::invalid_argument when the tests are empty.
+// check(candidate) function, which is then called with the last function the prompt
+// defines, its entry point). The tests may be empty: the checks, the docstring's examples
+// and agreement between candidates then rank them. Throws std::invalid_argument when the
+// tests define check() and the prompt defines no function.
 Problem make_problem(const std::string& prompt, const std::string& tests,
                      const std::string& task_id = "prompt");
 
