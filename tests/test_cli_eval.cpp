@@ -94,6 +94,43 @@ class TestCliEval : public QObject {
     }
   }
 
+  // The tests hidden from the ranker: every candidate lands inside a string, so no check
+  // passes and each rule's top candidate is the likeliest; the tests still score it.
+  void rankOnlyWith() {
+    const CliRun r = run_cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "-n", "3", "--max-tokens", "16",
+                                                                     "--rank-only-with", "likelihood", "agreement", "--json"});
+    QVERIFY2(r.code == 0, r.err.constData());
+    const QJsonObject out = QJsonDocument::fromJson(r.out).object();
+    const QJsonObject top = out["summary"].toObject()["top1_rank_only_with"].toObject();
+    QCOMPARE(top.keys(), (QStringList{"agreement", "likelihood"}));
+    QCOMPARE(top["likelihood"].toDouble(), 0.5);  // Pass/0's top passes, Fail/0's fails
+    QCOMPARE(top["agreement"].toDouble(), 0.5);
+    for (const auto& p : out["problems"].toArray()) {
+      const QJsonObject problem = p.toObject();
+      const QJsonObject likelihood = problem["rank_only_with"].toObject()["likelihood"].toObject();
+      QCOMPARE(likelihood["ranking"].toArray().size(), 3);
+      QCOMPARE(likelihood["top_passed"].toBool(), problem["task_id"].toString() == "Pass/0");
+      const QJsonArray candidates = problem["candidates"].toArray();
+      int likeliest = 0;
+      for (int i = 1; i < candidates.size(); ++i)
+        if (candidates[i].toObject()["mean_logprob"].toDouble() > candidates[likeliest].toObject()["mean_logprob"].toDouble())
+          likeliest = i;
+      QCOMPARE(likelihood["ranking"].toArray()[0].toInt(), likeliest);
+      for (const auto& c : candidates) {
+        const QJsonObject ranker = c.toObject()["ranker"].toObject();
+        QCOMPARE(ranker["checks"].toString(), QStringLiteral("syntax"));
+        QCOMPARE(ranker["verdict"].toString(), QStringLiteral("failed"));
+      }
+    }
+    const CliRun text = run_cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "-n", "2", "--max-tokens", "8",
+                                                                        "--rank-only-with", "checks"});
+    QVERIFY2(text.code == 0, text.err.constData());
+    QVERIFY2(text.out.contains("Top-1 with the tests hidden from the ranker:  checks 50.0%"), text.out.constData());
+    const CliRun unknown = run_cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "--rank-only-with", "tests"});
+    QVERIFY(unknown.code != 0);
+    QVERIFY2(unknown.err.contains("--rank-only-with"), unknown.err.constData());
+  }
+
   void badInput() {
     CliRun r = run_cli(QStringList{"eval"} + model + QStringList{"--problems", dir.filePath("missing.jsonl")});
     QCOMPARE(r.code, 3);

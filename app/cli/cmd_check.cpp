@@ -88,7 +88,8 @@ void run_check(const CheckOptions& options) {
     results.push_back({{"task_id", task}, {"completion_index", rows[i].completion_index},
                        {"verdict", verdict_name(r.verdict)}, {"seconds", r.seconds},
                        {"isolation", isolation_name(r.isolation)}, {"asserts_passed", r.asserts_passed},
-                       {"asserts_total", r.asserts_total}, {"detail", r.detail}});
+                       {"asserts_total", r.asserts_total}, {"checks", check_name(r.checks.failure)},
+                       {"check_reason", r.checks.reason}, {"detail", r.detail}});
     if (options.json) continue;
     std::printf("%s #%d: %s (%.2f s", task.c_str(), rows[i].completion_index, verdict_name(r.verdict), r.seconds);
     if (r.asserts_total > 0) std::printf(", %d/%d asserts", r.asserts_passed, r.asserts_total);

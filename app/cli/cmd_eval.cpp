@@ -1,6 +1,8 @@
 // specula-cli eval: for each problem of a set, generate N candidates with batched
 // speculative decoding and test each one in the sandbox the moment it finishes, all within
-// a per-problem time budget; report Pass@First, Pass@All and pass@k.
+// a per-problem time budget; report Pass@First, Pass@All and pass@k, and with
+// --rank-only-with how often the top candidate of each ranking rule, made with the tests
+// hidden from the ranker, passes them.
 #include <unistd.h>
 
 #include <atomic>
@@ -40,6 +42,7 @@ struct EvalOptions {
   std::string python;
   std::string out;
   bool json = false;
+  std::vector<std::string> rank_rules;  // --rank-only-with
 };
 
 // A candidate counts when it ended on its own (stop string, EOS or length), not when the
@@ -67,6 +70,19 @@ CandidateGenerator session_generator(const EvalOptions& o, const LoadedModels& m
     };
     run_session(*models.backend, *models.target, request, callbacks, &stop);
   };
+}
+
+// What the ranker saw of a candidate with the tests hidden: its checks, the docstring's
+// examples, its behaviour.
+nlohmann::json ranker_json(const TestResult& r) {
+  nlohmann::json behaviour = nlohmann::json::array();
+  for (const ProbeCall& call : r.behaviour) behaviour.push_back({{"input", call.input}, {"outcome", call.shown}});
+  return {{"verdict", verdict_name(r.verdict)},
+          {"checks", check_name(r.checks.failure)},
+          {"check_reason", r.checks.reason},
+          {"examples_passed", r.examples_passed},
+          {"examples_total", r.examples_total},
+          {"behaviour", behaviour}};
 }
 
 // One line that redraws itself on a terminal; plain lines otherwise.
@@ -117,6 +133,9 @@ void run_eval(const EvalOptions& o) {
   limits.wall_seconds = o.timeout;
   TestRunner runner(*sandbox, limits, o.jobs);
   const CandidateGenerator generate = session_generator(o, models);
+  EvaluationOptions evaluation;
+  for (const std::string& name : o.rank_rules) evaluation.hidden_test_rules.push_back(parse_rank_rule(name));
+  std::vector<int> top_passed(evaluation.hidden_test_rules.size(), 0);  // per rule: problems whose top passed
 
   Progress progress(static_cast<int>(set.problems.size()));
   std::vector<ProblemEvaluation> evaluations;
@@ -124,7 +143,8 @@ void run_eval(const EvalOptions& o) {
   int pass_first = 0;
   int pass_all = 0;
   for (const Problem& problem : set.problems) {
-    ProblemEvaluation e = evaluate_problem(problem, generate, runner, o.budget);
+    ProblemEvaluation e = evaluate_problem(problem, generate, runner, o.budget, {}, evaluation);
+    for (std::size_t r = 0; r < e.hidden.size(); ++r) top_passed[r] += e.hidden[r].top_passed ? 1 : 0;
     pass_first += e.pass_first ? 1 : 0;
     pass_all += e.pass_all ? 1 : 0;
     counts.emplace_back(e.n, e.c);
@@ -150,39 +170,58 @@ void run_eval(const EvalOptions& o) {
     for (const ProblemEvaluation& e : evaluations) {
       nlohmann::json candidates = nlohmann::json::array();
       for (const EvaluatedCandidate& c : e.candidates) {
-        candidates.push_back({{"index", c.index},
-                              {"verdict", verdict_name(c.result.verdict)},
-                              {"in_budget", c.in_budget},
-                              {"finished_s", c.finished_seconds},
-                              {"mean_logprob", c.mean_logprob},
-                              {"asserts_passed", c.result.asserts_passed},
-                              {"asserts_total", c.result.asserts_total}});
+        nlohmann::json candidate = {{"index", c.index},
+                                    {"verdict", verdict_name(c.result.verdict)},
+                                    {"in_budget", c.in_budget},
+                                    {"finished_s", c.finished_seconds},
+                                    {"mean_logprob", c.mean_logprob},
+                                    {"asserts_passed", c.result.asserts_passed},
+                                    {"asserts_total", c.result.asserts_total},
+                                    {"group", c.group},
+                                    {"agreement", c.agreement}};
+        if (!e.hidden.empty()) candidate["ranker"] = ranker_json(c.ranker_result);
+        candidates.push_back(std::move(candidate));
       }
-      out["problems"].push_back({{"task_id", e.task_id},
-                                 {"n", e.n},
-                                 {"c", e.c},
-                                 {"pass_first", e.pass_first},
-                                 {"pass_all", e.pass_all},
-                                 {"pass_at_k", pass_at_k_json(e.pass_at_k)},
-                                 {"seconds", e.seconds},
-                                 {"candidates", candidates}});
+      nlohmann::json problem = {{"task_id", e.task_id},
+                                {"n", e.n},
+                                {"c", e.c},
+                                {"pass_first", e.pass_first},
+                                {"pass_all", e.pass_all},
+                                {"pass_at_k", pass_at_k_json(e.pass_at_k)},
+                                {"seconds", e.seconds},
+                                {"candidates", candidates}};
+      for (const HiddenTestRanking& h : e.hidden)
+        problem["rank_only_with"][rank_rule_name(h.rule)] = {{"ranking", h.ranking}, {"top_passed", h.top_passed}};
+      out["problems"].push_back(std::move(problem));
     }
     out["summary"] = {{"problems", evaluations.size()},
                       {"pass_first", pass_first / n_problems},
                       {"pass_all", pass_all / n_problems},
                       {"pass_at_k", pass_at_k_json(mean_k)},
                       {"isolation", isolation_name(sandbox->isolation())}};
-    std::puts(out.dump(2).c_str());
+    for (std::size_t r = 0; r < top_passed.size(); ++r)
+      out["summary"]["top1_rank_only_with"][rank_rule_name(evaluation.hidden_test_rules[r])] = top_passed[r] / n_problems;
+    std::puts(out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;
   }
-  std::printf("%-24s %4s %4s %-6s %-6s %8s\n", "task", "n", "c", "first", "all", "seconds");
+  std::printf("%-24s %4s %4s %-6s %-6s %8s", "task", "n", "c", "first", "all", "seconds");
+  for (RankRule rule : evaluation.hidden_test_rules) std::printf(" %-10s", rank_rule_name(rule));
+  std::printf("\n");
   for (const ProblemEvaluation& e : evaluations) {
-    std::printf("%-24s %4d %4d %-6s %-6s %8.1f\n", e.task_id.c_str(), e.n, e.c, e.pass_first ? "pass" : "fail",
+    std::printf("%-24s %4d %4d %-6s %-6s %8.1f", e.task_id.c_str(), e.n, e.c, e.pass_first ? "pass" : "fail",
                 e.pass_all ? "pass" : "fail", e.seconds);
+    for (const HiddenTestRanking& h : e.hidden) std::printf(" %-10s", h.top_passed ? "pass" : "fail");
+    std::printf("\n");
   }
   std::printf("Pass@First %.1f%%  Pass@All %.1f%%", 100.0 * pass_first / n_problems, 100.0 * pass_all / n_problems);
   for (const auto& [k, v] : mean_k) std::printf("  pass@%d %.1f%%", k, 100.0 * v);
   std::printf("  (%zu problems, budget %.0f s each)\n", evaluations.size(), o.budget);
+  if (!top_passed.empty()) {
+    std::printf("Top-1 with the tests hidden from the ranker:");
+    for (std::size_t r = 0; r < top_passed.size(); ++r)
+      std::printf("  %s %.1f%%", rank_rule_name(evaluation.hidden_test_rules[r]), 100.0 * top_passed[r] / n_problems);
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -206,6 +245,11 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--python", o->python, "Python interpreter for the tests (default python3 on PATH)");
   cmd->add_option("--out", o->out, "Write every candidate finished within the budget as human-eval samples JSONL");
   cmd->add_flag("--json", o->json, "Print one JSON object with every problem, candidate verdict and the summary");
+  cmd->add_option("--rank-only-with", o->rank_rules,
+                  "Also rank with the problems' tests hidden from the ranker, by each rule given (likelihood, checks, "
+                  "docstring, agreement: each adds a criterion to the one before; docs/evaluation.md), and report "
+                  "how often each rule's top candidate passes the tests")
+      ->check(CLI::IsMember({"likelihood", "checks", "docstring", "agreement"}));
   cmd->footer(
       "Exit codes: 0 done; 1 unexpected error; 2 bad arguments or model; 3 unreadable or empty problem file; "
       "5 no usable Python interpreter.");
