@@ -1,21 +1,29 @@
 // The acceptance flow with the real engine and a real model (stories260K from ../shared):
 // load, four candidates stream, Stop ends the run midway, a second run goes to the end and
 // every candidate gets a sandbox verdict and a rank; bad model files and an unusable device
-// become messages in the window.
+// become messages in the window. Ranking without tests: the demo pair's greedy candidates,
+// all alike, collapse into one pane; fixed texts tested by the real sandbox and harness show
+// their checks, docstring examples, collapsed duplicates and behaviour groups.
 #include <QApplication>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFile>
+#include <QLabel>
+#include <QTableWidget>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <mutex>
 
+#include "behaviour_view.h"
 #include "candidate_grid.h"
 #include "candidate_pane.h"
 #include "code_editor.h"
 #include "engine_worker.h"
+#include "eval/evaluation.h"
+#include "eval/sandbox.h"
+#include "fake_engine.h"
 #include "main_window.h"
 #include "problem_browser.h"
 #include "shared_data.h"
@@ -38,6 +46,29 @@ std::unique_ptr<MainWindow> makeWindow() {
 bool isVerdict(CandidateState s) {
   return s == CandidateState::Passed || s == CandidateState::Failed || s == CandidateState::Timeout ||
          s == CandidateState::Error;
+}
+
+// FakeEngine's generation of fixed texts, each tested as the real engine tests one: the
+// real sandbox, harness, checks, docstring examples and behaviour probe.
+class FixedTextsEngine : public specula::test::FakeEngine {
+ public:
+  explicit FixedTextsEngine(std::vector<std::string> completions)
+      : FakeEngine(std::chrono::milliseconds(2), std::chrono::milliseconds(0), std::move(completions)),
+        runner_(sandbox_, specula::SandboxLimits{}, 2) {}
+
+  specula::TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
+                           double timeout_seconds) override {
+    return runner_.run(specula::ranking_program(specula::make_problem(prompt, tests), completion, true),
+                       timeout_seconds);
+  }
+
+ private:
+  specula::Sandbox sandbox_;
+  specula::TestRunner runner_;
+};
+
+QString note(const MainWindow& window, int i) {
+  return window.grid()->pane(i)->findChild<QLabel*>("note")->text();
 }
 
 }  // namespace
@@ -131,6 +162,86 @@ class GuiEngineTest : public QObject {
       QCOMPARE(int(e.ranking.size()), 2);
     }
     QVERIFY(browser->summary().startsWith("2 of 2 tasks"));
+  }
+
+  // Greedy, every candidate is the same text: one pane stands for the four, checked in the
+  // sandbox without tests (the docstring's example is the only test).
+  void demoPairGreedyCandidatesCollapse() {
+    const QString models = SPECULA_SOURCE_DIR "/resources/models/";
+    auto window = makeWindow();
+    window->loadModels(models + "specula-demo-target.gguf", {}, models + "specula-demo-draft.gguf");
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    QVERIFY2(window->hasModel(), qPrintable(window->message()));
+    window->promptEditor()->setPlainText("def triple(n):\n    \"\"\"Return n multiplied by 3.\n    >>> triple(4)\n    12\n    \"\"\"\n");
+    window->testsEditor()->clear();
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->findChild<QDoubleSpinBox*>("temperatureSpin")->setValue(0.0);
+    window->findChild<QSpinBox*>("maxTokensSpin")->setValue(64);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    specula::ui::CandidateGrid* grid = window->grid();
+    QCOMPARE(grid->shownCount(), 1);
+    const int shown = grid->order().front();
+    QVERIFY(!grid->isCollapsed(shown));
+    QCOMPARE(grid->pane(shown)->findChild<QLabel*>("duplicateCount")->text(), QString("×4"));
+    const CandidateState state = grid->pane(shown)->state();
+    QVERIFY2(state == CandidateState::Passed || state == CandidateState::Failed,
+             qPrintable(stateName(state) + ": " + note(*window, shown)));
+    // The docstring's example ran, unless the text did not even parse.
+    QVERIFY2(note(*window, shown).contains("from the docstring") || note(*window, shown).contains("does not parse"),
+             qPrintable(note(*window, shown)));
+  }
+
+  // Eight candidates of four texts, tested for real: the two that add behave alike (badges),
+  // the one that subtracts fails the docstring's example, the one that does not parse says
+  // so and ranks last; each text is shown once, counted.
+  void realChecksExamplesAndGroupsInTheWindow() {
+    const std::vector<std::string> texts = {"    return a + b\n", "    total = a + b\n    return total\n",
+                                            "    return a - b\n", "    return a +\n"};
+    auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(texts));
+    window->show();
+    QTemporaryDir dir;
+    const QString model = dir.filePath("fake.gguf");
+    QFile file(model);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(specula::test::FakeEngine::kMagic);
+    file.close();
+    window->loadModels(model);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kTimeoutMs);
+    window->promptEditor()->setPlainText("def add(a, b):\n    \"\"\"Return a + b.\n    >>> add(2, 3)\n    5\n    \"\"\"\n");
+    window->testsEditor()->clear();
+    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);  // none: the fake has no draft model
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(8);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    specula::ui::CandidateGrid* grid = window->grid();
+    QCOMPARE(grid->order(), (QVector<int>{0, 4, 1, 5, 2, 6, 3, 7}));
+    QCOMPARE(grid->shownCount(), 4);
+    for (int i = 0; i < 4; ++i) {
+      QVERIFY(!grid->isCollapsed(i));
+      QVERIFY(grid->isCollapsed(i + 4));
+      QCOMPARE(grid->pane(i)->findChild<QLabel*>("duplicateCount")->text(), QString("×2"));
+    }
+    QCOMPARE(grid->pane(0)->state(), CandidateState::Passed);
+    QCOMPARE(note(*window, 0), QString("passed: 1/1 from the docstring"));
+    QCOMPARE(note(*window, 2), QString("failed: 0/1 from the docstring"));
+    QVERIFY2(grid->pane(2)->toolTip().contains("add(2, 3): expected 5, got -1"), qPrintable(grid->pane(2)->toolTip()));
+    QVERIFY2(note(*window, 3).startsWith("failed: does not parse: SyntaxError"), qPrintable(note(*window, 3)));
+    QCOMPARE(grid->pane(0)->findChild<QLabel*>("groupBadge")->text(), QString("same behaviour as #2"));
+    QCOMPARE(grid->pane(1)->findChild<QLabel*>("groupBadge")->text(), QString("same behaviour as #1"));
+    QVERIFY(!grid->pane(2)->findChild<QLabel*>("groupBadge")->isVisible());
+
+    specula::ui::BehaviourView* view = window->openBehaviour(2);
+    QVERIFY(view);
+    QCOMPARE(view->table()->columnCount(), 2);  // adds; subtracts (the text that does not parse was not called)
+    QCOMPARE(view->selectedGroup(), 1);
+    QVERIFY(view->table()->rowCount() >= 8);
+    QCOMPARE(view->table()->verticalHeaderItem(0)->text(), QString("add(2, 3)"));
+    QCOMPARE(view->table()->item(0, 0)->text(), QString("5"));
+    QCOMPARE(view->table()->item(0, 1)->text(), QString("-1"));
   }
 
   void badModelFileIsAMessage() {

@@ -27,6 +27,7 @@
 #include <QtTest>
 
 #include "autosave.h"
+#include "behaviour_view.h"
 #include "candidate_grid.h"
 #include "candidate_pane.h"
 #include "code_editor.h"
@@ -169,8 +170,78 @@ class GuiWindowTest : public QObject {
     QVERIFY(grid->pane(3)->findChild<QLabel*>("numbers")->text().contains("acc 50%"));
     QVERIFY(window->statusText().contains("tok/s"));
 #ifdef SPECULA_HAVE_CHARTS
-    QVERIFY(window->findChild<specula::ui::ThroughputChart*>("throughputChart")->points() > 0);
+    // The chart shows each candidate's tokens and acceptance, however short the run.
+    auto* chart = window->findChild<specula::ui::ThroughputChart*>("throughputChart");
+    QCOMPARE(chart->candidates(), 4);
+    for (int i = 0; i < 4; ++i) {
+      QCOMPARE(chart->tokens(i), double(std::strlen(FakeEngine::kCompletions[i])));
+      QCOMPARE(chart->acceptance(i), 50.0);
+    }
 #endif
+  }
+
+  // Eight candidates of four texts: each text once, in the pane of its best-ranked
+  // candidate with its count; panes that behave alike say so; the behaviour view shows the
+  // probe's inputs and each group's outputs.
+  void duplicatesCollapseAndGroupsShow() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(5));
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(8);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    CandidateGrid* grid = window->grid();
+    // Passed (3 and 7, then 1 and 5: the same finish order), then the subtractions, whose
+    // group of two outranks the loops.
+    QCOMPARE(grid->order(), (QVector<int>{3, 7, 1, 5, 0, 4, 2, 6}));
+    QCOMPARE(grid->shownCount(), 4);
+    for (int i = 0; i < 8; ++i) {
+      QCOMPARE(grid->isCollapsed(i), i >= 4);
+      QCOMPARE(grid->pane(i)->isHidden(), i >= 4);
+    }
+    const int expected_position[4] = {2, 1, 3, 0};
+    for (int i = 0; i < 4; ++i) {
+      CandidatePane* pane = grid->pane(i);
+      QCOMPARE(layoutPosition(grid, pane), expected_position[i]);
+      auto* count = pane->findChild<QLabel*>("duplicateCount");
+      QVERIFY(count->isVisible());
+      QCOMPARE(count->text(), QString("×2"));
+      QCOMPARE(count->toolTip(), QString("Also the text of #%1").arg(i + 5));
+      QVERIFY(pane->findChildren<QLabel*>().first()->text().contains(QString("rank %1").arg(expected_position[i] + 1)));
+    }
+    auto badge = [&](int i) { return grid->pane(i)->findChild<QLabel*>("groupBadge"); };
+    QCOMPARE(badge(3)->text(), QString("same behaviour as #2"));
+    QCOMPARE(badge(1)->text(), QString("same behaviour as #4"));
+    QVERIFY(badge(1)->isVisible() && badge(3)->isVisible());
+    QVERIFY(!badge(0)->isVisible() && !badge(2)->isVisible());
+    QVERIFY(grid->pane(0)->findChild<QLabel*>("note")->text().startsWith("failed"));
+
+    auto* button = grid->pane(3)->findChild<QToolButton*>("behaviourButton");
+    QVERIFY(button->isEnabled());
+    QTest::mouseClick(button, Qt::LeftButton);
+    auto* view = window->findChild<specula::ui::BehaviourView*>("behaviourView");
+    QVERIFY(view && view->isVisible());
+    QTableWidget* table = view->table();
+    QCOMPARE(table->rowCount(), 1);
+    QCOMPARE(table->columnCount(), 3);  // adds, subtracts, loops
+    QCOMPARE(table->verticalHeaderItem(0)->text(), QString("add(2, 3)"));
+    QCOMPARE(table->horizontalHeaderItem(0)->text(), QString("#4, #8, #2, #6"));
+    QCOMPARE(table->item(0, 0)->text(), QString("5"));
+    QCOMPARE(table->item(0, 1)->text(), QString("-1"));
+    QCOMPARE(table->horizontalHeaderItem(2)->text(), QString("#3, #7"));
+    QCOMPARE(view->selectedGroup(), 0);
+    view->close();
+
+    // The next run starts with every pane back.
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(8);
+    window->generate();
+    QCOMPARE(grid->shownCount(), 8);
+    QVERIFY(!grid->pane(5)->isHidden());
+    QVERIFY(!badge(3)->isVisible());
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
   }
 
   void keyboardGeneratesAndStops() {

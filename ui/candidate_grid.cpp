@@ -21,8 +21,10 @@ CandidateGrid::CandidateGrid(QWidget* parent) : QScrollArea(parent), content_(ne
   new QGridLayout(content_);
 }
 
+int CandidateGrid::shownCount() const { return int(std::count(collapsed_.begin(), collapsed_.end(), false)); }
+
 int CandidateGrid::columns() const {
-  const int n = std::max(1, count());
+  const int n = std::max(1, shownCount());
   const int fit = std::max(1, viewport()->width() / kPaneMinWidth);
   // Balanced rows: 4 candidates on a wide screen are 4 columns, 8 are 2 rows of 4.
   const int cols = std::min(n, fit);
@@ -39,10 +41,13 @@ void CandidateGrid::setCount(int n) {
   while (count() < n) {
     auto* pane = new CandidatePane(count(), content_);
     connect(pane, &CandidatePane::diffRequested, this, &CandidateGrid::diffRequested);
+    connect(pane, &CandidatePane::behaviourRequested, this, &CandidateGrid::behaviourRequested);
     panes_.push_back(pane);
   }
+  collapsed_.assign(size_t(n), false);
   order_.resize(n);
   std::iota(order_.begin(), order_.end(), 0);
+  ranked_ = false;
   relayout();
 }
 
@@ -53,25 +58,58 @@ void CandidateGrid::applyRanking(const QVector<int>& ranking) {
   for (int i = 0; i < count(); ++i)  // any candidate the ranking left out keeps its place at the end
     if (!order.contains(i)) order.push_back(i);
   order_ = order;
-  for (int position = 0; position < count(); ++position) {
-    const bool ranked = !ranking.isEmpty();
-    panes_[size_t(order_[position])]->setRank(ranked ? position + 1 : 0, ranked && position == 0);
-  }
+  ranked_ = !ranking.isEmpty();
+  renumber();
   relayout();
+}
+
+void CandidateGrid::applyGroups(const RunGroups& groups) {
+  if (groups.sameText.size() != count() || groups.group.size() != count()) return;
+  for (int i = 0; i < count(); ++i) collapsed_[size_t(i)] = groups.sameText[i] != i;
+  for (int i : order_) {
+    if (collapsed_[size_t(i)]) continue;
+    QVector<int> duplicates, alike;
+    for (int j : order_) {
+      if (j == i) continue;
+      if (groups.sameText[j] == i) duplicates.push_back(j);
+      else if (!collapsed_[size_t(j)] && groups.group[j] == groups.group[i]) alike.push_back(j);
+    }
+    CandidatePane* pane = panes_[size_t(i)];
+    pane->setDuplicates(duplicates);
+    pane->setSameBehaviour(alike);
+    pane->setBehaviourAvailable(i < groups.outputs.size() && !groups.outputs[i].isEmpty());
+  }
+  renumber();
+  relayout();
+}
+
+void CandidateGrid::renumber() {
+  int shown = 0;
+  for (int i : order_) {
+    if (collapsed_[size_t(i)]) continue;
+    ++shown;
+    panes_[size_t(i)]->setRank(ranked_ ? shown : 0, ranked_ && shown == 1);
+  }
 }
 
 void CandidateGrid::relayout() {
   auto* grid = static_cast<QGridLayout*>(content_->layout());
   for (CandidatePane* pane : panes_) grid->removeWidget(pane);
   const int cols = columns();
-  for (int position = 0; position < order_.size(); ++position) {
-    CandidatePane* pane = panes_[size_t(order_[position])];
+  int position = 0;
+  CandidatePane* previous = nullptr;
+  for (int i : order_) {
+    CandidatePane* pane = panes_[size_t(i)];
+    if (collapsed_[size_t(i)]) {
+      pane->hide();
+      continue;
+    }
     grid->addWidget(pane, position / cols, position % cols);
     pane->show();
+    ++position;
+    if (previous) setTabOrder(previous->editor(), pane->editor());  // the tab order follows the visual order
+    previous = pane;
   }
-  // The tab order follows the visual order.
-  for (int position = 1; position < order_.size(); ++position)
-    setTabOrder(panes_[size_t(order_[position - 1])]->editor(), panes_[size_t(order_[position])]->editor());
   laid_out_columns_ = cols;
 }
 

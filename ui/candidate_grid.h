@@ -1,10 +1,14 @@
 // N candidate panes side by side, wrapping into rows inside a scroll area. Reordering by
 // rank moves the existing panes in the layout, so each keeps its text and scroll position.
+// Once a run has its groups, candidates whose text another pane already shows are
+// collapsed into that pane (its count says how many), and the others fill the grid.
 #pragma once
 
 #include <QScrollArea>
 #include <QVector>
 #include <vector>
+
+#include "run_types.h"
 
 namespace specula::ui {
 
@@ -19,24 +23,33 @@ class CandidateGrid : public QScrollArea {
   void setCount(int n);  // keeps existing panes, clears them, adds or removes the difference
   int count() const { return int(panes_.size()); }
   CandidatePane* pane(int index) const { return panes_.at(size_t(index)); }
-  const QVector<int>& order() const { return order_; }
+  const QVector<int>& order() const { return order_; }  // every pane, collapsed ones too
   // Shows panes in `ranking` order (best first) and marks the best; an empty ranking
   // restores index order.
   void applyRanking(const QVector<int>& ranking);
+  // Collapses identical texts into their best-ranked pane, and badges the panes that
+  // behave alike (after applyRanking, with the same run's groups).
+  void applyGroups(const RunGroups& groups);
+  bool isCollapsed(int index) const { return collapsed_.at(size_t(index)); }
+  int shownCount() const;  // panes not collapsed
 
  Q_SIGNALS:
   void diffRequested(int index);
+  void behaviourRequested(int index);
 
  protected:
   void resizeEvent(QResizeEvent* event) override;
 
  private:
   void relayout();
+  void renumber();
   int columns() const;
 
   QWidget* content_;
   std::vector<CandidatePane*> panes_;
+  std::vector<bool> collapsed_;  // per pane: its text is shown by another pane
   QVector<int> order_;  // pane indices in display order
+  bool ranked_ = false;  // panes carry rank numbers
   int laid_out_columns_ = 0;
 };
 

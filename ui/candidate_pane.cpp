@@ -24,6 +24,7 @@ QString chip_style(CandidateState state) {
     case CandidateState::Generating: colour = "#2f7bd8"; break;
     case CandidateState::Testing: colour = "#8a5cd0"; break;
     case CandidateState::Passed: colour = "#2e9d48"; break;
+    case CandidateState::Checked: colour = "#2b8a8a"; break;
     case CandidateState::Failed:
     case CandidateState::Error: colour = "#d0403b"; break;
     case CandidateState::Timeout:
@@ -41,7 +42,11 @@ CandidatePane::CandidatePane(int index, QWidget* parent)
       index_(index),
       title_(new QLabel),
       state_label_(new QLabel),
+      duplicates_(new QLabel),
+      badge_(new QLabel),
       numbers_(new QLabel),
+      note_(new QLabel),
+      behaviour_(new QToolButton),
       editor_(new CodeEditor) {
   setObjectName(QStringLiteral("candidate%1").arg(index));
   setFrameShape(QFrame::StyledPanel);
@@ -62,23 +67,38 @@ CandidatePane::CandidatePane(int index, QWidget* parent)
   diff->setText(tr("Diff…"));
   diff->setToolTip(tr("Compare this candidate side by side with another"));
   connect(diff, &QToolButton::clicked, this, [this] { Q_EMIT diffRequested(index_); });
+  behaviour_->setText(tr("Behaviour…"));
+  behaviour_->setObjectName("behaviourButton");
+  behaviour_->setToolTip(tr("The inputs every candidate was run on, and each group's outputs"));
+  behaviour_->setEnabled(false);
+  connect(behaviour_, &QToolButton::clicked, this, [this] { Q_EMIT behaviourRequested(index_); });
 
   auto* header = new QHBoxLayout;
   header->addWidget(title_);
   header->addWidget(state_label_);
+  header->addWidget(duplicates_);
   header->addStretch(1);
   header->addWidget(copy);
   header->addWidget(save);
   header->addWidget(diff);
+  header->addWidget(behaviour_);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->setSpacing(2);
   layout->addLayout(header);
   layout->addWidget(numbers_);
+  layout->addWidget(badge_);
+  layout->addWidget(note_);
   layout->addWidget(editor_, 1);
   numbers_->setObjectName("numbers");
   state_label_->setObjectName("state");
-  updateHeader();
+  duplicates_->setObjectName("duplicateCount");
+  duplicates_->setStyleSheet(QStringLiteral("QLabel { border: 1px solid palette(mid); border-radius: 4px; padding: 0 4px; }"));
+  badge_->setObjectName("groupBadge");
+  note_->setObjectName("note");
+  note_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  note_->setWordWrap(true);
+  reset();
 }
 
 QString CandidatePane::text() const { return editor_->toPlainText(); }
@@ -91,8 +111,36 @@ void CandidatePane::reset() {
   rank_ = 0;
   best_ = false;
   setToolTip({});
+  note_->clear();
+  note_->hide();
+  setDuplicates({});
+  setSameBehaviour({});
+  setBehaviourAvailable(false);
   updateHeader();
 }
+
+namespace {
+
+QString numbered(const QVector<int>& indices) {
+  QStringList names;
+  for (int i : indices) names << QStringLiteral("#%1").arg(i + 1);
+  return names.join(QStringLiteral(", "));
+}
+
+}  // namespace
+
+void CandidatePane::setDuplicates(const QVector<int>& others) {
+  duplicates_->setVisible(!others.isEmpty());
+  duplicates_->setText(QStringLiteral("×%1").arg(others.size() + 1));
+  duplicates_->setToolTip(tr("Also the text of %1").arg(numbered(others)));
+}
+
+void CandidatePane::setSameBehaviour(const QVector<int>& others) {
+  badge_->setVisible(!others.isEmpty());
+  badge_->setText(tr("same behaviour as %1").arg(numbered(others)));
+}
+
+void CandidatePane::setBehaviourAvailable(bool available) { behaviour_->setEnabled(available); }
 
 void CandidatePane::appendText(const QString& text, int tokens, int accepted, int proposed,
                                double elapsed_seconds) {
@@ -112,6 +160,8 @@ void CandidatePane::setText(const QString& text) {
 void CandidatePane::setState(CandidateState state, const QString& detail) {
   state_ = state;
   setToolTip(detail);
+  note_->setText(detail.section(QLatin1Char('\n'), 0, 0));
+  note_->setVisible(!detail.isEmpty());
   updateHeader();
 }
 

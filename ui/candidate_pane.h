@@ -1,9 +1,11 @@
-// One candidate: a header (number, state, tokens, tokens/s, acceptance, best mark), its
-// streamed completion, and copy / save / diff actions.
+// One candidate: a header (number, state, how many identical candidates it stands for, the
+// candidates that behave the same, tokens, tokens/s, acceptance, best mark), the summary of
+// its verdict, its streamed completion, and copy / save / diff / behaviour actions.
 #pragma once
 
 #include <QFrame>
 #include <QString>
+#include <QVector>
 
 #include "run_types.h"
 
@@ -23,15 +25,25 @@ class CandidatePane : public QFrame {
   CandidateState state() const { return state_; }
   QString text() const;
   CodeEditor* editor() const { return editor_; }
+  int tokens() const { return tokens_; }
+  int accepted() const { return accepted_; }
+  int proposed() const { return proposed_; }
 
   void reset();
   void appendText(const QString& text, int tokens, int accepted, int proposed, double elapsed_seconds);
+  // `detail`'s first line is shown under the header, all of it as the tooltip.
   void setState(CandidateState state, const QString& detail = {});
   void setRank(int rank, bool best);  // rank 0: not ranked
   void setText(const QString& text);   // restoring a saved run
+  // The other candidates (indices) with this one's text, collapsed into this pane.
+  void setDuplicates(const QVector<int>& others);
+  // The other shown candidates (indices) that behave as this one does: the badge.
+  void setSameBehaviour(const QVector<int>& others);
+  void setBehaviourAvailable(bool available);  // whether "Behaviour…" has outputs to show
 
  Q_SIGNALS:
   void diffRequested(int index);
+  void behaviourRequested(int index);
 
  private:
   void updateHeader();
@@ -46,7 +58,11 @@ class CandidatePane : public QFrame {
   bool best_ = false;
   QLabel* title_;
   QLabel* state_label_;
+  QLabel* duplicates_;     // "×3" when identical candidates are collapsed into this pane
+  QLabel* badge_;          // "same behaviour as #3, #5"
   QLabel* numbers_;
+  QLabel* note_;           // the first line of the verdict's detail
+  QToolButton* behaviour_;
   CodeEditor* editor_;
 };
 

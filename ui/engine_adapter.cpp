@@ -71,10 +71,7 @@ class SpeculaEngine final : public EnginePort {
 
   TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
                   double timeout_seconds) override {
-    const Problem problem = make_problem(prompt, tests);
-    return runner().submit(make_test_program(problem.code_prefix, completion, problem.test, problem.entry_point),
-                           timeout_seconds)
-        .get();
+    return runner().submit(ranking_program(make_problem(prompt, tests), completion, true), timeout_seconds).get();
   }
 
   ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,

@@ -45,8 +45,9 @@ class EnginePort {
   virtual SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                                  const std::atomic<bool>* stop) = 0;
 
-  // Runs `tests` (asserts or check(candidate)) against prompt + completion in the sandbox.
-  // Thread-safe: called from the worker's test pool.
+  // Runs `tests` (asserts or check(candidate); may be empty) against prompt + completion in
+  // the sandbox, with the checks, the docstring's examples and the behaviour probe
+  // (ranking_program). Thread-safe: called from the worker's test pool.
   virtual TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
                           double timeout_seconds) = 0;
 

@@ -32,15 +32,52 @@ CandidateState state_of(Verdict verdict) {
     case Verdict::Memory: return CandidateState::Failed;
     case Verdict::Timeout: return CandidateState::Timeout;
     case Verdict::Error: return CandidateState::Error;
+    case Verdict::Untested: return CandidateState::Checked;
   }
   return CandidateState::Error;
 }
 
+// A first line that sums the result up (the pane shows it), then what happened.
 QString detail_of(const TestResult& result) {
+  QStringList summary;
+  if (result.asserts_total > 0) summary << QStringLiteral("%1/%2 asserts").arg(result.asserts_passed).arg(result.asserts_total);
+  if (result.examples_total > 0)
+    summary << QStringLiteral("%1/%2 from the docstring").arg(result.examples_passed).arg(result.examples_total);
+  const bool check_failed = !result.checks.passed() && result.checks.failure != CheckFailure::NotRun;
+  if (check_failed) summary << QString::fromStdString(result.checks.reason);
+  if (result.verdict == Verdict::Untested) summary << QStringLiteral("no tests; the checks passed");
   QString detail = QString::fromLatin1(verdict_name(result.verdict));
-  if (result.asserts_total > 0) detail += QStringLiteral(", %1/%2 asserts").arg(result.asserts_passed).arg(result.asserts_total);
-  if (!result.detail.empty()) detail += QStringLiteral("\n") + QString::fromStdString(result.detail);
+  if (!summary.isEmpty()) detail += QStringLiteral(": ") + summary.join(QStringLiteral(", "));
+  const bool said = result.detail == result.checks.reason || result.verdict == Verdict::Untested;
+  if (!result.detail.empty() && !said) detail += QStringLiteral("\n") + QString::fromStdString(result.detail);
   return detail;
+}
+
+// The groups as the grid shows them: each named by its best-ranked member.
+RunGroups run_groups(const CandidateGroups& groups, const QVector<int>& ranking, const std::vector<TestResult>& results) {
+  const int n = int(results.size());
+  std::vector<int> position(size_t(n), n);
+  for (int p = 0; p < ranking.size(); ++p) position[size_t(ranking[p])] = p;
+  auto best_of = [&](const std::vector<int>& key) {
+    QVector<int> best(n);
+    for (int i = 0; i < n; ++i) {
+      best[i] = i;
+      for (int j = 0; j < n; ++j)
+        if (key[size_t(j)] == key[size_t(i)] && position[size_t(j)] < position[size_t(best[i])]) best[i] = j;
+    }
+    return best;
+  };
+  RunGroups out;
+  out.sameText = best_of(groups.same_text);
+  out.group = best_of(groups.group);
+  for (const TestResult& r : results) {  // every candidate was probed on the same inputs
+    QStringList shown;
+    for (const ProbeCall& call : r.behaviour) shown << QString::fromStdString(call.shown.empty() ? call.outcome : call.shown);
+    out.outputs.push_back(shown);
+    if (out.inputs.isEmpty())
+      for (const ProbeCall& call : r.behaviour) out.inputs << QString::fromStdString(call.input);
+  }
+  return out;
 }
 
 // Running totals across candidates, fed by the session's callbacks.
@@ -144,6 +181,7 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
   LiveTotals totals{std::vector<int>(size_t(n)), std::vector<int>(size_t(n)), std::vector<int>(size_t(n))};
   const std::string tests = request.tests.trimmed().toStdString();
   std::vector<RankEntry> entries(static_cast<size_t>(n));  // verdicts, filled by the test pool
+  std::vector<std::string> texts(static_cast<size_t>(n));
   std::vector<bool> reported(size_t(n), false);
   QThreadPool test_pool;
   test_pool.setMaxThreadCount(kTestThreads);
@@ -152,12 +190,14 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
     const auto i = size_t(candidate.index);
     if (i >= reported.size() || reported[i]) return;
     reported[i] = true;
+    texts[i] = candidate.text;
     totals.tokens[i] = int(candidate.tokens.size());
     entries[i].mean_logprob = candidate.mean_logprob();
     entries[i].finished_seconds = candidate.seconds;
     const CandidateState state = state_after_generation(candidate.finish);
     // Stopped and budget-cut candidates are unfinished code: shown as such, never tested.
-    const bool testable = !tests.empty() && state == CandidateState::Done;
+    // Without tests, a run still makes the checks, the docstring's examples and the probe.
+    const bool testable = state == CandidateState::Done;
     Q_EMIT candidateState(candidate.index, int(testable ? CandidateState::Testing : state), {});
     if (!testable) return;
     const std::string completion = candidate.text;
@@ -176,6 +216,10 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
       } catch (const std::exception& e) {
         result.verdict = Verdict::Error;
         result.detail = e.what();
+        if (tests.empty()) {  // nothing the user asked for went wrong: the text stands unchecked
+          Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not checked: %1").arg(e.what()));
+          return;
+        }
       }
       entries[i].result = result;
       Q_EMIT candidateState(int(i), int(state_of(result.verdict)), detail_of(result));
@@ -210,11 +254,17 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
   for (const Candidate& candidate : result.candidates) finish(candidate);
   test_pool.waitForDone();
 
-  // Untested candidates (no tests, or stopped) all hold the same default verdict, so the
-  // ranking falls through to mean log-probability and finishing time.
+  // Candidates never tested (stopped, cut by the budget) hold the default result, whose
+  // checks did not run: they rank after every checked one.
   QVector<int> ranking;
-  if (!result.candidates.empty())
+  if (!result.candidates.empty()) {
+    std::vector<TestResult> results;
+    for (const RankEntry& entry : entries) results.push_back(entry.result);
+    const CandidateGroups groups = group_candidates(texts, results);
+    for (size_t i = 0; i < entries.size(); ++i) entries[i].agreement = groups.agreement[i];
     for (int i : rank_candidates(entries)) ranking.push_back(i);
+    Q_EMIT groupsFound(run_groups(groups, ranking, results));
+  }
   Q_EMIT runFinished(ranking, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
 }
 

@@ -50,6 +50,7 @@ class EngineWorker : public QObject {
   void candidateDelta(int index, const QString& text, int tokens, int accepted, int proposed);
   void candidateState(int index, int state, const QString& detail);  // CandidateState
   void stats(const specula::ui::RunStats& stats);
+  void groupsFound(const specula::ui::RunGroups& groups);  // just before runFinished
   void runFinished(const QVector<int>& ranking, const specula::ui::RunStats& stats);
   void problemEvaluated(const specula::ProblemEvaluation& evaluation);
   void evaluationFinished();

@@ -20,6 +20,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "behaviour_view.h"
 #include "candidate_grid.h"
 #include "candidate_pane.h"
 #include "code_editor.h"
@@ -51,6 +52,7 @@ MainWindow::MainWindow(std::unique_ptr<EnginePort> engine, QWidget* parent)
     : QMainWindow(parent), worker_(new EngineWorker(std::move(engine))) {
   qRegisterMetaType<RunRequest>();
   qRegisterMetaType<RunStats>();
+  qRegisterMetaType<RunGroups>();
   qRegisterMetaType<QVector<int>>();
   qRegisterMetaType<ProblemEvaluation>();
   qRegisterMetaType<std::vector<Problem>>();
@@ -196,6 +198,7 @@ void MainWindow::buildUi() {
 
   grid_ = new CandidateGrid;
   connect(grid_, &CandidateGrid::diffRequested, this, &MainWindow::openDiff);
+  connect(grid_, &CandidateGrid::behaviourRequested, this, &MainWindow::openBehaviour);
 
   message_bar_ = new QFrame;
   message_bar_->setObjectName("messageBar");
@@ -301,6 +304,7 @@ void MainWindow::connectWorker() {
   connect(worker_, &EngineWorker::candidateDelta, this, &MainWindow::onCandidateDelta);
   connect(worker_, &EngineWorker::candidateState, this, &MainWindow::onCandidateState);
   connect(worker_, &EngineWorker::stats, this, &MainWindow::onStats);
+  connect(worker_, &EngineWorker::groupsFound, this, [this](const RunGroups& groups) { last_groups_ = groups; });
   connect(worker_, &EngineWorker::runFinished, this, &MainWindow::onRunFinished);
   connect(worker_, &EngineWorker::error, this, &MainWindow::onError);
   connect(this, &MainWindow::evaluateRequested, worker_, &EngineWorker::evaluateProblems);
@@ -388,8 +392,9 @@ void MainWindow::generate() {
   const RunRequest request = currentRequest();
   grid_->setCount(request.candidates);
   last_ranking_.clear();
+  last_groups_ = {};
 #ifdef SPECULA_HAVE_CHARTS
-  if (chart_) chart_->reset();
+  if (chart_) chart_->reset(request.candidates);
 #endif
   run_budget_seconds_ = request.budgetSeconds;
   run_clock_.start();
@@ -433,7 +438,13 @@ void MainWindow::onCandidateState(int index, int state, const QString& detail) {
 
 void MainWindow::onStats(const RunStats& stats) {
 #ifdef SPECULA_HAVE_CHARTS
-  if (chart_) chart_->addPoint(stats);
+  if (chart_) {
+    chart_->setStats(stats);
+    for (int i = 0; i < grid_->count() && i < chart_->candidates(); ++i) {
+      const CandidatePane* pane = grid_->pane(i);
+      chart_->setCandidate(i, pane->tokens(), pane->accepted(), pane->proposed());
+    }
+  }
 #endif
   throughput_label_->setText(tr("%1 tok/s").arg(stats.tokensPerSecond, 0, 'f', 1));
   latency_label_->setText(tr("%1 ms/tok/seq").arg(stats.msPerTokenPerSequence, 0, 'f', 1));
@@ -459,6 +470,7 @@ void MainWindow::onRunFinished(const QVector<int>& ranking, const RunStats& stat
   running_ = false;
   last_ranking_ = ranking;
   grid_->applyRanking(ranking);
+  grid_->applyGroups(last_groups_);
   saveNow();
   updateEnabled();
 }
@@ -521,6 +533,17 @@ DiffView* MainWindow::openDiff(int index) {
   }
   auto* view = new DiffView(tr("Candidate %1").arg(index + 1), grid_->pane(index)->text(),
                             tr("Candidate %1").arg(other + 1), grid_->pane(other)->text(), this);
+  view->setAttribute(Qt::WA_DeleteOnClose);
+  view->show();
+  return view;
+}
+
+BehaviourView* MainWindow::openBehaviour(int index) {
+  if (last_groups_.inputs.isEmpty()) {
+    showMessage(tr("No candidate of the last run could be called on inputs."), false);
+    return nullptr;
+  }
+  auto* view = new BehaviourView(last_groups_, grid_->order(), index, this);
   view->setAttribute(Qt::WA_DeleteOnClose);
   view->show();
   return view;

@@ -24,6 +24,7 @@ class QToolButton;
 
 namespace specula::ui {
 
+class BehaviourView;
 class CandidateGrid;
 class CodeEditor;
 class EngineWorker;
@@ -61,6 +62,8 @@ class MainWindow : public QMainWindow {
   void showMessage(const QString& text, bool error = true);
   // The side-by-side diff of candidate `index` against the best-ranked other one.
   DiffView* openDiff(int index);
+  // The last run's behaviour probe: inputs, and each group's outputs, `index`'s group selected.
+  BehaviourView* openBehaviour(int index);
   // The problem browser (created on first use), shown and raised.
   ProblemBrowser* openProblems();
   // Looks for the models on this computer again (in the background; the pickers list them).
@@ -145,6 +148,7 @@ class MainWindow : public QMainWindow {
   bool model_loaded_ = false;
   bool closing_ = false;
   QVector<int> last_ranking_;
+  RunGroups last_groups_;  // the last run's groups (empty until it has them)
 };
 
 }  // namespace specula::ui

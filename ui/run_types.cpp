@@ -14,6 +14,7 @@ QString stateName(CandidateState state) {
     case CandidateState::Stopped: return QStringLiteral("stopped");
     case CandidateState::Done: return QStringLiteral("done");
     case CandidateState::Error: return QStringLiteral("error");
+    case CandidateState::Checked: return QStringLiteral("checked");
   }
   return {};
 }

@@ -3,6 +3,7 @@
 
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 #include <vector>
 
@@ -11,8 +12,10 @@
 
 namespace specula::ui {
 
-// What one candidate pane shows in its header, in the order a candidate passes through them.
-enum class CandidateState { Queued, Generating, Testing, Passed, Failed, Timeout, Budget, Stopped, Done, Error };
+// What one candidate pane shows in its header, in the order a candidate passes through them;
+// Checked: nothing to test, and the checks that need no tests passed (last: saved runs keep
+// their numbers).
+enum class CandidateState { Queued, Generating, Testing, Passed, Failed, Timeout, Budget, Stopped, Done, Error, Checked };
 QString stateName(CandidateState state);  // "queued", "generating", ...
 
 struct RunRequest {
@@ -37,9 +40,19 @@ struct RunStats {
   double acceptance = 0.0;       // accepted / proposed draft tokens; 0 without a drafter
 };
 
+// How the finished candidates of a run relate (the engine's group_candidates), for the grid
+// and the behaviour view. A group is named by its best-ranked member.
+struct RunGroups {
+  QVector<int> sameText;         // per candidate: the best-ranked candidate with the same text
+  QVector<int> group;            // per candidate: the best-ranked candidate of its behaviour group
+  QStringList inputs;            // the behaviour probe's calls, e.g. "add(2, 3)"; empty: no probe
+  QVector<QStringList> outputs;  // per candidate: each call's outcome as shown; empty when not probed
+};
+
 }  // namespace specula::ui
 
 Q_DECLARE_METATYPE(specula::ui::RunRequest)
+Q_DECLARE_METATYPE(specula::ui::RunGroups)
 Q_DECLARE_METATYPE(specula::ui::RunStats)
 Q_DECLARE_METATYPE(specula::ProblemEvaluation)
 Q_DECLARE_METATYPE(std::vector<specula::Problem>)

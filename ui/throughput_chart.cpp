@@ -1,5 +1,8 @@
 #include "throughput_chart.h"
 
+#include <QtCharts/QBarCategoryAxis>
+#include <QtCharts/QBarSeries>
+#include <QtCharts/QBarSet>
 #include <QtCharts/QLineSeries>
 #include <QtCharts/QValueAxis>
 #include <algorithm>
@@ -8,30 +11,30 @@ namespace specula::ui {
 
 ThroughputChart::ThroughputChart(QWidget* parent)
     : QChartView(parent),
-      throughput_(new QLineSeries),
+      tokens_(new QBarSet(tr("tokens"))),
       acceptance_(new QLineSeries),
-      time_axis_(new QValueAxis),
-      throughput_axis_(new QValueAxis),
+      candidate_axis_(new QBarCategoryAxis),
+      tokens_axis_(new QValueAxis),
       acceptance_axis_(new QValueAxis) {
   setObjectName("throughputChart");
   auto* chart = new QChart;
   chart->setMargins(QMargins(2, 2, 2, 2));
   chart->legend()->setAlignment(Qt::AlignRight);
-  throughput_->setName(tr("tok/s"));
+  auto* bars = new QBarSeries;
+  bars->append(tokens_);
   acceptance_->setName(tr("acceptance %"));
-  chart->addSeries(throughput_);
+  acceptance_->setPointsVisible(true);
+  chart->addSeries(bars);
   chart->addSeries(acceptance_);
-  time_axis_->setTitleText(tr("s"));
-  time_axis_->setLabelFormat("%.0f");
-  throughput_axis_->setLabelFormat("%.0f");
+  tokens_axis_->setLabelFormat("%.0f");
   acceptance_axis_->setRange(0, 100);
   acceptance_axis_->setLabelFormat("%.0f");
-  chart->addAxis(time_axis_, Qt::AlignBottom);
-  chart->addAxis(throughput_axis_, Qt::AlignLeft);
+  chart->addAxis(candidate_axis_, Qt::AlignBottom);
+  chart->addAxis(tokens_axis_, Qt::AlignLeft);
   chart->addAxis(acceptance_axis_, Qt::AlignRight);
-  throughput_->attachAxis(time_axis_);
-  throughput_->attachAxis(throughput_axis_);
-  acceptance_->attachAxis(time_axis_);
+  bars->attachAxis(candidate_axis_);
+  bars->attachAxis(tokens_axis_);
+  acceptance_->attachAxis(candidate_axis_);
   acceptance_->attachAxis(acceptance_axis_);
   chart->setTheme(palette().color(QPalette::Window).lightness() < 128 ? QChart::ChartThemeDark
                                                                         : QChart::ChartThemeLight);
@@ -41,26 +44,46 @@ ThroughputChart::ThroughputChart(QWidget* parent)
   setMinimumHeight(130);
   setMaximumHeight(170);
   setFocusPolicy(Qt::NoFocus);
-  reset();
+  reset(0);
 }
 
-void ThroughputChart::reset() {
-  throughput_->clear();
+void ThroughputChart::reset(int candidates) {
+  tokens_->remove(0, tokens_->count());
   acceptance_->clear();
-  time_axis_->setRange(0, 1);
-  throughput_axis_->setRange(0, 1);
+  QStringList names;
+  for (int i = 0; i < candidates; ++i) {
+    names << QStringLiteral("#%1").arg(i + 1);
+    tokens_->append(0.0);
+    acceptance_->append(i, 0.0);
+  }
+  candidate_axis_->clear();
+  candidate_axis_->append(names);
+  tokens_axis_->setRange(0, 1);
+  chart()->setTitle({});
 }
 
-void ThroughputChart::addPoint(const RunStats& stats) {
-  throughput_->append(stats.elapsedSeconds, stats.tokensPerSecond);
-  acceptance_->append(stats.elapsedSeconds, 100.0 * stats.acceptance);
-  time_axis_->setRange(0, std::max(1.0, stats.elapsedSeconds));
-  time_axis_->applyNiceNumbers();
-  time_axis_->setLabelFormat(time_axis_->max() <= 5 ? "%.1f" : "%.0f");  // short runs tick in tenths
-  throughput_axis_->setRange(0, std::max(throughput_axis_->max(), stats.tokensPerSecond * 1.15));
-  throughput_axis_->applyNiceNumbers();
+void ThroughputChart::setCandidate(int index, int tokens, int accepted, int proposed) {
+  if (index < 0 || index >= candidates()) return;
+  if (tokens_->at(index) != tokens) tokens_->replace(index, tokens);
+  const double percent = proposed > 0 ? 100.0 * accepted / proposed : 0.0;
+  if (acceptance_->at(index).y() != percent) acceptance_->replace(index, QPointF(index, percent));
+  if (tokens > tokens_axis_->max()) {
+    tokens_axis_->setRange(0, tokens * 1.15);
+    tokens_axis_->applyNiceNumbers();
+  }
 }
 
-int ThroughputChart::points() const { return int(throughput_->count()); }
+void ThroughputChart::setStats(const RunStats& stats) {
+  chart()->setTitle(tr("%1 tokens in %2 s, %3 tok/s")
+                        .arg(stats.tokens)
+                        .arg(stats.elapsedSeconds, 0, 'f', stats.elapsedSeconds < 10 ? 2 : 1)
+                        .arg(stats.tokensPerSecond, 0, 'f', 0));
+}
+
+int ThroughputChart::candidates() const { return int(tokens_->count()); }
+
+double ThroughputChart::tokens(int index) const { return tokens_->at(index); }
+
+double ThroughputChart::acceptance(int index) const { return acceptance_->at(index).y(); }
 
 }  // namespace specula::ui

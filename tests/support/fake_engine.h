@@ -2,9 +2,11 @@
 // pace and gives fixed verdicts, so that a test can stop a run midway and predict the
 // ranking. It stands in for the real engine only in tests that check the window itself.
 //
-// Candidate i streams kCompletions[i % 4] one character per step. Its "tests" pass when
-// the completion adds (contains "a + b"), time out when it loops forever, and fail otherwise.
-// Ranking and pass@k are the engine's real functions.
+// Candidate i streams kCompletions[i % 4] one character per step (so candidates 4 to 7
+// repeat the texts of 0 to 3). Its "tests" pass when the completion adds (contains "a + b"),
+// time out when it loops forever, and fail otherwise; its checks pass, and its behaviour
+// probe is one call, add(2, 3), that gives 5 when it adds, -1 when it subtracts, and no
+// result when it loops. Grouping, ranking and pass@k are the engine's real functions.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine_port.h"
 
@@ -28,9 +31,13 @@ class FakeEngine : public ui::EnginePort {
   };
 
   // `step`: time per generated character; `load_step`: time per quarter of a model load.
+  // `completions`: the texts candidate i streams, completions[i % size] (kCompletions when empty).
   explicit FakeEngine(std::chrono::milliseconds step = std::chrono::milliseconds(15),
-                      std::chrono::milliseconds load_step = std::chrono::milliseconds(0))
-      : step_(step), load_step_(load_step) {}
+                      std::chrono::milliseconds load_step = std::chrono::milliseconds(0),
+                      std::vector<std::string> completions = {})
+      : step_(step), load_step_(load_step), completions_(std::move(completions)) {
+    if (completions_.empty()) completions_.assign(std::begin(kCompletions), std::end(kCompletions));
+  }
 
   ui::LoadedModels load(const ui::ModelPaths& paths, const std::function<bool(double)>& progress) override {
     std::ifstream file(paths.target, std::ios::binary);
@@ -61,7 +68,7 @@ class FakeEngine : public ui::EnginePort {
       bool running = false;
       for (Candidate& c : result.candidates) {
         if (c.finish != FinishReason::Running) continue;
-        const std::string full = kCompletions[c.index % 4];
+        const std::string& full = completions_[size_t(c.index) % completions_.size()];
         if (size_t(step) >= full.size() || step >= request.max_new_tokens) {
           c.finish = size_t(step) >= full.size() ? FinishReason::Eos : FinishReason::Length;
           c.seconds = seconds_since(start);
@@ -100,6 +107,11 @@ class FakeEngine : public ui::EnginePort {
                      : completion.find("a + b") != std::string::npos    ? Verdict::Passed
                                                                         : Verdict::Failed;
     if (result.verdict == Verdict::Failed) result.detail = "AssertionError: add(2, 3) == 5";
+    result.checks.failure = CheckFailure::None;
+    const bool adds = result.verdict == Verdict::Passed;
+    result.behaviour = {result.verdict == Verdict::Timeout
+                            ? ProbeCall{"add(2, 3)", "timeout", "-", "no result within 0.25 s of CPU time", ""}
+                            : ProbeCall{"add(2, 3)", "value", adds ? "5" : "-1", adds ? "5" : "-1", ""}};
     return result;
   }
 
@@ -132,6 +144,7 @@ class FakeEngine : public ui::EnginePort {
 
   std::chrono::milliseconds step_;
   std::chrono::milliseconds load_step_;
+  std::vector<std::string> completions_;
 };
 
 }  // namespace specula::test
