@@ -5,6 +5,10 @@ generator (tasks.py) with new names and often new wording, so the demo model can
 some of them; the last five (FizzBuzz, run-length encoding, primes, ...) need more than
 the demo model knows, so ranking has failures to show. Every canonical solution is
 checked with python3 before the file is written.
+
+Also resources/problems/demo-no-examples.jsonl: the same tasks with the docstrings'
+examples left out (task ids DemoNoExamples/N), the prompts people most often type: there
+the ranking has neither tests nor examples to go by (docs/performance.md).
 """
 import json
 import os
@@ -13,6 +17,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "resources/problems/demo.jsonl")
+OUT_NO_EXAMPLES = os.path.join(os.path.dirname(OUT), "demo-no-examples.jsonl")
 
 # (signature, docstring lines, canonical body, asserts on `candidate`)
 PROBLEMS = [
@@ -139,12 +144,17 @@ PROBLEMS = [
 ]
 
 
-def as_task(index, signature, doc, body, asserts):
+def as_task(index, signature, doc, body, asserts, prefix="Demo"):
     lines = [f"    {doc[0]}"] + [f"    {line}" for line in doc[1:]]
     prompt = f"def {signature}:\n    \"\"\"{lines[0].strip()}\n" + "".join(l + "\n" for l in lines[1:]) + '    """\n'
     test = "def check(candidate):\n" + "".join(f"    assert {a}\n" for a in asserts)
-    return {"task_id": f"Demo/{index}", "prompt": prompt, "canonical_solution": body,
+    return {"task_id": f"{prefix}/{index}", "prompt": prompt, "canonical_solution": body,
             "test": test, "entry_point": signature.split("(")[0]}
+
+
+def without_examples(index, signature, doc, body, asserts):
+    text = doc[:next(i for i, line in enumerate(doc) if line.startswith(">>>"))]
+    return as_task(index, signature, text, body, asserts, prefix="DemoNoExamples")
 
 
 def passes(task, completion):
@@ -163,10 +173,12 @@ def main():
     if lenient:
         raise SystemExit(f"tests accept a wrong solution: {lenient}")
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
-        for task in tasks:
-            f.write(json.dumps(task) + "\n")
-    print(f"wrote {len(tasks)} tasks to {OUT}; every canonical solution passes, no test accepts `return None`")
+    for path, written in ((OUT, tasks), (OUT_NO_EXAMPLES, [without_examples(i, *p) for i, p in enumerate(PROBLEMS)])):
+        with open(path, "w") as f:
+            for task in written:
+                f.write(json.dumps(task) + "\n")
+        print(f"wrote {len(written)} tasks to {path}")
+    print("every canonical solution passes, no test accepts `return None`")
 
 
 if __name__ == "__main__":
