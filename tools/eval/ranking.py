@@ -34,6 +34,11 @@ def evaluate(options, problems, sample_set, extra):
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
+    if options.keep:
+        os.makedirs(options.keep, exist_ok=True)
+        name = os.path.basename(problems).split(".")[0]
+        with open(os.path.join(options.keep, f"{name}-set{sample_set}.json"), "w", encoding="utf-8") as out:
+            out.write(result.stdout)
     return json.loads(result.stdout)["summary"]
 
 
@@ -49,6 +54,7 @@ def main():
     parser.add_argument("-n", type=int, default=8, help="candidates per problem (default 8)")
     parser.add_argument("--temp", type=float, default=0.8)
     parser.add_argument("--budget", type=float, default=30.0, help="seconds per problem (default 30)")
+    parser.add_argument("--keep", metavar="DIR", help="also write each run's eval --json output to DIR")
     parser.add_argument("extra", nargs="*", help="after --: more specula-cli eval options (a model, a drafter)")
     options = parser.parse_args()
     problem_sets = options.problems or sorted(glob.glob(os.path.join(REPO, "resources/problems/*.jsonl*")))
