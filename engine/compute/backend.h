@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compute/batch.h"
+#include "compute/cost_model.h"
 #include "compute/kv_cache.h"
 #include "model/model.h"
 #include "decode/sampler.h"
@@ -46,6 +47,20 @@ class Backend {
       tokens[r] = argmax(std::span<const float>(logits).subspan(r * vocab, vocab));
     }
   }
+
+  // What forwards of `model` cost on this backend (compute/cost_model.h): read from the
+  // user's cost cache, or measured (well under a second) on the first call for the model
+  // and stored there; then kept for the backend's lifetime. A test backend may return a
+  // controlled cost instead.
+  virtual std::shared_ptr<const ForwardCost> forward_cost(const Model& model);
+
+ private:
+  struct KnownCost {
+    const Model* model;                      // the model measured ...
+    const void* weights;                     // ... while its output matrix lay here (a new model at the old address is another)
+    std::shared_ptr<const ForwardCost> cost;
+  };
+  std::vector<KnownCost> known_costs_;
 };
 
 enum class DeviceChoice { Auto, Cpu, Cuda };

@@ -112,17 +112,40 @@ class FakeBackend : public Backend {
       reference_logits(model, context, n_layers, logits.data() + r * static_cast<size_t>(vocab));
     }
     ++calls;
+    max_layers = std::max(max_layers, n_layers < 0 ? model.config.n_layers : n_layers);
     if (plan.n_tokens > 0) {
       min_position_after_first = calls == 1 ? 1 << 30 : std::min(min_position_after_first, *std::min_element(plan.positions.begin(), plan.positions.end()));
     }
     if (calls == 1) first_call_tokens = plan.n_tokens;
   }
 
+  // A controlled cost model when set; otherwise the real one, measured on this fake.
+  std::shared_ptr<const ForwardCost> forward_cost(const Model& model) override {
+    return cost ? cost : Backend::forward_cost(model);
+  }
+
+  std::shared_ptr<const ForwardCost> cost;
   int delay_ms = 0;                     // sleep per forward: a "slow model"
   int calls = 0;                        // forwards run, all models
+  int max_layers = 0;                   // most layers one forward ran
   int first_call_tokens = 0;
   int min_position_after_first = 1 << 30;
 };
+
+// A cost model of chosen shape: each layer over n tokens costs max(memory, compute * n)
+// seconds (flat while reading weights dominates, then linear: a roofline), the head over n
+// rows head_memory + head_compute * n; no attention term.
+inline ForwardCost roofline_cost(int n_layers, double memory, double compute, double head_memory = 0.0,
+                                 double head_compute = 0.0) {
+  ForwardCost c;
+  c.n_layers = n_layers;
+  for (const int n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}) {
+    c.tokens.push_back(n);
+    c.layer_seconds.push_back(std::max(memory, compute * n));
+    c.head_seconds.push_back(head_memory + head_compute * n);
+  }
+  return c;
+}
 
 // Plain greedy decoding from scratch, one token at a time, no cache: the reference.
 inline std::vector<int> plain_greedy(const Model& model, std::vector<int> context, int n_new, int eos = -1) {

@@ -1,0 +1,369 @@
+#include "compute/cost_model.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "compute/backend.h"
+#include "model/model.h"
+
+namespace specula {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+// Bumped whenever what a file holds or how it is measured changes: older files then miss.
+constexpr const char* kFormat = "specula forward cost 1";
+// Batch sizes measured, smallest first, while the budget lasts: dense where single
+// sequences verify short drafts, sparser where batches of drafts land.
+constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+constexpr int kMinPoints = 3;        // 1, 2, 3 tokens whatever the budget
+constexpr int kMinRounds = 2;        // runs of every probe whatever the budget: one run may meet a load spike
+constexpr int kMaxRounds = 5;        // runs of every probe at most; each keeps its fastest run
+constexpr double kFirstRound = 0.35; // share of the budget after which the first round takes no larger point
+constexpr int kContextProbe = 256;   // cached positions of the attention probe (at most)
+
+// Linear interpolation through (xs, ys); before the first point the first value, beyond
+// the last the last segment's slope (never negative).
+double interpolate(const std::vector<int>& xs, const std::vector<double>& ys, double x) {
+  if (x <= xs.front()) return ys.front();
+  const size_t n = xs.size();
+  if (n == 1) return ys.front() * x / xs.front();
+  size_t hi = 1;
+  while (hi + 1 < n && xs[hi] < x) ++hi;
+  const double slope = std::max(0.0, (ys[hi] - ys[hi - 1]) / (xs[hi] - xs[hi - 1]));
+  return ys[hi - 1] + slope * (x - xs[hi - 1]);
+}
+
+size_t layer_bytes(const Model& model) {
+  size_t bytes = 0;
+  if (model.weights.layers.empty()) return bytes;
+  for (const TensorView* v : model.weights.layers.front().tensors()) bytes += v->bytes();
+  return bytes;
+}
+
+size_t head_bytes(const Model& model) { return model.weights.output.bytes() + model.weights.final_norm.bytes(); }
+
+// The last-level cache, which a probe must not find warm with weights that a whole
+// forward would have pushed out.
+size_t last_level_cache_bytes() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
+}
+
+// Times single forwards of the first one or two layers of a model over one cache sequence,
+// which each probe leaves empty again.
+class Prober {
+ public:
+  Prober(Backend& backend, const Model& model, int max_tokens)
+      : backend_(backend),
+        model_(model),
+        cache_(backend.create_cache(model, max_tokens + 32, std::min(2, model.config.n_layers))),
+        seq_(cache_->create()) {
+    // Between two uses of a layer's weights a real forward reads all the others; reading a
+    // buffer as large as what the probe leaves out (up to twice the last-level cache) puts
+    // the probe in the same state. Models that fit in the cache stay in it, as they do.
+    const size_t whole = std::min(model.weight_bytes(), 2 * last_level_cache_bytes());
+    const size_t probed = layer_bytes(model) + head_bytes(model);
+    evict_.assign(whole > probed ? (whole - probed) / sizeof(uint64_t) : 0, 1);
+  }
+  ~Prober() { cache_->release(seq_); }
+
+  // Seconds of one forward of `tokens` new tokens after `context` cached positions, through
+  // `layers` layers, logits for all tokens or the last only.
+  double time(int tokens, bool all_logits, int layers = 1, int context = 0) {
+    if (context > 0) cache_->extend(seq_, context);  // keys and values left as they are: timing only
+    std::vector<int32_t> ids(static_cast<size_t>(tokens));
+    for (int j = 0; j < tokens; ++j) ids[static_cast<size_t>(j)] = (17 * j + 5) % model_.config.vocab_size;
+    RaggedBatch batch;
+    batch.add(seq_, ids, all_logits);
+    evict();
+    const auto start = Clock::now();
+    backend_.forward(model_, *cache_, batch, logits_, layers);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    cache_->truncate(seq_, 0);
+    return seconds;
+  }
+
+ private:
+  void evict() {
+    uint64_t sum = 0;
+    for (const uint64_t w : evict_) sum += w;
+    sink_ = sink_ + sum;
+  }
+
+  Backend& backend_;
+  const Model& model_;
+  std::unique_ptr<KvCache> cache_;
+  int seq_;
+  std::vector<float> logits_;
+  std::vector<uint64_t> evict_;  // read before every probe
+  volatile uint64_t sink_ = 0;   // keeps the reads
+};
+
+// The fastest run of each probe: on a shared machine, the least disturbed one.
+struct Fastest {
+  std::vector<double> last;  // (points) 1 layer, n tokens, logits for the last: layer(n) + head(1)
+  std::vector<double> all;   // (points) 1 layer, n tokens, logits for all: layer(n) + head(n)
+  double two = INFINITY;     // 2 layers, 1 token: 2 layer(1) + head(1)
+  double context = INFINITY; // 1 layer, context_tokens tokens after kContextProbe positions, logits for the last
+  void keep(double& best, double t) { best = std::min(best, t); }
+};
+
+// Seconds are split into the model's terms; noise may make a difference negative, so each
+// term is kept positive and nondecreasing in the batch size.
+ForwardCost fit(const Model& model, const std::vector<int>& points, const Fastest& f, int context_tokens,
+                int context_positions) {
+  ForwardCost cost;
+  cost.n_layers = model.config.n_layers;
+  cost.tokens = points;
+  const double one = f.last[0];
+  double layer1 = model.config.n_layers >= 2
+                      ? f.two - one
+                      : one * static_cast<double>(layer_bytes(model)) / static_cast<double>(layer_bytes(model) + head_bytes(model));
+  layer1 = std::clamp(layer1, 0.02 * one, one);
+  const double head1 = one - layer1;
+  const size_t c = static_cast<size_t>(std::find(points.begin(), points.end(), context_tokens) - points.begin());
+  cost.position_seconds = std::max(0.0, (f.context - f.last[c]) / (static_cast<double>(context_tokens) * context_positions));
+  for (size_t p = 0; p < points.size(); ++p) {
+    const double n = points[p];
+    const double own_positions = n * (n + 1) / 2;  // the probe's tokens attend to each other
+    double layer = f.last[p] - head1 - cost.position_seconds * own_positions;
+    double head = f.all[p] - f.last[p] + head1;
+    if (p > 0) {
+      layer = std::max(layer, cost.layer_seconds.back());
+      head = std::max(head, cost.head_seconds.back());
+    }
+    cost.layer_seconds.push_back(std::max(layer, layer1));
+    cost.head_seconds.push_back(std::max(head, 0.0));
+  }
+  return cost;
+}
+
+bool finite_nonnegative(double x) { return std::isfinite(x) && x >= 0; }
+
+// What a file must hold to be used: the shape fit() produces.
+bool plausible(const ForwardCost& c) {
+  if (c.n_layers < 1 || c.tokens.empty() || c.tokens[0] != 1) return false;
+  if (c.layer_seconds.size() != c.tokens.size() || c.head_seconds.size() != c.tokens.size()) return false;
+  for (size_t p = 0; p < c.tokens.size(); ++p) {
+    if (!finite_nonnegative(c.layer_seconds[p]) || c.layer_seconds[p] <= 0 || !finite_nonnegative(c.head_seconds[p])) return false;
+    if (p > 0 && (c.tokens[p] <= c.tokens[p - 1] || c.layer_seconds[p] < c.layer_seconds[p - 1] ||
+                  c.head_seconds[p] < c.head_seconds[p - 1])) {
+      return false;
+    }
+  }
+  return finite_nonnegative(c.position_seconds) && finite_nonnegative(c.measure_seconds);
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("model name")) return line.substr(line.find(':') + 2);
+  }
+  return "unknown processor";
+}
+
+// Size and latest modification time of a model file, or of the files of a model directory.
+std::string file_identity(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  uintmax_t size = 0;
+  fs::file_time_type newest{};
+  const auto add = [&](const fs::path& f) {
+    size += fs::file_size(f, ec);
+    newest = std::max(newest, fs::last_write_time(f, ec));
+  };
+  if (fs::is_directory(p, ec)) {
+    for (const auto& entry : fs::directory_iterator(p, ec)) {
+      if (entry.is_regular_file(ec)) add(entry.path());
+    }
+  } else {
+    add(p);
+  }
+  return p.string() + ", " + std::to_string(size) + " bytes, modified " +
+         std::to_string(newest.time_since_epoch().count());
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+}  // namespace
+
+double ForwardCost::seconds(int n_tokens, int rows, double positions, int layers) const {
+  if (n_tokens <= 0) return 0.0;
+  const int depth = layers < 0 ? n_layers : layers;
+  return depth * (interpolate(tokens, layer_seconds, n_tokens) + positions * position_seconds) +
+         interpolate(tokens, head_seconds, rows);
+}
+
+double ForwardCost::verify_seconds(int n_tokens, int context) const {
+  const double positions = static_cast<double>(n_tokens) * context + n_tokens * (n_tokens + 1) / 2.0;
+  return seconds(n_tokens, n_tokens, positions);
+}
+
+ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds) {
+  const auto start = Clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const int context_limit = model.config.context_length > 0 ? model.config.context_length : 1 << 20;
+  std::vector<int> points;
+  for (const int n : kPoints) {
+    if (n < context_limit) points.push_back(n);
+  }
+  // the attention probe runs as many tokens as the smallest points list still holds
+  const int context_tokens = points[std::min<size_t>(kMinPoints, points.size()) - 1];
+  const int context_positions = std::max(1, std::min(kContextProbe, context_limit / 2 - context_tokens));
+  Prober probe(backend, model, std::max(points.back(), context_tokens + context_positions));
+  probe.time(1, true, std::min(2, model.config.n_layers));  // warm-up: pages, threads, allocations
+
+  Fastest f;
+  f.last.assign(points.size(), INFINITY);
+  f.all.assign(points.size(), INFINITY);
+  for (int round = 0; round < kMaxRounds && (round < kMinRounds || elapsed() < budget_seconds); ++round) {
+    for (size_t p = 0; p < points.size(); ++p) {
+      f.keep(f.last[p], probe.time(points[p], false));
+      f.keep(f.all[p], probe.time(points[p], true));
+      // the first round decides how far the budget reaches; later rounds only repeat
+      if (round == 0 && static_cast<int>(p) + 1 >= kMinPoints && elapsed() > kFirstRound * budget_seconds) {
+        points.resize(p + 1);
+        break;
+      }
+    }
+    if (model.config.n_layers >= 2) f.keep(f.two, probe.time(1, true, 2));
+    f.keep(f.context, probe.time(context_tokens, false, 1, context_positions));
+  }
+  f.last.resize(points.size());
+  f.all.resize(points.size());
+  ForwardCost cost = fit(model, points, f, context_tokens, context_positions);
+  cost.key = cost_model_key(backend, model);
+  cost.measure_seconds = elapsed();
+  return cost;
+}
+
+std::string cost_model_key(const Backend& backend, const Model& model) {
+  if (model.path.empty()) return {};
+  const ModelConfig& c = model.config;
+  std::ostringstream key;
+  key << kFormat << "; model " << file_identity(model.path) << ", " << c.n_layers << " layers, dim " << c.dim
+      << ", hidden " << c.hidden_dim << ", vocab " << c.vocab_size;
+  if (!model.weights.layers.empty()) {
+    key << ", " << type_traits(model.weights.layers.front().wq.type).name << "/"
+        << type_traits(model.weights.output.type).name;
+  }
+  key << "; backend " << backend.name() << "; machine " << cpu_model_name() << ", "
+      << std::thread::hardware_concurrency() << " logical cores";
+  return key.str();
+}
+
+std::string default_cost_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return (fs::path(xdg) / "specula").string();
+  if (const char* home = std::getenv("HOME"); home && *home) return (fs::path(home) / ".cache" / "specula").string();
+  return {};
+}
+
+std::string cost_cache_path(const std::string& dir, const std::string& key) {
+  char name[48];
+  std::snprintf(name, sizeof name, "forward-cost-%016llx.json", static_cast<unsigned long long>(fnv1a(key)));
+  return (fs::path(dir) / name).string();
+}
+
+std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::string& key) {
+  if (dir.empty() || key.empty()) return std::nullopt;
+  const std::string path = cost_cache_path(dir, key);
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    ForwardCost c;
+    c.key = j.at("key").get<std::string>();
+    c.n_layers = j.at("n_layers").get<int>();
+    c.tokens = j.at("tokens").get<std::vector<int>>();
+    c.layer_seconds = j.at("layer_seconds").get<std::vector<double>>();
+    c.head_seconds = j.at("head_seconds").get<std::vector<double>>();
+    c.position_seconds = j.at("position_seconds").get<double>();
+    c.measure_seconds = j.at("measure_seconds").get<double>();
+    if (c.key != key || !plausible(c)) return std::nullopt;
+    c.file = path;
+    c.from_file = true;
+    return c;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+bool write_cost_cache(const std::string& dir, const ForwardCost& cost) {
+  if (dir.empty() || cost.key.empty()) return false;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string path = cost_cache_path(dir, cost.key);
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << nlohmann::json{{"key", cost.key},
+                          {"n_layers", cost.n_layers},
+                          {"tokens", cost.tokens},
+                          {"layer_seconds", cost.layer_seconds},
+                          {"head_seconds", cost.head_seconds},
+                          {"position_seconds", cost.position_seconds},
+                          {"measure_seconds", cost.measure_seconds}}
+               .dump(1)
+        << "\n";
+    if (!out.flush()) {
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+  return !ec;
+}
+
+ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, const std::string& dir) {
+  const std::string key = cost_model_key(backend, model);
+  if (std::optional<ForwardCost> cached = read_cost_cache(dir, key)) return *cached;
+  ForwardCost cost = measure_forward_cost(backend, model);
+  if (write_cost_cache(dir, cost)) cost.file = cost_cache_path(dir, cost.key);
+  return cost;
+}
+
+std::string format_forward_cost(const ForwardCost& cost) {
+  std::ostringstream out;
+  char line[160];
+  out << (cost.from_file ? "read from " + cost.file
+                         : "measured in " + std::to_string(static_cast<int>(std::lround(cost.measure_seconds * 1e3))) +
+                               " ms" + (cost.file.empty() ? std::string() : ", stored in " + cost.file))
+      << "\n";
+  const double one = cost.verify_seconds(1);
+  std::snprintf(line, sizeof line, "%8s | %10s | %9s | %9s | %9s | %8s\n", "tokens", "forward ms", "ms/token",
+                "x 1 token", "layer ms", "head ms");
+  out << line;
+  for (size_t p = 0; p < cost.tokens.size(); ++p) {
+    const int n = cost.tokens[p];
+    const double t = cost.verify_seconds(n);
+    std::snprintf(line, sizeof line, "%8d | %10.3f | %9.3f | %9.2f | %9.4f | %8.4f\n", n, t * 1e3, t * 1e3 / n,
+                  t / one, cost.layer_seconds[p] * 1e3, cost.head_seconds[p] * 1e3);
+    out << line;
+  }
+  std::snprintf(line, sizeof line,
+                "(%d layers; beyond %d tokens extrapolated; attention adds %.4f ms per token per 100 cached positions)\n",
+                cost.n_layers, cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3);
+  out << line;
+  return out.str();
+}
+
+}  // namespace specula

@@ -1,0 +1,84 @@
+// What a forward pass costs, as a function of the batch: measured once per model and
+// backend (a few hundred milliseconds), kept in a cache file, and read by the draft-length
+// policies that weigh speculation against its price (decode/draft_policy.h, "goodput").
+//
+// A forward of `tokens` new tokens, of which `rows` want logits, through `layers` layers,
+// the tokens attending to `positions` cached positions in all, costs
+//
+//     layers · (layer(tokens) + positions · position_seconds) + head(rows)
+//
+// layer(n): one transformer layer over n tokens at a short context (its matrices and
+//           activations: flat while reading the weights dominates, then growing once the
+//           kernels are compute-bound);
+// head(n):  everything outside the layers: embedding, the final norm and the output matrix
+//           over n logit rows, the forward's fixed overhead;
+// position_seconds: attention's share, per token, cached position and layer. It matters
+//           for small models at long contexts (stories260K), hardly for large ones.
+//
+// layer and head are measured at a few batch sizes and interpolated linearly between them,
+// extrapolated along the last segment beyond. Measuring one and two layers instead of the
+// whole model keeps the measurement short whatever the depth, and gives the cost of the
+// self-speculative draft (the target's first K layers) for free.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace specula {
+
+class Backend;
+struct Model;
+
+struct ForwardCost {
+  std::string key;                    // what was measured: model file, backend, machine (cost_model_key)
+  int n_layers = 0;                   // the model's layers: the default depth of seconds()
+  std::vector<int> tokens;            // (points) batch sizes measured, ascending, the first 1
+  std::vector<double> layer_seconds;  // (points) one layer over that many tokens, nondecreasing
+  std::vector<double> head_seconds;   // (points) the rest of a forward for that many logit rows, nondecreasing
+  double position_seconds = 0.0;      // attention per token, cached position and layer
+  double measure_seconds = 0.0;       // how long measuring took
+  std::string file;                   // the cache file it was read from or stored in; empty: none
+  bool from_file = false;             // read from `file` rather than measured now
+
+  // Predicted seconds of one forward (layers -1: all of the model's).
+  double seconds(int tokens, int rows, double positions, int layers = -1) const;
+  // One sequence of `tokens` new tokens after `context` cached ones, logits for all.
+  double verify_seconds(int tokens, int context = 0) const;
+};
+
+// Measures `model` on `backend` in about `budget_seconds` (the larger batch sizes are left
+// out when the budget runs short, and extrapolated). The result has the given key.
+ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds = 0.3);
+
+// The identity of a measurement: the model file (absolute path, size, modification time)
+// with the model's shape, the backend's name (SIMD level and threads included) and the
+// machine (processor model, logical cores). Empty for a model without a file (random or
+// in-memory weights), which is then never cached.
+std::string cost_model_key(const Backend& backend, const Model& model);
+
+// $XDG_CACHE_HOME/specula, else $HOME/.cache/specula; empty when neither is set.
+std::string default_cost_cache_dir();
+
+// The cache file of a key inside `dir`.
+std::string cost_cache_path(const std::string& dir, const std::string& key);
+
+// The cost stored for `key` in `dir`, or nothing when the file is missing, unreadable,
+// malformed, of another format, or holds another key (a stale or corrupt file is never
+// trusted).
+std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::string& key);
+
+// Stores `cost` under cost.key in `dir` (created if needed), atomically: a reader sees the
+// old file or the new one, never half of one. Returns false, storing nothing, when the
+// directory cannot be written.
+bool write_cost_cache(const std::string& dir, const ForwardCost& cost);
+
+// The cached cost when the file holds a valid one for this model and backend, else a
+// fresh measurement, which is then stored. `dir` empty: no file at all.
+ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, const std::string& dir);
+
+// A table of the cost at typical batch sizes, for people: ms per forward, ms per token and
+// the ratio to one token, with the attention term and where the figures come from.
+std::string format_forward_cost(const ForwardCost& cost);
+
+}  // namespace specula

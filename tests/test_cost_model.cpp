@@ -1,0 +1,245 @@
+// The cost model of forwards (compute/cost_model.h): its arithmetic on a hand-made curve,
+// the shape of a measurement on the controlled fake backend (which probes run, how many,
+// how the budget bounds them), the identity of a measurement, and the cache file: a valid
+// file is used, a stale or corrupt one is measured again and replaced, an unwritable
+// directory costs nothing but the file. No assertion depends on timing.
+#include <QtTest>
+
+#include <QTemporaryDir>
+#include <cmath>
+#include <fstream>
+
+#include "compute/cost_model.h"
+#include "fake_backend.h"
+
+using namespace specula;
+using namespace specula::test;
+
+namespace {
+
+ForwardCost hand_made() {
+  ForwardCost c;
+  c.key = "a key";
+  c.n_layers = 10;
+  c.tokens = {1, 2, 4};
+  c.layer_seconds = {1.0, 1.0, 2.0};
+  c.head_seconds = {0.5, 0.5, 1.5};
+  c.position_seconds = 0.01;
+  return c;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A fake model whose weights "come from" a file of our own, so that it has a key.
+std::shared_ptr<Model> model_with_file(const QTemporaryDir& dir) {
+  auto m = make_fake_model("target");
+  m->path = dir.filePath("model.gguf").toStdString();
+  write_text(m->path, "weights");
+  return m;
+}
+
+}  // namespace
+
+class TestCostModel : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void seconds() {
+    const ForwardCost c = hand_made();
+    QCOMPARE(c.seconds(1, 1, 0), 10 * 1.0 + 0.5);
+    QCOMPARE(c.seconds(3, 1, 0), 10 * 1.5 + 0.5);          // halfway between 2 and 4 tokens
+    QCOMPARE(c.seconds(8, 4, 0), 10 * 4.0 + 1.5);          // beyond 4: the last segment's slope
+    QCOMPARE(c.seconds(8, 8, 0), 10 * 4.0 + 3.5);
+    QCOMPARE(c.seconds(2, 2, 100), 10 * (1.0 + 1.0) + 0.5);  // 100 attended positions
+    QCOMPARE(c.seconds(2, 2, 0, 3), 3 * 1.0 + 0.5);        // the first 3 layers (a layers:3 draft)
+    QCOMPARE(c.seconds(0, 0, 0), 0.0);
+    // one sequence of 2 tokens after 10 cached: rows attend to 11 and 12 positions
+    QCOMPARE(c.verify_seconds(2, 10), 10 * (1.0 + 23 * 0.01) + 0.5);
+  }
+
+  // With no budget, the fewest probes: 1, 2 and 3 tokens, two runs of each; with a large
+  // one, every batch size up to 64 and five runs. Never more than two layers run.
+  void measurementIsBoundedByItsBudget() {
+    FakeBackend backend;
+    const auto model = make_fake_model("target", 24, 6);
+    const ForwardCost small = measure_forward_cost(backend, *model, 0.0);
+    QCOMPARE(small.tokens, (std::vector<int>{1, 2, 3}));
+    QCOMPARE(backend.calls, 1 + 2 * (2 * 3 + 2));  // warm-up, then per round: 3 sizes x 2, 2 layers, context
+    QCOMPARE(backend.max_layers, 2);
+    QCOMPARE(small.n_layers, 6);
+
+    backend.calls = 0;
+    const ForwardCost full = measure_forward_cost(backend, *model, 1e6);
+    QCOMPARE(full.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}));
+    QCOMPARE(backend.calls, 1 + 5 * (2 * 12 + 2));
+    for (const ForwardCost* c : {&small, &full}) {
+      QCOMPARE(c->layer_seconds.size(), c->tokens.size());
+      QCOMPARE(c->head_seconds.size(), c->tokens.size());
+      for (size_t p = 0; p < c->tokens.size(); ++p) {
+        QVERIFY(c->layer_seconds[p] > 0 && std::isfinite(c->layer_seconds[p]));
+        QVERIFY(c->head_seconds[p] >= 0);
+        if (p > 0) QVERIFY(c->layer_seconds[p] >= c->layer_seconds[p - 1] && c->head_seconds[p] >= c->head_seconds[p - 1]);
+      }
+      QVERIFY(c->position_seconds >= 0);
+    }
+  }
+
+  // A model's context bounds the batch sizes probed.
+  void shortContextsAreRespected() {
+    FakeBackend backend;
+    const auto model = make_fake_model("target", 24, 3, 20);
+    const ForwardCost c = measure_forward_cost(backend, *model, 1e6);
+    QCOMPARE(c.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16}));
+  }
+
+  void keyNamesModelFileBackendAndMachine() {
+    QTemporaryDir dir;
+    FakeBackend backend;
+    QVERIFY(cost_model_key(backend, *make_fake_model("in memory")).empty());  // nothing to cache it by
+    const auto model = model_with_file(dir);
+    const std::string key = cost_model_key(backend, *model);
+    QVERIFY(key.find(model->path) != std::string::npos);
+    QVERIFY(key.find("backend fake") != std::string::npos);
+    QVERIFY(key.find("logical cores") != std::string::npos);
+    write_text(model->path, "other weights");  // the file changed: another measurement
+    QVERIFY(cost_model_key(backend, *model) != key);
+  }
+
+  void cacheFileRoundTrip() {
+    QTemporaryDir dir;
+    const std::string d = dir.path().toStdString() + "/nested/cache";  // created on demand
+    ForwardCost c = hand_made();
+    c.measure_seconds = 0.25;
+    QVERIFY(write_cost_cache(d, c));
+    const auto back = read_cost_cache(d, c.key);
+    QVERIFY(back.has_value());
+    QCOMPARE(back->tokens, c.tokens);
+    QCOMPARE(back->layer_seconds, c.layer_seconds);
+    QCOMPARE(back->head_seconds, c.head_seconds);
+    QCOMPARE(back->position_seconds, c.position_seconds);
+    QCOMPARE(back->n_layers, c.n_layers);
+    QVERIFY(back->from_file);
+    QCOMPARE(back->file, cost_cache_path(d, c.key));
+    QVERIFY(!read_cost_cache(d, "another key"));
+    QVERIFY(!read_cost_cache(dir.path().toStdString() + "/missing", c.key));
+  }
+
+  // Whatever is wrong with a file, it is not used.
+  void corruptFilesAreNotTrusted_data() {
+    QTest::addColumn<QString>("text");
+    const ForwardCost c = hand_made();
+    QTemporaryDir dir;
+    write_cost_cache(dir.path().toStdString(), c);
+    const QString good = QString::fromStdString(read_text(cost_cache_path(dir.path().toStdString(), c.key)));
+    QVERIFY(good.contains("layer_seconds"));
+    QTest::newRow("empty") << QString();
+    QTest::newRow("not json") << QStringLiteral("forward cost: fast");
+    QTest::newRow("truncated") << good.left(good.size() / 2);
+    QTest::newRow("another key") << QString(good).replace("a key", "a stale key");
+    QTest::newRow("negative") << QString(good).replace("0.5", "-0.5");
+    QTest::newRow("not a number") << QString(good).replace("0.01", "null");
+    QTest::newRow("decreasing") << QString(good).replace("1.5", "0.1");
+    QTest::newRow("missing field") << QString(good).replace("position_seconds", "position");
+    QTest::newRow("wrong type") << QString(good).replace("\"n_layers\": 10", "\"n_layers\": \"ten\"");
+  }
+  void corruptFilesAreNotTrusted() {
+    QFETCH(QString, text);
+    QTemporaryDir dir;
+    const std::string d = dir.path().toStdString();
+    const ForwardCost c = hand_made();
+    write_text(cost_cache_path(d, c.key), text.toStdString());
+    QVERIFY(!read_cost_cache(d, c.key));
+  }
+
+  // load_or_measure_forward_cost: a fresh measurement is stored; the next load reads it
+  // without a forward; a corrupt file or a changed model file is measured again.
+  void staleOrCorruptFilesAreRemeasured() {
+    QTemporaryDir dir;
+    const std::string d = dir.path().toStdString();
+    FakeBackend backend;
+    const auto model = model_with_file(dir);
+
+    const ForwardCost first = load_or_measure_forward_cost(backend, *model, d);
+    QVERIFY(!first.from_file);
+    QVERIFY(backend.calls > 0);
+    QCOMPARE(first.file, cost_cache_path(d, first.key));
+
+    backend.calls = 0;
+    const ForwardCost again = load_or_measure_forward_cost(backend, *model, d);
+    QVERIFY(again.from_file);
+    QCOMPARE(backend.calls, 0);
+    QCOMPARE(again.layer_seconds, first.layer_seconds);
+
+    write_text(first.file, "{\"key\": ");  // corrupt
+    const ForwardCost repaired = load_or_measure_forward_cost(backend, *model, d);
+    QVERIFY(!repaired.from_file);
+    QVERIFY(backend.calls > 0);
+    QVERIFY(read_cost_cache(d, first.key).has_value());  // replaced by a good one
+
+    write_text(model->path, "retrained weights");  // stale: the model changed
+    backend.calls = 0;
+    const ForwardCost fresh = load_or_measure_forward_cost(backend, *model, d);
+    QVERIFY(!fresh.from_file);
+    QVERIFY(backend.calls > 0);
+    QVERIFY(fresh.key != first.key);
+  }
+
+  void unwritableDirectoryStillMeasures() {
+    QTemporaryDir dir;
+    const std::string blocker = dir.filePath("a file").toStdString();
+    write_text(blocker, "x");
+    FakeBackend backend;
+    const auto model = model_with_file(dir);
+    QVERIFY(!write_cost_cache(blocker + "/cache", hand_made()));
+    const ForwardCost c = load_or_measure_forward_cost(backend, *model, blocker + "/cache");
+    QVERIFY(!c.from_file);
+    QVERIFY(c.file.empty());
+    QVERIFY(!c.tokens.empty());
+  }
+
+  // A backend measures each model once and keeps the result.
+  void backendKeepsWhatItMeasured() {
+    QTemporaryDir dir;
+    qputenv("XDG_CACHE_HOME", dir.path().toUtf8());
+    FakeBackend backend;
+    const auto a = make_fake_model("target"), b = make_fake_model("draft", 24, 2);
+    const auto cost_a = backend.forward_cost(*a);
+    const int calls = backend.calls;
+    QVERIFY(calls > 0);
+    QCOMPARE(backend.forward_cost(*a).get(), cost_a.get());
+    QCOMPARE(backend.calls, calls);
+    const auto cost_b = backend.forward_cost(*b);
+    QVERIFY(cost_b.get() != cost_a.get());
+    QCOMPARE(cost_b->n_layers, 2);
+  }
+
+  void defaultDirectoryFollowsXdg() {
+    qputenv("XDG_CACHE_HOME", "/somewhere/cache");
+    QCOMPARE(QString::fromStdString(default_cost_cache_dir()), QStringLiteral("/somewhere/cache/specula"));
+    qunsetenv("XDG_CACHE_HOME");
+    qputenv("HOME", "/home/someone");
+    QCOMPARE(QString::fromStdString(default_cost_cache_dir()), QStringLiteral("/home/someone/.cache/specula"));
+  }
+
+  void formatNamesTheSource() {
+    ForwardCost c = hand_made();
+    c.measure_seconds = 0.123;
+    QVERIFY(QString::fromStdString(format_forward_cost(c)).contains("measured in 123 ms"));
+    c.from_file = true;
+    c.file = "/x/forward-cost.json";
+    const QString text = QString::fromStdString(format_forward_cost(c));
+    QVERIFY(text.contains("read from /x/forward-cost.json"));
+    QVERIFY(text.contains("10 layers"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCostModel)
+#include "test_cost_model.moc"
