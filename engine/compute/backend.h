@@ -70,6 +70,10 @@ enum class DeviceChoice { Auto, Cpu, Cuda };
 // saying what was chosen and why.
 std::unique_ptr<Backend> create_backend(DeviceChoice choice, std::string* note = nullptr);
 std::unique_ptr<Backend> create_cpu_backend(int threads = 0);  // 0: one per core
+enum class SimdLevel;  // compute/cpu_kernels.h
+// The CPU backend with its kernels at `simd` (which this processor must support), for
+// benchmarks that compare the levels.
+std::unique_ptr<Backend> create_cpu_backend(int threads, SimdLevel simd);
 // Defined by the CUDA backend when the build has one: a backend on the first usable GPU,
 // or null with the reason in `why_not` ("this build has no CUDA support" otherwise).
 std::unique_ptr<Backend> create_cuda_backend(std::string* why_not);

@@ -118,7 +118,7 @@ void rope(float* x, int n_heads, int head_dim, RopeStyle style, const float* cos
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads), simd_(best_simd_level()) {}
+  CpuBackend(int threads, SimdLevel simd) : pool_(threads), simd_(simd) {}
 
   std::string name() const override {
     return "cpu (" + std::string(simd_name(simd_)) + ", " + std::to_string(pool_.size()) +
@@ -335,7 +335,15 @@ class CpuBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> create_cpu_backend(int threads) {
-  return std::make_unique<CpuBackend>(threads);
+  return std::make_unique<CpuBackend>(threads, best_simd_level());
+}
+
+std::unique_ptr<Backend> create_cpu_backend(int threads, SimdLevel simd) {
+  const std::vector<SimdLevel> levels = supported_simd_levels();
+  if (std::find(levels.begin(), levels.end(), simd) == levels.end()) {
+    throw std::invalid_argument("this processor cannot run the " + std::string(simd_name(simd)) + " kernels");
+  }
+  return std::make_unique<CpuBackend>(threads, simd);
 }
 
 }  // namespace specula
