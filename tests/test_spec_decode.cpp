@@ -49,6 +49,16 @@ struct Setup {
 const std::vector<std::string> kDrafters{"none", "ngram", "layers:1", "layers:3", "model"};
 const std::vector<std::string> kPolicies{"fixed:1", "fixed:5", "bass", "adaptive"};
 
+// Live sequences as the decoder hands them to a policy: each `context` tokens long.
+struct LiveBatch {
+  std::vector<int> context = std::vector<int>(20, 3);
+  std::vector<DraftRequest> requests;
+  LiveBatch& add(int seq, int max_tokens, int backlog = 0) {
+    requests.push_back(DraftRequest{seq, context, max_tokens, backlog});
+    return *this;
+  }
+};
+
 }  // namespace
 
 class TestSpecDecode : public QObject {
@@ -349,7 +359,7 @@ class TestSpecDecode : public QObject {
   void bassPolicyFollowsAlgorithmOne() {
     auto p = create_draft_policy("bass", 3);
     std::vector<int> k;
-    const std::vector<int> live{0, 1, 2};
+    const auto live = LiveBatch().add(0, 40).add(1, 40).add(2, 40).requests;
     p->lengths(live, k);
     QCOMPARE(k, std::vector<int>(3, 7));
     const auto step = [&](std::vector<int> proposed, std::vector<int> accepted) {
@@ -371,7 +381,7 @@ class TestSpecDecode : public QObject {
   void adaptivePolicyIsPerSequence() {
     auto p = create_draft_policy("adaptive", 4);
     std::vector<int> k;
-    const std::vector<int> live{1, 3};
+    const auto live = LiveBatch().add(1, 40).add(3, 40).requests;
     p->lengths(live, k);
     QCOMPARE(k, (std::vector<int>{4, 4}));
     p->update(live, std::vector<int>{4, 4}, std::vector<int>{4, 1});

@@ -28,6 +28,8 @@ int decode_cache_tokens(int prompt_tokens, int context_length, const DecodeOptio
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // Releases, whatever happens, every cache sequence the decoder created.
 class SequenceGuard {
  public:
@@ -47,200 +49,240 @@ class SequenceGuard {
   std::vector<int> ids_;
 };
 
-using Clock = std::chrono::steady_clock;
+// Everything one decode() call works on; the functions below read top to bottom as the
+// loop of docs/architecture.md.
+struct Run {
+  Backend& backend;
+  const Model& target;
+  KvCache& cache;
+  Drafter& drafter;
+  DraftPolicy& policy;
+  const DecodeOptions& options;
+  const DecodeCallbacks& callbacks;
+  const std::atomic<bool>* stop;
+  Clock::time_point start = Clock::now();
+  SequenceGuard guard{cache};
+  DecodeResult result;
+  std::vector<int> ids;                      // (n_seqs) cache sequence of each; -1 once finished
+  std::vector<std::vector<int>> tokens;      // (n_seqs) prompt + generated
+  std::vector<Rng> rngs;                     // (n_seqs) sequence i draws with seed + i
+  std::vector<float> logits;                 // (rows, vocab) of the last target forward
 
-}  // namespace
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
+  SequenceOutput& out(int i) { return result.seqs[static_cast<size_t>(i)]; }
+  std::vector<int>& all(int i) { return tokens[static_cast<size_t>(i)]; }
+};
 
-DecodeResult decode(Backend& backend, const Model& target, KvCache& cache, Drafter& drafter,
-                    DraftPolicy& policy, std::span<const int> prompt, const DecodeOptions& options,
-                    const DecodeCallbacks& callbacks, const std::atomic<bool>* stop) {
-  const int n = options.n_seqs;
-  const int vocab = target.config.vocab_size;
+// Whether `token` ends a sequence (and is not kept).
+bool ends_generation(const DecodeOptions& options, int token) { return token == options.eos; }
+
+void finish(Run& run, int i, FinishReason why) {
+  SequenceOutput& out = run.out(i);
+  out.finish = why;
+  out.seconds = run.elapsed();
+  int& id = run.ids[static_cast<size_t>(i)];
+  if (id >= 0) run.cache.release(id);
+  id = -1;
+  run.drafter.finish(i);
+  if (run.callbacks.on_finished) run.callbacks.on_finished(i, out);
+}
+
+// Appends a step's tokens to sequence i, cutting at the end of generation and at the
+// length limits, then lets the drafter see what the sequence now reads.
+void emit(Run& run, int i, std::span<const int> tokens, std::span<const float> logprobs) {
+  SequenceOutput& out = run.out(i);
+  std::vector<int>& all = run.all(i);
+  FinishReason why = FinishReason::Running;
+  size_t kept = 0;
+  for (; kept < tokens.size(); ++kept) {
+    if (ends_generation(run.options, tokens[kept])) {
+      why = FinishReason::Eos;
+      break;
+    }
+    out.tokens.push_back(tokens[kept]);
+    out.logprobs.push_back(logprobs[kept]);
+    all.push_back(tokens[kept]);
+    if (static_cast<int>(out.tokens.size()) >= run.options.max_new_tokens ||
+        static_cast<int>(all.size()) >= run.target.config.context_length) {
+      why = FinishReason::Length;
+      ++kept;
+      break;
+    }
+  }
+  if (kept > 0 && run.callbacks.on_tokens && run.callbacks.on_tokens(i, out, tokens.first(kept))) {
+    why = FinishReason::Stop;
+  }
+  if (why != FinishReason::Running) {
+    finish(run, i, why);
+  } else {
+    run.drafter.sync(i, all);
+  }
+}
+
+std::vector<int> live_sequences(Run& run) {
+  std::vector<int> live;
+  for (int i = 0; i < run.options.n_seqs; ++i) {
+    if (run.out(i).finish == FinishReason::Running) live.push_back(i);
+  }
+  return live;
+}
+
+FinishReason interruption(const Run& run) {
+  if (run.stop && run.stop->load(std::memory_order_relaxed)) return FinishReason::Cancelled;
+  if (run.options.budget_seconds > 0 && run.elapsed() >= run.options.budget_seconds) return FinishReason::Budget;
+  return FinishReason::Running;
+}
+
+void run_target(Run& run, const RaggedBatch& batch) {
+  run.backend.forward(run.target, run.cache, batch, run.logits);
+  DecodeStats& stats = run.result.stats;
+  ++stats.target_forwards;
+  stats.target_tokens += batch.n_tokens();
+  stats.peak_blocks = std::max(stats.peak_blocks, run.cache.blocks_in_use());
+}
+
+// Runs the prompt through the target once; every sequence forks from it, sharing its
+// blocks, and samples its first token from the prompt's last row.
+void prefill(Run& run, std::span<const int> prompt) {
+  const int n = run.options.n_seqs;
+  run.result.stats.prompt_tokens = static_cast<int>(prompt.size());
+  const int root = run.guard.track(run.cache.create());
+  RaggedBatch batch;
+  batch.add(root, prompt, false);
+  run_target(run, batch);
+  run.drafter.prepare(prompt, n);
+  for (int i = 0; i < n; ++i) {
+    run.ids[static_cast<size_t>(i)] = run.guard.track(run.cache.fork(root));
+    run.all(i).assign(prompt.begin(), prompt.end());
+  }
+  run.cache.release(root);
+  const std::span<const float> row(run.logits.data(), static_cast<size_t>(run.target.config.vocab_size));
+  for (int i = 0; i < n; ++i) {
+    const int t = sample(run.options.sampling, row, run.rngs[static_cast<size_t>(i)]);
+    const float lp = token_logprob(row, t);
+    emit(run, i, std::span<const int>(&t, 1), std::span<const float>(&lp, 1));
+  }
+}
+
+// What each live sequence asks the drafter for: the policy's length, cut to what the
+// sequence can still use (its length limit, the context).
+std::vector<DraftRequest> draft_requests(Run& run, std::span<const int> live) {
+  std::vector<DraftRequest> requests;
+  for (const int i : live) {
+    const std::vector<int>& all = run.all(i);
+    const int left = run.options.max_new_tokens - static_cast<int>(run.out(i).tokens.size()) - 1;
+    const int room = run.target.config.context_length - static_cast<int>(all.size());
+    requests.push_back(DraftRequest{i, all, std::max(0, std::min(left, room)), run.drafter.backlog(i, all)});
+  }
+  std::vector<int> k;
+  run.policy.lengths(requests, k);
+  for (size_t j = 0; j < requests.size(); ++j) requests[j].max_tokens = std::clamp(k[j], 0, requests[j].max_tokens);
+  return requests;
+}
+
+// One ragged verification batch: [last_i, d_i...] for every live sequence, no padding.
+RaggedBatch verification_batch(Run& run, std::span<const DraftRequest> requests, std::span<const Draft> drafts) {
+  RaggedBatch batch;
+  for (size_t j = 0; j < requests.size(); ++j) {
+    const std::vector<int>& d = drafts[j].tokens;
+    if (static_cast<int>(d.size()) > requests[j].max_tokens) throw std::logic_error("drafter proposed too many tokens");
+    std::vector<int> rows{requests[j].tokens.back()};
+    rows.insert(rows.end(), d.begin(), d.end());
+    batch.add(run.ids[static_cast<size_t>(requests[j].seq)], rows, true);
+  }
+  return batch;
+}
+
+// How much of sequence i's draft the target keeps, and the token that follows it.
+Verdict judge(Run& run, int i, const Draft& draft, std::span<const float> rows) {
+  const DecodeOptions& o = run.options;
+  const int vocab = run.target.config.vocab_size;
+  Rng& rng = run.rngs[static_cast<size_t>(i)];
+  if (o.forced_acceptance >= 0) return accept_forced(o.forced_acceptance, o.sampling, draft.tokens, rows, vocab, rng);
+  if (o.sampling.greedy()) return accept_greedy(draft.tokens, rows, vocab);
+  return accept_sampled(o.sampling, draft.tokens, draft.probs, rows, vocab, rng);
+}
+
+// Keeps sequence i's accepted prefix and the target's next token: the cache is cut back
+// to last_i and the accepted drafts (`next` is fed at the next step). Returns the count
+// accepted.
+int apply_verdict(Run& run, int i, const Draft& draft, std::span<const float> rows) {
+  const Verdict v = judge(run, i, draft, rows);
+  run.cache.truncate(run.ids[static_cast<size_t>(i)], static_cast<int>(run.all(i).size()) + v.accepted);
+  std::vector<int> step(draft.tokens.begin(), draft.tokens.begin() + v.accepted);
+  step.push_back(v.next);
+  std::vector<float> logprobs;
+  const size_t vocab = static_cast<size_t>(run.target.config.vocab_size);
+  for (size_t t = 0; t < step.size(); ++t) logprobs.push_back(token_logprob(rows.subspan(t * vocab, vocab), step[t]));
+  SequenceOutput& out = run.out(i);
+  out.proposed += static_cast<int>(draft.tokens.size());
+  out.accepted += v.accepted;
+  emit(run, i, step, logprobs);
+  return v.accepted;
+}
+
+// One speculative step over the live sequences: lengths, drafts, one target forward,
+// acceptance, and what the policy learns from it.
+void step(Run& run, std::span<const int> live) {
+  const std::vector<DraftRequest> requests = draft_requests(run, live);
+  std::vector<Draft> drafts;
+  run.drafter.propose(requests, drafts);
+  run_target(run, verification_batch(run, requests, drafts));
+  ++run.result.stats.steps;
+
+  std::vector<int> proposed(live.size()), accepted(live.size());
+  const size_t vocab = static_cast<size_t>(run.target.config.vocab_size);
+  size_t row = 0;
+  for (size_t j = 0; j < live.size(); ++j) {
+    const size_t rows = drafts[j].tokens.size() + 1;
+    proposed[j] = static_cast<int>(drafts[j].tokens.size());
+    accepted[j] = apply_verdict(run, live[j], drafts[j], std::span<const float>(run.logits).subspan(row * vocab, rows * vocab));
+    row += rows;
+  }
+  run.policy.update(requests, proposed, accepted);
+}
+
+void validate(const Model& target, std::span<const int> prompt, const DecodeOptions& options) {
   const int context = target.config.context_length;
   if (prompt.empty()) throw std::invalid_argument("the prompt has no tokens");
   if (static_cast<int>(prompt.size()) >= context) {
     throw std::invalid_argument("the prompt has " + std::to_string(prompt.size()) +
                                 " tokens; the model's context holds " + std::to_string(context));
   }
-  if (n < 1) throw std::invalid_argument("at least one sequence is needed");
+  if (options.n_seqs < 1) throw std::invalid_argument("at least one sequence is needed");
   if (options.max_new_tokens < 1) throw std::invalid_argument("max new tokens must be at least 1");
+}
 
-  const auto start = Clock::now();
-  const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  DecodeResult result;
-  result.seqs.resize(static_cast<size_t>(n));
-  DecodeStats& stats = result.stats;
-  SequenceGuard guard(cache);
+}  // namespace
 
-  std::vector<int> ids(static_cast<size_t>(n), -1);            // cache sequence of each
-  std::vector<std::vector<int>> seq_tokens(static_cast<size_t>(n));  // prompt + generated
-  std::vector<Rng> rngs;
-  for (int i = 0; i < n; ++i) rngs.emplace_back(options.sampling.seed + static_cast<uint64_t>(i));
+DecodeResult decode(Backend& backend, const Model& target, KvCache& cache, Drafter& drafter,
+                    DraftPolicy& policy, std::span<const int> prompt, const DecodeOptions& options,
+                    const DecodeCallbacks& callbacks, const std::atomic<bool>* stop) {
+  validate(target, prompt, options);
+  Run run{backend, target, cache, drafter, policy, options, callbacks, stop};
+  const size_t n = static_cast<size_t>(options.n_seqs);
+  run.result.seqs.resize(n);
+  run.ids.assign(n, -1);
+  run.tokens.resize(n);
+  for (size_t i = 0; i < n; ++i) run.rngs.emplace_back(options.sampling.seed + i);
 
-  const auto finish = [&](int i, FinishReason why) {
-    SequenceOutput& out = result.seqs[static_cast<size_t>(i)];
-    out.finish = why;
-    out.seconds = elapsed();
-    if (ids[static_cast<size_t>(i)] >= 0) cache.release(ids[static_cast<size_t>(i)]);
-    ids[static_cast<size_t>(i)] = -1;
-    drafter.finish(i);
-    if (callbacks.on_finished) callbacks.on_finished(i, out);
-  };
-  // Appends a step's tokens to sequence i, cutting at EOS and at the length limits.
-  const auto emit = [&](int i, std::span<const int> tokens, std::span<const float> logprobs) {
-    SequenceOutput& out = result.seqs[static_cast<size_t>(i)];
-    std::vector<int>& all = seq_tokens[static_cast<size_t>(i)];
-    FinishReason why = FinishReason::Running;
-    size_t kept = 0;
-    for (; kept < tokens.size(); ++kept) {
-      if (tokens[kept] == options.eos) {
-        why = FinishReason::Eos;
-        break;
-      }
-      out.tokens.push_back(tokens[kept]);
-      out.logprobs.push_back(logprobs[kept]);
-      all.push_back(tokens[kept]);
-      if (static_cast<int>(out.tokens.size()) >= options.max_new_tokens ||
-          static_cast<int>(all.size()) >= context) {
-        why = FinishReason::Length;
-        ++kept;
-        break;
-      }
-    }
-    if (kept > 0 && callbacks.on_tokens && callbacks.on_tokens(i, out, tokens.first(kept))) {
-      why = FinishReason::Stop;
-    }
-    if (why != FinishReason::Running) finish(i, why);
-  };
-  const auto live_ones = [&] {
-    std::vector<int> live;
-    for (int i = 0; i < n; ++i) {
-      if (result.seqs[static_cast<size_t>(i)].finish == FinishReason::Running) live.push_back(i);
-    }
-    return live;
-  };
-  const auto interrupted = [&]() -> FinishReason {
-    if (stop && stop->load(std::memory_order_relaxed)) return FinishReason::Cancelled;
-    if (options.budget_seconds > 0 && elapsed() >= options.budget_seconds) return FinishReason::Budget;
-    return FinishReason::Running;
-  };
-  const auto sample_token = [&](int i, std::span<const float> row) {
-    return sample(options.sampling, row, rngs[static_cast<size_t>(i)]);
-  };
-
-  std::vector<float> logits;
-  const auto run_target = [&](const RaggedBatch& batch) {
-    backend.forward(target, cache, batch, logits);
-    ++stats.target_forwards;
-    stats.target_tokens += batch.n_tokens();
-    stats.peak_blocks = std::max(stats.peak_blocks, cache.blocks_in_use());
-  };
-
-  // prefill the prompt once; every sequence forks from it and shares its blocks
-  if (const FinishReason why = interrupted(); why != FinishReason::Running) {
-    for (int i = 0; i < n; ++i) finish(i, why);
-    stats.wall_seconds = elapsed();
-    return result;
+  DecodeStats& stats = run.result.stats;
+  if (const FinishReason why = interruption(run); why != FinishReason::Running) {
+    for (int i = 0; i < options.n_seqs; ++i) finish(run, i, why);
+  } else {
+    prefill(run, prompt);
+    stats.prefill_seconds = run.elapsed();
   }
-  stats.prompt_tokens = static_cast<int>(prompt.size());
-  const int root = guard.track(cache.create());
-  {
-    RaggedBatch batch;
-    batch.add(root, prompt, false);
-    run_target(batch);
-  }
-  drafter.prepare(prompt, n);
-  for (int i = 0; i < n; ++i) {
-    ids[static_cast<size_t>(i)] = guard.track(cache.fork(root));
-    seq_tokens[static_cast<size_t>(i)].assign(prompt.begin(), prompt.end());
-  }
-  cache.release(root);
-  const std::span<const float> first_row(logits.data(), static_cast<size_t>(vocab));
-  for (int i = 0; i < n; ++i) {
-    const int t = sample_token(i, first_row);
-    const float lp = token_logprob(first_row, t);
-    emit(i, std::span<const int>(&t, 1), std::span<const float>(&lp, 1));
-    if (result.seqs[static_cast<size_t>(i)].finish == FinishReason::Running) drafter.sync(i, seq_tokens[static_cast<size_t>(i)]);
-  }
-
-  std::vector<int> k, proposed, accepted;
-  std::vector<DraftRequest> requests;
-  std::vector<Draft> drafts;
-  std::vector<int> step_tokens;
-  std::vector<float> step_logprobs;
-  for (std::vector<int> live = live_ones(); !live.empty(); live = live_ones()) {
-    if (const FinishReason why = interrupted(); why != FinishReason::Running) {
-      for (const int i : live) finish(i, why);
+  for (std::vector<int> live = live_sequences(run); !live.empty(); live = live_sequences(run)) {
+    if (const FinishReason why = interruption(run); why != FinishReason::Running) {
+      for (const int i : live) finish(run, i, why);
       break;
     }
-
-    // draft lengths, clamped to what the sequence can still use
-    policy.lengths(live, k);
-    requests.clear();
-    for (size_t j = 0; j < live.size(); ++j) {
-      const int i = live[j];
-      const auto& all = seq_tokens[static_cast<size_t>(i)];
-      const int left = options.max_new_tokens - static_cast<int>(result.seqs[static_cast<size_t>(i)].tokens.size()) - 1;
-      const int room = context - static_cast<int>(all.size());
-      requests.push_back(DraftRequest{i, all, std::max(0, std::min({k[j], left, room}))});
-    }
-    drafter.propose(requests, drafts);
-
-    // one ragged verification batch: [last_i, d_i...] for every live sequence, no padding
-    RaggedBatch batch;
-    for (size_t j = 0; j < live.size(); ++j) {
-      const int i = live[j];
-      auto& d = drafts[j].tokens;
-      if (static_cast<int>(d.size()) > requests[j].max_tokens) throw std::logic_error("drafter proposed too many tokens");
-      std::vector<int> rows{seq_tokens[static_cast<size_t>(i)].back()};
-      rows.insert(rows.end(), d.begin(), d.end());
-      batch.add(ids[static_cast<size_t>(i)], rows, true);
-    }
-    run_target(batch);
-    ++stats.steps;
-
-    proposed.assign(live.size(), 0);
-    accepted.assign(live.size(), 0);
-    size_t row = 0;
-    for (size_t j = 0; j < live.size(); ++j) {
-      const int i = live[j];
-      const std::vector<int>& d = drafts[j].tokens;
-      const std::span<const float> rows(logits.data() + row * static_cast<size_t>(vocab),
-                                        (d.size() + 1) * static_cast<size_t>(vocab));
-      row += d.size() + 1;
-      Rng& rng = rngs[static_cast<size_t>(i)];
-      Verdict v;
-      if (options.forced_acceptance >= 0) {
-        v = accept_forced(options.forced_acceptance, options.sampling, d, rows, vocab, rng);
-      } else if (options.sampling.greedy()) {
-        v = accept_greedy(d, rows, vocab);
-      } else {
-        v = accept_sampled(options.sampling, d, drafts[j].probs, rows, vocab, rng);
-      }
-      // the cache keeps last_i and the accepted drafts; `next` is fed at the next step
-      const int len = static_cast<int>(seq_tokens[static_cast<size_t>(i)].size());
-      cache.truncate(ids[static_cast<size_t>(i)], len + v.accepted);
-
-      step_tokens.assign(d.begin(), d.begin() + v.accepted);
-      step_tokens.push_back(v.next);
-      step_logprobs.clear();
-      for (size_t t = 0; t < step_tokens.size(); ++t) {
-        const auto r = rows.subspan(t * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
-        step_logprobs.push_back(token_logprob(r, step_tokens[t]));
-      }
-      SequenceOutput& out = result.seqs[static_cast<size_t>(i)];
-      out.proposed += static_cast<int>(d.size());
-      out.accepted += v.accepted;
-      proposed[j] = static_cast<int>(d.size());
-      accepted[j] = v.accepted;
-      emit(i, step_tokens, step_logprobs);
-      if (out.finish == FinishReason::Running) drafter.sync(i, seq_tokens[static_cast<size_t>(i)]);
-    }
-    policy.update(live, proposed, accepted);
+    step(run, live);
   }
   stats.draft_forwards = drafter.forwards();
-  stats.wall_seconds = elapsed();
-  return result;
+  stats.wall_seconds = run.elapsed();
+  return std::move(run.result);
 }
 
 }  // namespace specula

@@ -52,7 +52,8 @@ struct DecodeStats {
   int draft_forwards = 0;
   int prompt_tokens = 0;
   int peak_blocks = 0;            // most target KV blocks in use at once
-  double wall_seconds = 0.0;
+  double prefill_seconds = 0.0;   // from the start to the end of the prefill (the first tokens sampled)
+  double wall_seconds = 0.0;      // from the start to the end, prefill included
 };
 
 struct DecodeCallbacks {

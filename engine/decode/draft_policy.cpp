@@ -12,8 +12,8 @@ class FixedPolicy : public DraftPolicy {
  public:
   explicit FixedPolicy(int k) : k_(k) {}
   std::string name() const override { return "fixed:" + std::to_string(k_); }
-  void lengths(std::span<const int> live, std::vector<int>& k) override { k.assign(live.size(), k_); }
-  void update(std::span<const int>, std::span<const int>, std::span<const int>) override {}
+  void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override { k.assign(live.size(), k_); }
+  void update(std::span<const DraftRequest>, std::span<const int>, std::span<const int>) override {}
 
  private:
   int k_;
@@ -31,8 +31,8 @@ class BassPolicy : public DraftPolicy {
   static constexpr int kStart = 7, kIncrement = 2, kMod = 10, kLimit = kMaxDraft;
 
   std::string name() const override { return "bass"; }
-  void lengths(std::span<const int> live, std::vector<int>& k) override { k.assign(live.size(), l_); }
-  void update(std::span<const int>, std::span<const int> proposed, std::span<const int> accepted) override {
+  void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override { k.assign(live.size(), l_); }
+  void update(std::span<const DraftRequest>, std::span<const int> proposed, std::span<const int> accepted) override {
     int best = 0;
     bool drafted = false;
     for (size_t j = 0; j < accepted.size(); ++j) {
@@ -62,14 +62,14 @@ class AdaptivePolicy : public DraftPolicy {
 
   explicit AdaptivePolicy(int n_seqs) : k_(static_cast<size_t>(n_seqs), kStart) {}
   std::string name() const override { return "adaptive"; }
-  void lengths(std::span<const int> live, std::vector<int>& k) override {
+  void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override {
     k.clear();
-    for (const int i : live) k.push_back(k_.at(static_cast<size_t>(i)));
+    for (const DraftRequest& r : live) k.push_back(k_.at(static_cast<size_t>(r.seq)));
   }
-  void update(std::span<const int> live, std::span<const int> proposed, std::span<const int> accepted) override {
+  void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted) override {
     for (size_t j = 0; j < live.size(); ++j) {
       if (proposed[j] == 0) continue;
-      int& k = k_.at(static_cast<size_t>(live[j]));
+      int& k = k_.at(static_cast<size_t>(live[j].seq));
       k = accepted[j] == proposed[j] ? std::min(k + 2, kMaxDraft) : std::max(k - 1, 1);
     }
   }

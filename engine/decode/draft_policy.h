@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "decode/drafter.h"
+
 namespace specula {
 
 class DraftPolicy {
@@ -21,11 +23,12 @@ class DraftPolicy {
 
   virtual ~DraftPolicy() = default;
   virtual std::string name() const = 0;
-  // Draft length for each sequence in `live` (candidate indices).
-  virtual void lengths(std::span<const int> live, std::vector<int>& k) = 0;
+  // Draft length for each live sequence: live[j] is its request as the decoder will send
+  // it to the drafter, with max_tokens the most it can still use (lengths beyond are cut).
+  virtual void lengths(std::span<const DraftRequest> live, std::vector<int>& k) = 0;
   // After verification: sequence live[j] was proposed proposed[j] draft tokens and
   // accepted[j] of them were accepted.
-  virtual void update(std::span<const int> live, std::span<const int> proposed,
+  virtual void update(std::span<const DraftRequest> live, std::span<const int> proposed,
                       std::span<const int> accepted) = 0;
 };
 

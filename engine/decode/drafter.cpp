@@ -79,6 +79,11 @@ class ModelDrafter : public Drafter {
 
   std::string name() const override { return name_; }
   int blocks_in_use() const override { return cache_->blocks_in_use(); }
+  int backlog(int seq, std::span<const int> tokens) const override {
+    return static_cast<int>(tokens.size() - seqs_.at(static_cast<size_t>(seq)).cached.size());
+  }
+  const Model* forward_model() const override { return &model_; }
+  int forward_layers() const override { return n_layers_; }
 
   void prepare(std::span<const int> prompt, int n_seqs) override {
     if (n_seqs != static_cast<int>(seqs_.size())) throw std::logic_error("drafter prepared for another count");

@@ -26,6 +26,7 @@ struct DraftRequest {
   int seq = 0;                   // candidate index, 0 .. n_seqs-1
   std::span<const int> tokens;   // the sequence so far: prompt and generated tokens
   int max_tokens = 0;            // propose at most this many (0: none this step)
+  int backlog = 0;               // tokens the drafter must feed before its first proposal (Drafter::backlog)
 };
 
 struct Draft {
@@ -45,6 +46,15 @@ class Drafter {
   virtual void sync(int seq, std::span<const int> tokens) = 0;
   // Sequence `seq` is finished: free what it holds.
   virtual void finish(int seq) = 0;
+
+  // Tokens of `tokens` (the sequence so far) that a proposal must first run through the
+  // drafter's model, which has not seen them: at least 1 for model drafters (the last
+  // token, and every token generated while the sequence drafted nothing), 0 for the others.
+  virtual int backlog(int /*seq*/, std::span<const int> /*tokens*/) const { return 0; }
+  // The model the drafter's forwards run, through its first forward_layers() layers (-1:
+  // all); null for drafters that run no forward.
+  virtual const Model* forward_model() const { return nullptr; }
+  virtual int forward_layers() const { return -1; }
 
   int forwards() const { return forwards_; }  // draft forward passes run
   // Draft KV blocks in use (0 for drafters without a cache); for leak checks.
