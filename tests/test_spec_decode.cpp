@@ -38,7 +38,12 @@ struct Setup {
     const int tokens = decode_cache_tokens(prompt_len, target->config.context_length, o);
     cache = backend.create_cache(*target, tokens, -1, 16);
     drafter = create_drafter(kind, backend, *target, draft, o.sampling, o.n_seqs, tokens);
-    policy = create_draft_policy(policy_spec, o.n_seqs);
+    // goodput on a backend whose verification is flat up to 64 tokens and whose drafts are
+    // cheap, so that it drafts whatever the drafter
+    backend.cost = std::make_shared<ForwardCost>(roofline_cost(target->config.n_layers, 1e-3, 1e-3 / 64));
+    StepCosts cheap{backend.cost, std::make_shared<ForwardCost>(roofline_cost(1, 1e-5, 1e-6)), -1};
+    policy = policy_spec == "goodput" ? create_draft_policy(policy_spec, o.n_seqs, cheap)
+                                      : create_draft_policy(policy_spec, o.n_seqs, backend, *target, *drafter);
   }
   DecodeResult run(const std::vector<int>& prompt, const DecodeOptions& o, const DecodeCallbacks& cb = {},
                    const std::atomic<bool>* stop = nullptr) {
@@ -47,7 +52,7 @@ struct Setup {
 };
 
 const std::vector<std::string> kDrafters{"none", "ngram", "layers:1", "layers:3", "model"};
-const std::vector<std::string> kPolicies{"fixed:1", "fixed:5", "bass", "adaptive"};
+const std::vector<std::string> kPolicies{"fixed:1", "fixed:5", "bass", "adaptive", "goodput"};
 
 // Live sequences as the decoder hands them to a policy: each `context` tokens long.
 struct LiveBatch {
@@ -58,6 +63,13 @@ struct LiveBatch {
     return *this;
   }
 };
+
+// Tells the policy that every live sequence was proposed `proposed` tokens and accepted
+// accepted[j] of them, `steps` times.
+void feed(DraftPolicy& policy, std::span<const DraftRequest> live, int proposed, const std::vector<int>& accepted,
+          int steps) {
+  for (int s = 0; s < steps; ++s) policy.update(live, std::vector<int>(live.size(), proposed), accepted);
+}
 
 }  // namespace
 
@@ -347,6 +359,7 @@ class TestSpecDecode : public QObject {
     for (const char* spec : {"fixed:0", "fixed:33", "fixed:", "fixed:2x", "greedy", ""}) {
       QVERIFY_THROWS_EXCEPTION(std::invalid_argument, create_draft_policy(spec, 2));
     }
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, create_draft_policy("goodput", 2));  // no cost model
     DecodeOptions o;
     Setup s("none", "bass", o, 4);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, s.run({}, o));
@@ -390,6 +403,100 @@ class TestSpecDecode : public QObject {
     for (int i = 0; i < 5; ++i) p->update(live, std::vector<int>{1, 1}, std::vector<int>{0, 0});
     p->lengths(live, k);
     QCOMPARE(k, (std::vector<int>{1, 1}));
+  }
+
+  // Verifying more tokens costs nothing (a flat forward) and the n-gram drafter nothing
+  // either: every sequence drafts as long as it can use.
+  void goodputDraftsLongWhenVerificationIsFlat() {
+    StepCosts flat{std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0, 1e-4)), nullptr, -1};
+    auto p = create_draft_policy("goodput", 3, flat);
+    const auto live = LiveBatch().add(0, 40).add(1, 5).add(2, 0).requests;
+    std::vector<int> k;
+    p->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{DraftPolicy::kMaxDraft, 5, 0}));
+    feed(*p, live, 8, {2, 2, 0}, 10);  // modest acceptance changes nothing when tokens are free
+    p->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{DraftPolicy::kMaxDraft, 5, 0}));
+  }
+
+  // Every verified token costs the same (a compute-bound forward without fixed part):
+  // a draft can only lose, however good.
+  void goodputDraftsNothingWhenVerificationIsLinear() {
+    StepCosts linear{std::make_shared<ForwardCost>(roofline_cost(4, 0.0, 1e-4, 0.0, 1e-5)), nullptr, -1};
+    auto p = create_draft_policy("goodput", 2, linear);
+    const auto live = LiveBatch().add(0, 40).add(1, 40).requests;
+    std::vector<int> k;
+    feed(*p, live, 6, {6, 6}, 20);  // everything accepted, again and again
+    p->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{0, 0}));
+  }
+
+  // Two sequences that accept half their drafts and two that reject at once, on a forward
+  // flat up to 8 tokens: the 4 free rows go to the first two, nothing to the others, and
+  // nothing beyond the flat part, where a row costs an eighth of the step.
+  void goodputGivesEachSequenceItsOwnLength() {
+    StepCosts roofline{std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 1e-3 / 8)), nullptr, -1};
+    auto p = create_draft_policy("goodput", 4, roofline);
+    const auto live = LiveBatch().add(0, 40).add(1, 40).add(2, 40).add(3, 40).requests;
+    feed(*p, live, 6, {3, 3, 0, 0}, 10);
+    std::vector<int> k;
+    p->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{2, 2, 0, 0}));
+  }
+
+  // The drafter's own forwards count: one as costly as the target's never pays; a cheap
+  // one does, except for a sequence that would first have to catch up on 300 tokens.
+  void goodputWeighsTheDraftersCost() {
+    const auto target = std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0, 1e-4));
+    const auto live = LiveBatch().add(0, 40, 1).add(1, 40, 300).requests;
+    std::vector<int> k;
+    create_draft_policy("goodput", 2, StepCosts{target, target, -1})->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{0, 0}));
+    create_draft_policy("goodput", 2, StepCosts{target, std::make_shared<ForwardCost>(roofline_cost(1, 1e-4, 1e-4)), -1})
+        ->lengths(live, k);
+    QVERIFY2(k[0] >= 2, qPrintable(QString::number(k[0])));
+    QCOMPARE(k[1], 0);
+  }
+
+  // The acceptance estimate follows what happens: rejections stop the drafting where each
+  // verified token costs something; long enough without evidence, it tries again.
+  void goodputLearnsAndRetries() {
+    StepCosts costs{std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0, 0.0, 1.2e-3)), nullptr, -1};
+    auto p = create_draft_policy("goodput", 1, costs);
+    const auto live = LiveBatch().add(0, 40).requests;
+    std::vector<int> k;
+    p->lengths(live, k);
+    QVERIFY(k[0] > 0);  // the prior: half the tokens accepted
+    feed(*p, live, 3, {0}, 10);
+    p->lengths(live, k);
+    QCOMPARE(k[0], 0);
+    feed(*p, live, 0, {0}, 200);  // steps without a draft
+    p->lengths(live, k);
+    QVERIFY(k[0] > 0);
+  }
+
+  // When the policy drafts nothing, a step is plain decoding: no draft forward beyond the
+  // prompt's prefill, one target token per sequence and step, the same tokens.
+  void goodputWithoutDraftsCostsWhatPlainDecodingCosts() {
+    const auto prompt = make_prompt(14, 6);
+    const auto expected = plain_greedy(*make_fake_model("target"), prompt, 25);
+    for (const char* kind : {"layers:2", "model", "ngram"}) {
+      DecodeOptions o;
+      o.n_seqs = 3;
+      o.max_new_tokens = 25;
+      Setup s(kind, "fixed:1", o, 14);
+      StepCosts linear{std::make_shared<ForwardCost>(roofline_cost(4, 0.0, 1e-4)), nullptr, -1};
+      if (std::string(kind) != "ngram") linear.draft = linear.target;
+      s.policy = create_draft_policy("goodput", o.n_seqs, linear);
+      const auto r = s.run(prompt, o);
+      for (const auto& seq : r.seqs) {
+        QCOMPARE(seq.tokens, expected);
+        QCOMPARE(seq.proposed, 0);
+      }
+      QCOMPARE(r.stats.steps, 24);
+      QCOMPARE(r.stats.target_tokens, 14 + 3 * 24);
+      QCOMPARE(r.stats.draft_forwards, std::string(kind) == "ngram" ? 0 : 1);  // the prompt's, at prefill
+    }
   }
 };
 

@@ -1,7 +1,8 @@
 // Batched speculative decoding on a real model (stories260K, llama2.c checkpoint) and the
-// real CPU backend: every candidate of every drafter and policy reproduces the reference C
-// implementation's greedy text (shared/oracles/stories260K.md); sampled speculation keeps
-// the distribution of sampling without it; prefix sharing; an incompatible draft model.
+// real CPU backend: every candidate of every drafter and policy (goodput on the cost model
+// measured here) reproduces the reference C implementation's greedy text
+// (shared/oracles/stories260K.md); sampled speculation keeps the distribution of sampling
+// without it; prefix sharing; an incompatible draft model.
 #include <QtTest>
 
 #include <map>
@@ -94,6 +95,28 @@ class TestSpecStories : public QObject {
         const auto result = run_session(*s.backend, *s.model, r);
         for (const Candidate& cand : result.candidates) {
           QVERIFY2(cand.tokens == reference, qPrintable(QString("%1 %2 N=%3 prompt %4").arg(configs[c].first.c_str(), configs[c].second.c_str()).arg(r.n_candidates).arg(p)));
+        }
+      }
+    }
+  }
+
+  // The same for the goodput policy on the cost model measured for this model and backend:
+  // every drafter at every N (whatever lengths it picks, 0 included).
+  void greedyEquivalenceGoodput() {
+    if (!s.model) QSKIP("no model");
+    GenerationRequest plain;
+    plain.prompt = "Once upon a time, there was a";
+    plain.max_new_tokens = 48;
+    const auto reference = run_session(*s.backend, *s.model, plain).candidates[0].tokens;
+    for (const std::string drafter : {"ngram", "layers:1", "layers:3", "model"}) {
+      for (const int n : {1, 3, 8, 16}) {
+        GenerationRequest r = plain;
+        r.n_candidates = n;
+        r.draft.kind = drafter;
+        r.draft.policy = "goodput";
+        if (drafter == "model") r.draft.draft_model = s.model;
+        for (const Candidate& cand : run_session(*s.backend, *s.model, r).candidates) {
+          QVERIFY2(cand.tokens == reference, qPrintable(QString("%1 goodput N=%2").arg(drafter.c_str()).arg(n)));
         }
       }
     }

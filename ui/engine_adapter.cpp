@@ -51,6 +51,10 @@ class SpeculaEngine final : public EnginePort {
       isolation_ = std::string("isolation: ") + isolation_name(sandbox_->isolation());
       if (!sandbox_->isolation_note().empty()) isolation_ += " (" + sandbox_->isolation_note() + ")";
     }
+    // the goodput policy's cost model: measured now (or read from the cost cache) rather
+    // than at the first generation
+    backend->forward_cost(*target);
+    if (draft) backend->forward_cost(*draft);
     backend_ = std::move(backend);
     target_ = std::move(target);
     draft_ = std::move(draft);

@@ -145,6 +145,7 @@ void MainWindow::buildUi() {
   drafter_->setCurrentIndex(1);
   policy_ = new QComboBox;
   policy_->setObjectName("policyCombo");
+  policy_->addItem(tr("goodput (cost model)"), "goodput");
   policy_->addItem(tr("adaptive"), "adaptive");
   policy_->addItem(tr("BASS"), "bass");
   policy_->addItem(tr("fixed 4"), "fixed:4");

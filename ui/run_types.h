@@ -27,7 +27,7 @@ struct RunRequest {
   int maxNewTokens = 256;
   double budgetSeconds = 30.0;  // 0: none
   QString drafter = "ngram";    // "none", "ngram", "layers:K", "model"
-  QString policy = "adaptive";  // "fixed:K", "bass", "adaptive"
+  QString policy = "goodput";   // "goodput", "fixed:K", "bass", "adaptive"
   quint64 seed = 1;             // candidate i samples with seed + i
 };
 

@@ -30,7 +30,7 @@ void add_model_options(CLI::App* command, ModelOptions& o) {
                       "Tokenizer for model files without one (tokenizer.model, tokenizer.bin, tokenizer.json)");
   command->add_option("-d,--draft-model", o.draft_model_path, "Draft model file (implies --draft model)");
   command->add_option("--draft", o.draft, "Drafter: none, ngram, layers:K or model (default none, or model with a draft model)");
-  command->add_option("--draft-policy", o.draft_policy, "Draft length: fixed:K, bass or adaptive (default adaptive)");
+  command->add_option("--draft-policy", o.draft_policy, "Draft length: goodput (from the measured cost of a forward), fixed:K, bass or adaptive (default goodput)");
   command->add_option("--device", o.device, "cpu, cuda or auto (default auto)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
 }

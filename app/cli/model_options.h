@@ -17,7 +17,7 @@ struct ModelOptions {
   std::string tokenizer_path;
   std::string draft_model_path;
   std::string draft;             // empty: none, or model with a draft model
-  std::string draft_policy = "adaptive";
+  std::string draft_policy = "goodput";
   std::string device = "auto";
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <stdexcept>
 
 namespace specula {
@@ -78,9 +79,227 @@ class AdaptivePolicy : public DraftPolicy {
   std::vector<int> k_;  // (n_seqs) current length per sequence
 };
 
+// goodput (docs/draft-policies.md). Each sequence's acceptance rate is estimated online;
+// each step, every candidate draft token is worth the probability that it is accepted,
+// α^p for the p-th token of a sequence of rate α, and the step costs what the target's
+// verification and the drafter's forwards are predicted to cost. The policy keeps the set
+// of tokens that maximises (tokens emitted) / (seconds of the step).
+
+// Seconds of one step, built up one drafted token at a time: the target verifies every
+// live sequence's last token and its drafts in one forward; a model drafter runs one
+// forward per draft position, the first also feeding each drafting sequence's backlog.
+class StepTime {
+ public:
+  StepTime(const StepCosts& costs, std::span<const DraftRequest> live) : costs_(costs), live_(live) { reset(); }
+
+  // No sequence drafts.
+  void reset() {
+    tokens_ = static_cast<int>(live_.size());
+    positions_ = 0;
+    for (const DraftRequest& r : live_) positions_ += static_cast<double>(r.tokens.size());
+    rounds_.assign(DraftPolicy::kMaxDraft, Round{});
+    draft_seconds_ = 0;
+  }
+
+  // Sequence j drafts its p-th token (p = 1, 2, ... in order).
+  void add(size_t j, int p) {
+    const double context = static_cast<double>(live_[j].tokens.size());
+    ++tokens_;
+    positions_ += context + p;  // the token's row attends to everything before it and itself
+    if (!costs_.draft) return;
+    Round& round = rounds_[static_cast<size_t>(p - 1)];
+    draft_seconds_ -= seconds(round);
+    ++round.rows;
+    if (p == 1) {  // the first round catches the draft cache up on the tokens it has not seen
+      const double backlog = std::max(1, live_[j].backlog);
+      round.tokens += static_cast<int>(backlog);
+      round.positions += backlog * (context - backlog) + backlog * (backlog + 1) / 2;
+    } else {
+      round.tokens += 1;
+      round.positions += context + p - 1;
+    }
+    draft_seconds_ += seconds(round);
+  }
+
+  double seconds() const { return costs_.target->seconds(tokens_, tokens_, positions_) + draft_seconds_; }
+
+ private:
+  struct Round {
+    int tokens = 0;        // fed to the draft in this forward
+    int rows = 0;          // sequences drafting a token in it
+    double positions = 0;  // cached positions its tokens attend to, in all
+  };
+  double seconds(const Round& r) const {
+    return r.rows == 0 ? 0.0 : costs_.draft->seconds(r.tokens, r.rows, r.positions, costs_.draft_layers);
+  }
+
+  const StepCosts& costs_;
+  std::span<const DraftRequest> live_;
+  int tokens_ = 0;                // verified by the target
+  double positions_ = 0;          // attended to by the target's rows, in all
+  std::vector<Round> rounds_;     // (kMaxDraft) the drafter's forwards
+  double draft_seconds_ = 0;      // of all rounds
+};
+
+class GoodputPolicy : public DraftPolicy {
+ public:
+  static constexpr double kPrior = 0.5;         // acceptance assumed before any evidence
+  static constexpr double kPriorWeight = 2.0;   // worth that many observed tokens
+  static constexpr double kDecay = 0.9;         // per drafted step: recent steps count more
+  static constexpr double kIdleDecay = 0.98;    // per step without a draft: old evidence fades, so a sequence tries again
+  static constexpr double kMaxAcceptance = 0.99;
+  static constexpr double kMinGain = 1.03;      // draft only when predicted this much faster than not drafting
+
+  GoodputPolicy(int n_seqs, StepCosts costs) : costs_(std::move(costs)), counts_(static_cast<size_t>(n_seqs)) {
+    if (!costs_.target) throw std::invalid_argument("draft policy 'goodput' needs the cost of the target's forwards");
+  }
+  std::string name() const override { return "goodput"; }
+
+  void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override {
+    alpha_.clear();
+    for (const DraftRequest& r : live) alpha_.push_back(acceptance(r.seq));
+    StepTime time(costs_, live);
+    const double none = static_cast<double>(live.size()) / time.seconds();
+    const double best = best_threshold(live, time, none, k);
+    const double refined = costs_.draft ? refine(live, time, best, k) : best;
+    if (refined < kMinGain * none) k.assign(live.size(), 0);
+  }
+
+  void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted) override {
+    for (size_t j = 0; j < live.size(); ++j) {
+      Counts& c = counts_.at(static_cast<size_t>(live[j].seq));
+      if (proposed[j] == 0) {
+        c.accepted *= kIdleDecay;
+        c.rejected *= kIdleDecay;
+        continue;
+      }
+      c.accepted = kDecay * c.accepted + accepted[j];
+      c.rejected = kDecay * c.rejected + (accepted[j] < proposed[j] ? 1 : 0);
+    }
+  }
+
+ private:
+  // Accepted draft tokens and rejections (drafts cut short), decayed: under "each token is
+  // kept with probability α until the first rejection", accepted / (accepted + rejected)
+  // is the most likely α.
+  struct Counts {
+    double accepted = 0, rejected = 0;
+  };
+  struct Candidate {
+    double value;  // probability that the token is accepted
+    size_t j;      // live sequence
+    int p;         // its position in the draft, from 1
+  };
+
+  // A sequence's own evidence, shrunk toward the batch's (all candidates continue one
+  // prompt), which is shrunk toward the prior.
+  double acceptance(int seq) const {
+    double accepted = 0, rejected = 0;
+    for (const Counts& c : counts_) {
+      accepted += c.accepted;
+      rejected += c.rejected;
+    }
+    const double batch = (accepted + kPriorWeight * kPrior) / (accepted + rejected + kPriorWeight);
+    const Counts& own = counts_.at(static_cast<size_t>(seq));
+    const double alpha = (own.accepted + kPriorWeight * batch) / (own.accepted + own.rejected + kPriorWeight);
+    return std::min(alpha, kMaxAcceptance);
+  }
+
+  // Tries every probability threshold: drafting exactly the tokens more likely than it.
+  // For a drafter that costs nothing this is the best choice there is, since the step's
+  // cost then depends only on how many tokens are verified. Returns the best goodput.
+  double best_threshold(std::span<const DraftRequest> live, StepTime& time, double none, std::vector<int>& k) {
+    candidates_.clear();
+    for (size_t j = 0; j < live.size(); ++j) {
+      double value = 1.0;
+      for (int p = 1; p <= std::min(live[j].max_tokens, kMaxDraft); ++p) {
+        value *= alpha_[j];
+        candidates_.push_back({value, j, p});
+      }
+    }
+    std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.value != b.value ? a.value > b.value : (a.j != b.j ? a.j < b.j : a.p < b.p);
+    });
+    double tokens = static_cast<double>(live.size()), best = none;
+    size_t best_count = 0;
+    for (size_t c = 0; c < candidates_.size(); ++c) {
+      time.add(candidates_[c].j, candidates_[c].p);
+      tokens += candidates_[c].value;
+      const double goodput = tokens / time.seconds();
+      if (goodput > best) {
+        best = goodput;
+        best_count = c + 1;
+      }
+    }
+    k.assign(live.size(), 0);
+    for (size_t c = 0; c < best_count; ++c) k[candidates_[c].j] = candidates_[c].p;
+    return best;
+  }
+
+  double goodput(std::span<const DraftRequest> live, StepTime& time, const std::vector<int>& k) const {
+    time.reset();
+    double tokens = static_cast<double>(live.size());
+    for (size_t j = 0; j < live.size(); ++j) {
+      double value = 1.0;
+      for (int p = 1; p <= k[j]; ++p) {
+        value *= alpha_[j];
+        tokens += value;
+        time.add(j, p);
+      }
+    }
+    return tokens / time.seconds();
+  }
+
+  // A model drafter's cost is not a function of the token count alone (each draft
+  // position is a forward of its own, and a sequence's first draft token also pays its
+  // backlog): from the threshold's choice, moves of one sequence at a time (no draft, one
+  // token less, one more) while one helps. Returns the goodput reached.
+  double refine(std::span<const DraftRequest> live, StepTime& time, double best, std::vector<int>& k) const {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t j = 0; j < live.size(); ++j) {
+        const int from = k[j];
+        for (const int trial : {0, from - 1, from + 1}) {
+          if (trial < 0 || trial == k[j] || trial > std::min(live[j].max_tokens, kMaxDraft)) continue;
+          const int keep = k[j];
+          k[j] = trial;
+          if (const double g = goodput(live, time, k); g > best * (1 + 1e-12)) {
+            best = g;
+            moved = true;
+          } else {
+            k[j] = keep;
+          }
+        }
+      }
+    }
+    return best;
+  }
+
+  StepCosts costs_;
+  std::vector<Counts> counts_;          // (n_seqs)
+  std::vector<double> alpha_;           // (live) this step's estimates
+  std::vector<Candidate> candidates_;   // scratch
+};
+
 }  // namespace
 
-std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs) {
+StepCosts step_costs(Backend& backend, const Model& target, const Drafter& drafter) {
+  StepCosts costs;
+  costs.target = backend.forward_cost(target);
+  if (const Model* model = drafter.forward_model()) {
+    costs.draft = model == &target ? costs.target : backend.forward_cost(*model);
+    costs.draft_layers = drafter.forward_layers();
+  }
+  return costs;
+}
+
+std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs, Backend& backend,
+                                                 const Model& target, const Drafter& drafter) {
+  return create_draft_policy(spec, n_seqs, spec == "goodput" ? step_costs(backend, target, drafter) : StepCosts{});
+}
+
+std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs, const StepCosts& costs) {
+  if (spec == "goodput") return std::make_unique<GoodputPolicy>(n_seqs, costs);
   if (spec == "bass") return std::make_unique<BassPolicy>();
   if (spec == "adaptive") return std::make_unique<AdaptivePolicy>(n_seqs);
   if (spec.starts_with("fixed:")) {
@@ -93,7 +312,7 @@ std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_
     }
     return std::make_unique<FixedPolicy>(k);
   }
-  throw std::invalid_argument("unknown draft policy '" + spec + "': use fixed:K, bass or adaptive");
+  throw std::invalid_argument("unknown draft policy '" + spec + "': use goodput, fixed:K, bass or adaptive");
 }
 
 }  // namespace specula

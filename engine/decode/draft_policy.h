@@ -6,6 +6,11 @@
 //             never below the longest accepted run nor below 1.
 //   adaptive  one length per sequence: +2 after a fully accepted draft (up to 32), -1
 //             after a rejection, floor 1.
+//   goodput   one length per sequence, 0 included, chosen every step to maximise the
+//             batch's expected tokens per second: each sequence's online acceptance
+//             estimate against the measured cost of the target's verification and of the
+//             drafter's own forwards (compute/cost_model.h). Where verifying more tokens
+//             costs little it drafts long; where it costs what the tokens are worth, nothing.
 #pragma once
 
 #include <memory>
@@ -13,10 +18,23 @@
 #include <string>
 #include <vector>
 
+#include "compute/backend.h"
+#include "compute/cost_model.h"
 #include "decode/drafter.h"
+#include "model/model.h"
 
 namespace specula {
 
+// What a step costs, for the policies that weigh it (goodput).
+struct StepCosts {
+  std::shared_ptr<const ForwardCost> target;  // the target's forwards (verification)
+  std::shared_ptr<const ForwardCost> draft;   // the drafter's forwards; null when it runs none (none, ngram)
+  int draft_layers = -1;                      // layers one draft forward runs (K of layers:K; -1: all)
+};
+
+// The costs of a step with this drafter on this backend (measured or read from the cost
+// cache the first time a model is seen: Backend::forward_cost).
+StepCosts step_costs(Backend& backend, const Model& target, const Drafter& drafter);
 class DraftPolicy {
  public:
   static constexpr int kMaxDraft = 32;  // no policy drafts more than this per step
@@ -32,8 +50,12 @@ class DraftPolicy {
                       std::span<const int> accepted) = 0;
 };
 
-// "fixed:K" (1 <= K <= 32), "bass" or "adaptive", for `n_seqs` sequences. Throws
-// std::invalid_argument with a clear message otherwise.
-std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs);
+// "fixed:K" (1 <= K <= 32), "bass", "adaptive" or "goodput" (which needs costs.target),
+// for `n_seqs` sequences. Throws std::invalid_argument with a clear message otherwise.
+std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs,
+                                                 const StepCosts& costs = {});
+// The same for decoding `target` with `drafter` on `backend`: goodput gets step_costs().
+std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs, Backend& backend,
+                                                 const Model& target, const Drafter& drafter);
 
 }  // namespace specula

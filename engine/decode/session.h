@@ -23,7 +23,7 @@ constexpr int kMaxCandidates = 64;  // most candidates one session decodes at on
 struct DraftOptions {
   std::string kind = "none";  // "none", "ngram", "layers:K", "model"
   std::shared_ptr<const Model> draft_model;  // for kind "model"
-  std::string policy = "adaptive";           // "fixed:K", "bass", "adaptive"
+  std::string policy = "goodput";            // "goodput", "fixed:K", "bass", "adaptive"
 };
 
 struct GenerationRequest {
