@@ -1,6 +1,7 @@
 // specula-cli inspect, convert and models, run as a user would: conversion of stories260K
-// to q8_0, inspection of the result as JSON, clean failures on a corrupt file, and the list
-// of the models in a home's stores and a given folder.
+// to q8_0, inspection of the result as JSON, the cost of its forwards measured then read
+// from the cost cache, clean failures on a corrupt file, and the list of the models in a
+// home's stores and a given folder.
 #include <QDir>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -53,6 +54,38 @@ class TestCliModels : public QObject {
     const CliRun text = run_cli({"inspect", out});
     QCOMPARE(text.code, 0);
     QVERIFY(text.out.contains("q8_0") && text.out.contains("512 pieces"));
+  }
+
+  // --cost measures (--remeasure: whatever the cache holds) and stores; the next run reads
+  // the same figures back. The cache directory is the suite's (XDG_CACHE_HOME).
+  void inspectCost() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const QStringList args{"inspect", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--cost",
+                           "--device", "cpu", "--threads", "1", "--json"};
+    const auto cost_of = [](const CliRun& run) { return QJsonDocument::fromJson(run.out).object()["forward_cost"].toObject(); };
+    const CliRun measured = run_cli(args + QStringList{"--remeasure"});
+    QVERIFY2(measured.code == 0, measured.err.constData());
+    const QJsonObject first = cost_of(measured);
+    QVERIFY(!first["from_file"].toBool());
+    QVERIFY(first["backend"].toString().contains("1 thread"));
+    QCOMPARE(first["layers"].toInt(), 5);
+    const QJsonArray points = first["points"].toArray();
+    QVERIFY(points.size() >= 3);
+    QCOMPARE(points.first().toObject()["tokens"].toInt(), 1);
+    QVERIFY(points.first().toObject()["forward_ms"].toDouble() > 0);
+    QVERIFY(QFileInfo::exists(first["file"].toString()));
+
+    const CliRun cached = run_cli(args);
+    QVERIFY2(cached.code == 0, cached.err.constData());
+    const QJsonObject second = cost_of(cached);
+    QVERIFY(second["from_file"].toBool());
+    QCOMPARE(second["points"].toArray(), points);
+
+    const CliRun text = run_cli({"inspect", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--cost",
+                                 "--device", "cpu", "--threads", "1"});
+    QCOMPARE(text.code, 0);
+    QVERIFY2(text.out.contains("forward cost on cpu") && text.out.contains("read from"), text.out.constData());
   }
 
   void corruptFilesFailCleanly() {

@@ -1,10 +1,13 @@
-// specula-cli inspect MODEL: what a model file holds, without running it.
+// specula-cli inspect MODEL: what a model file holds, without running it; with --cost, what
+// its forwards cost on this machine (the goodput policy's cost model).
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "commands.h"
+#include "compute/backend.h"
 #include "compute/device_plan.h"
 #include "model/model.h"
 
@@ -117,6 +120,26 @@ void print_text(const nlohmann::json& j) {
   std::printf("\n");
 }
 
+nlohmann::json describe(const ForwardCost& cost, const std::string& backend) {
+  nlohmann::json points = nlohmann::json::array();
+  for (size_t p = 0; p < cost.tokens.size(); ++p) {
+    points.push_back({{"tokens", cost.tokens[p]},
+                      {"forward_ms", cost.verify_seconds(cost.tokens[p]) * 1e3},
+                      {"layer_ms", cost.layer_seconds[p] * 1e3},
+                      {"head_ms", cost.head_seconds[p] * 1e3}});
+  }
+  return {{"backend", backend},           {"layers", cost.n_layers},
+          {"points", points},             {"position_ms_per_layer", cost.position_seconds * 1e3},
+          {"from_file", cost.from_file},  {"file", cost.file},
+          {"measure_ms", cost.measure_seconds * 1e3}};
+}
+
+DeviceChoice device_choice(const std::string& name) {
+  if (name == "cpu") return DeviceChoice::Cpu;
+  if (name == "cuda") return DeviceChoice::Cuda;
+  return DeviceChoice::Auto;
+}
+
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
@@ -124,12 +147,23 @@ void add_inspect_command(CLI::App& app) {
     std::string model;
     std::string tokenizer;
     bool json = false;
+    bool cost = false;
+    bool remeasure = false;
+    std::string device = "auto";
+    int threads = 0;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a model's configuration, tensor types and tokenizer");
   cmd->add_option("model", options->model, "GGUF file, llama2.c checkpoint or Hugging Face directory")->required();
   cmd->add_option("--tokenizer", options->tokenizer, "Tokenizer file for models without a vocabulary");
   cmd->add_flag("--json", options->json, "Print JSON");
+  cmd->add_flag("--cost", options->cost,
+                "Also show what a forward costs on this machine by batch size (measured, or read from the cost cache)");
+  cmd->add_flag("--remeasure", options->remeasure, "With --cost: measure again and replace the cached figures");
+  cmd->add_option("--device", options->device, "With --cost: cpu, cuda or auto (default auto)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--threads", options->threads, "With --cost --device cpu: threads (0: one per core)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([options] {
     LoadOptions load;
     load.tokenizer_path = options->tokenizer;
@@ -139,12 +173,28 @@ void add_inspect_command(CLI::App& app) {
     } catch (const ModelError& e) {
       throw CommandFailed(e.what(), 2);
     }
-    const nlohmann::json j = describe(*model);
+    nlohmann::json j = describe(*model);
+    std::optional<ForwardCost> cost;
+    std::string backend_name;
+    if (options->cost) {
+      std::unique_ptr<Backend> backend = options->device == "cpu" ? create_cpu_backend(options->threads)
+                                                                  : create_backend(device_choice(options->device));
+      backend_name = backend->name();
+      const std::string dir = default_cost_cache_dir();
+      if (options->remeasure) {
+        cost = measure_forward_cost(*backend, *model);
+        if (write_cost_cache(dir, *cost)) cost->file = cost_cache_path(dir, cost->key);
+      } else {
+        cost = load_or_measure_forward_cost(*backend, *model, dir);
+      }
+      j["forward_cost"] = describe(*cost, backend_name);
+    }
     if (options->json) {
       std::printf("%s\n", j.dump(2).c_str());
-    } else {
-      print_text(j);
+      return;
     }
+    print_text(j);
+    if (cost) std::printf("\nforward cost on %s, %s", backend_name.c_str(), format_forward_cost(*cost).c_str());
   });
 }
 
