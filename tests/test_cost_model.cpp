@@ -65,14 +65,14 @@ class TestCostModel : public QObject {
     QCOMPARE(c.verify_seconds(2, 10), 10 * (1.0 + 23 * 0.01) + 0.5);
   }
 
-  // With no budget, the fewest probes: 1, 2 and 3 tokens, two runs of each; with a large
+  // With no budget, the fewest probes: 1 to 8 tokens, two runs of each; with a large
   // one, every batch size up to 64 and five runs. Never more than two layers run.
   void measurementIsBoundedByItsBudget() {
     FakeBackend backend;
     const auto model = make_fake_model("target", 24, 6);
     const ForwardCost small = measure_forward_cost(backend, *model, 0.0);
-    QCOMPARE(small.tokens, (std::vector<int>{1, 2, 3}));
-    QCOMPARE(backend.calls, 1 + 2 * (2 * 3 + 2));  // warm-up, then per round: 3 sizes x 2, 2 layers, context
+    QCOMPARE(small.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8}));
+    QCOMPARE(backend.calls, 1 + 2 * (2 * 6 + 2));  // warm-up, then per round: 6 sizes x 2, 2 layers, context
     QCOMPARE(backend.max_layers, 2);
     QCOMPARE(small.n_layers, 6);
 
@@ -149,6 +149,7 @@ class TestCostModel : public QObject {
     QTest::newRow("decreasing") << QString(good).replace("1.5", "0.1");
     QTest::newRow("missing field") << QString(good).replace("position_seconds", "position");
     QTest::newRow("wrong type") << QString(good).replace("\"n_layers\": 10", "\"n_layers\": \"ten\"");
+    QTest::newRow("no load") << QString(good).replace("\"load\"", "\"lode\"");
   }
   void corruptFilesAreNotTrusted() {
     QFETCH(QString, text);
@@ -190,6 +191,29 @@ class TestCostModel : public QObject {
     QVERIFY(!fresh.from_file);
     QVERIFY(backend.calls > 0);
     QVERIFY(fresh.key != first.key);
+  }
+
+  // Figures taken on a crowded machine hold while it stays crowded; a quieter one measures
+  // again (and the new file replaces the old).
+  void busyMeasurementsAreRetakenWhenQuiet() {
+    QVERIFY(cost_still_representative(0.5, 0.0));
+    QVERIFY(cost_still_representative(1.0, 0.1));
+    QVERIFY(cost_still_representative(4.0, 3.5));
+    QVERIFY(!cost_still_representative(4.0, 1.0));
+    QTemporaryDir dir;
+    const std::string d = dir.path().toStdString();
+    FakeBackend backend;
+    const auto model = model_with_file(dir);
+    ForwardCost busy = measure_forward_cost(backend, *model, 0.0);
+    busy.load = 6.0;
+    QVERIFY(write_cost_cache(d, busy));
+    QCOMPARE(read_cost_cache(d, busy.key)->load, 6.0);
+    backend.calls = 0;
+    QVERIFY(load_or_measure_forward_cost(backend, *model, d, 5.5).from_file);  // still as busy
+    QCOMPARE(backend.calls, 0);
+    QVERIFY(!load_or_measure_forward_cost(backend, *model, d, 0.5).from_file);  // quiet now
+    QVERIFY(backend.calls > 0);
+    QVERIFY(read_cost_cache(d, busy.key)->load != 6.0);  // replaced by the new figures
   }
 
   void unwritableDirectoryStillMeasures() {

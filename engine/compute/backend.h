@@ -48,6 +48,11 @@ class Backend {
     }
   }
 
+  // Threads a CPU backend computes with; 0 for a backend whose work runs elsewhere (a GPU).
+  // The cost model then times forwards by process CPU time too, which a busy machine's
+  // other programs do not inflate.
+  virtual int cpu_threads() const { return 0; }
+
   // What forwards of `model` cost on this backend (compute/cost_model.h): read from the
   // user's cost cache, or measured (well under a second) on the first call for the model
   // and stored there; then kept for the backend's lifetime. A test backend may return a

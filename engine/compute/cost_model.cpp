@@ -1,5 +1,6 @@
 #include "compute/cost_model.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,7 +29,7 @@ constexpr const char* kFormat = "specula forward cost 1";
 // Batch sizes measured, smallest first, while the budget lasts: dense where single
 // sequences verify short drafts, sparser where batches of drafts land.
 constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
-constexpr int kMinPoints = 3;        // 1, 2, 3 tokens whatever the budget
+constexpr int kMinPoints = 6;        // 1 to 8 tokens whatever the budget: fewer extrapolate badly
 constexpr int kMinRounds = 2;        // runs of every probe whatever the budget: one run may meet a load spike
 constexpr int kMaxRounds = 5;        // runs of every probe at most; each keeps its fastest run
 constexpr double kFirstRound = 0.35; // share of the budget after which the first round takes no larger point
@@ -62,8 +63,16 @@ size_t last_level_cache_bytes() {
   return l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
 }
 
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // Times single forwards of the first one or two layers of a model over one cache sequence,
-// which each probe leaves empty again.
+// which each probe leaves empty again. On a CPU backend a probe takes the smaller of its
+// wall time and its process CPU time per thread: on a machine shared with other programs
+// the wall clock also counts their turns, the CPU time does not.
 class Prober {
  public:
   Prober(Backend& backend, const Model& model, int max_tokens)
@@ -90,11 +99,20 @@ class Prober {
     batch.add(seq_, ids, all_logits);
     evict();
     const auto start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     backend_.forward(model_, *cache_, batch, logits_, layers);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (const int threads = backend_.cpu_threads(); threads > 0) {
+      seconds = std::min(seconds, (process_cpu_seconds() - cpu_start) / threads);
+    }
     cache_->truncate(seq_, 0);
+    spent_ += seconds;
     return seconds;
   }
+
+  // The probes' time so far, as timed: on a busy machine the budget then buys the same
+  // probes as on a quiet one (the wall clock runs longer).
+  double spent() const { return spent_; }
 
  private:
   void evict() {
@@ -110,6 +128,7 @@ class Prober {
   std::vector<float> logits_;
   std::vector<uint64_t> evict_;  // read before every probe
   volatile uint64_t sink_ = 0;   // keeps the reads
+  double spent_ = 0;
 };
 
 // The fastest run of each probe: on a shared machine, the least disturbed one.
@@ -164,7 +183,7 @@ bool plausible(const ForwardCost& c) {
       return false;
     }
   }
-  return finite_nonnegative(c.position_seconds) && finite_nonnegative(c.measure_seconds);
+  return finite_nonnegative(c.position_seconds) && finite_nonnegative(c.measure_seconds) && finite_nonnegative(c.load);
 }
 
 std::string cpu_model_name() {
@@ -218,6 +237,7 @@ double ForwardCost::verify_seconds(int n_tokens, int context) const {
 }
 
 ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds) {
+  const double load_at_start = machine_load();
   const auto start = Clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   const int context_limit = model.config.context_length > 0 ? model.config.context_length : 1 << 20;
@@ -225,8 +245,8 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   for (const int n : kPoints) {
     if (n < context_limit) points.push_back(n);
   }
-  // the attention probe runs as many tokens as the smallest points list still holds
-  const int context_tokens = points[std::min<size_t>(kMinPoints, points.size()) - 1];
+  // the attention probe runs a few tokens, a size every points list holds
+  const int context_tokens = points[std::min<size_t>(3, points.size()) - 1];
   const int context_positions = std::max(1, std::min(kContextProbe, context_limit / 2 - context_tokens));
   Prober probe(backend, model, std::max(points.back(), context_tokens + context_positions));
   probe.time(1, true, std::min(2, model.config.n_layers));  // warm-up: pages, threads, allocations
@@ -234,12 +254,12 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   Fastest f;
   f.last.assign(points.size(), INFINITY);
   f.all.assign(points.size(), INFINITY);
-  for (int round = 0; round < kMaxRounds && (round < kMinRounds || elapsed() < budget_seconds); ++round) {
+  for (int round = 0; round < kMaxRounds && (round < kMinRounds || probe.spent() < budget_seconds); ++round) {
     for (size_t p = 0; p < points.size(); ++p) {
       f.keep(f.last[p], probe.time(points[p], false));
       f.keep(f.all[p], probe.time(points[p], true));
       // the first round decides how far the budget reaches; later rounds only repeat
-      if (round == 0 && static_cast<int>(p) + 1 >= kMinPoints && elapsed() > kFirstRound * budget_seconds) {
+      if (round == 0 && static_cast<int>(p) + 1 >= kMinPoints && probe.spent() > kFirstRound * budget_seconds) {
         points.resize(p + 1);
         break;
       }
@@ -252,6 +272,7 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   ForwardCost cost = fit(model, points, f, context_tokens, context_positions);
   cost.key = cost_model_key(backend, model);
   cost.measure_seconds = elapsed();
+  cost.load = std::max(load_at_start, machine_load());
   return cost;
 }
 
@@ -297,6 +318,7 @@ std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::st
     c.head_seconds = j.at("head_seconds").get<std::vector<double>>();
     c.position_seconds = j.at("position_seconds").get<double>();
     c.measure_seconds = j.at("measure_seconds").get<double>();
+    c.load = j.at("load").get<double>();
     if (c.key != key || !plausible(c)) return std::nullopt;
     c.file = path;
     c.from_file = true;
@@ -320,7 +342,8 @@ bool write_cost_cache(const std::string& dir, const ForwardCost& cost) {
                           {"layer_seconds", cost.layer_seconds},
                           {"head_seconds", cost.head_seconds},
                           {"position_seconds", cost.position_seconds},
-                          {"measure_seconds", cost.measure_seconds}}
+                          {"measure_seconds", cost.measure_seconds},
+                          {"load", cost.load}}
                .dump(1)
         << "\n";
     if (!out.flush()) {
@@ -333,9 +356,22 @@ bool write_cost_cache(const std::string& dir, const ForwardCost& cost) {
   return !ec;
 }
 
-ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, const std::string& dir) {
+double machine_load() {
+  double one_minute = 0;
+  std::ifstream in("/proc/loadavg");
+  if (!(in >> one_minute)) return 0.0;
+  return one_minute / std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool cost_still_representative(double measured_load, double current_load) {
+  return measured_load <= 1.0 || current_load >= 0.75 * measured_load;
+}
+
+ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, const std::string& dir,
+                                         double current_load) {
   const std::string key = cost_model_key(backend, model);
-  if (std::optional<ForwardCost> cached = read_cost_cache(dir, key)) return *cached;
+  std::optional<ForwardCost> cached = read_cost_cache(dir, key);
+  if (cached && cost_still_representative(cached->load, current_load)) return *cached;
   ForwardCost cost = measure_forward_cost(backend, model);
   if (write_cost_cache(dir, cost)) cost.file = cost_cache_path(dir, cost.key);
   return cost;
@@ -360,8 +396,9 @@ std::string format_forward_cost(const ForwardCost& cost) {
     out << line;
   }
   std::snprintf(line, sizeof line,
-                "(%d layers; beyond %d tokens extrapolated; attention adds %.4f ms per token per 100 cached positions)\n",
-                cost.n_layers, cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3);
+                "(%d layers; beyond %d tokens extrapolated; attention adds %.4f ms per token per 100 cached positions;"
+                " measured at a load of %.2f per core)\n",
+                cost.n_layers, cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3, cost.load);
   out << line;
   return out.str();
 }

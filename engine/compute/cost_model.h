@@ -38,6 +38,7 @@ struct ForwardCost {
   std::vector<double> head_seconds;   // (points) the rest of a forward for that many logit rows, nondecreasing
   double position_seconds = 0.0;      // attention per token, cached position and layer
   double measure_seconds = 0.0;       // how long measuring took
+  double load = 0.0;                  // the machine's load while measuring: 1-minute load average per logical core
   std::string file;                   // the cache file it was read from or stored in; empty: none
   bool from_file = false;             // read from `file` rather than measured now
 
@@ -47,9 +48,10 @@ struct ForwardCost {
   double verify_seconds(int tokens, int context = 0) const;
 };
 
-// Measures `model` on `backend` in about `budget_seconds` (the larger batch sizes are left
-// out when the budget runs short, and extrapolated). The result has the given key.
-ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds = 0.3);
+// Measures `model` on `backend` with about `budget_seconds` of probes (batch sizes beyond 8
+// are left out when the budget runs short, and extrapolated; a busy machine stretches the
+// wall time, not the probes). The result has cost_model_key's key.
+ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds = 0.4);
 
 // The identity of a measurement: the model file (absolute path, size, modification time)
 // with the model's shape, the backend's name (SIMD level and threads included) and the
@@ -73,9 +75,19 @@ std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::st
 // directory cannot be written.
 bool write_cost_cache(const std::string& dir, const ForwardCost& cost);
 
-// The cached cost when the file holds a valid one for this model and backend, else a
-// fresh measurement, which is then stored. `dir` empty: no file at all.
-ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, const std::string& dir);
+// The 1-minute load average per logical core (0 when unknown).
+double machine_load();
+
+// Whether a file measured at `measured_load` still describes the machine now at
+// `current_load`: figures taken while other programs crowded the cores (load above 1 per
+// core) hold only while it is about as busy; a quieter machine measures again.
+bool cost_still_representative(double measured_load, double current_load);
+
+// The cached cost when the file holds a valid one for this model and backend that is
+// still representative of the machine's load (`current_load`), else a fresh measurement,
+// which is then stored. `dir` empty: no file at all.
+ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, const std::string& dir,
+                                         double current_load = machine_load());
 
 // A table of the cost at typical batch sizes, for people: ms per forward, ms per token and
 // the ratio to one token, with the attention term and where the figures come from.

@@ -124,6 +124,7 @@ class CpuBackend : public Backend {
     return "cpu (" + std::string(simd_name(simd_)) + ", " + std::to_string(pool_.size()) +
            (pool_.size() == 1 ? " thread)" : " threads)");
   }
+  int cpu_threads() const override { return pool_.size(); }
 
   std::unique_ptr<KvCache> create_cache(const Model& model, int max_tokens, int n_layers,
                                         int block_size) override {
