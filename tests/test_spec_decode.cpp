@@ -475,6 +475,27 @@ class TestSpecDecode : public QObject {
     QVERIFY(k[0] > 0);
   }
 
+  // Where the prior alone says "do not draft" (two rows cost 1.5 one), a one-token draft
+  // probes the acceptance; evidence against drafting stops it; once that has faded (some
+  // 70 steps), it probes again.
+  void goodputProbesWithoutEvidence() {
+    StepCosts costs{std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0, 0.0, 4e-3)), nullptr, -1};
+    auto p = create_draft_policy("goodput", 1, costs);
+    const auto live = LiveBatch().add(0, 40).requests;
+    std::vector<int> k;
+    p->lengths(live, k);
+    QCOMPARE(k[0], 1);
+    feed(*p, live, 1, {0}, 1);
+    p->lengths(live, k);
+    QCOMPARE(k[0], 0);
+    feed(*p, live, 0, {0}, 50);
+    p->lengths(live, k);
+    QCOMPARE(k[0], 0);
+    feed(*p, live, 0, {0}, 50);
+    p->lengths(live, k);
+    QCOMPARE(k[0], 1);
+  }
+
   // When the policy drafts nothing, a step is plain decoding: no draft forward beyond the
   // prompt's prefill, one target token per sequence and step, the same tokens.
   void goodputWithoutDraftsCostsWhatPlainDecodingCosts() {
