@@ -2,14 +2,20 @@
 //
 // For every batch size N, drafter, draft policy and temperature it decodes the same prompt
 // with the same settings and reports ms/token/sequence, total tokens/s, acceptance rate,
-// target forwards per generated token and the speed-up over `--draft none` at the same N.
-// Runs ignore EOS so that every sequence generates exactly --max-tokens tokens. With
-// --alpha, the same configurations also run in FORCED-ACCEPTANCE mode (benchmark only: each
-// draft token is kept with probability alpha whatever the models say) to measure the system
-// at known acceptance rates on models whose own acceptance means nothing (random weights).
+// verification steps per generated token and the speed-up over `--draft none` at the same
+// N. The configurations of one (mode, T, N) group run interleaved, repeat by repeat, so
+// that a shared machine's changing load falls on all of them alike; every timed run follows
+// a short warm-up run of the same configuration; decoding is timed apart from the prompt's
+// prefill, by the wall clock and by process CPU time (which other programs' turns on a
+// shared machine do not inflate). Runs ignore EOS so that every sequence generates exactly --max-tokens tokens.
+// With --alpha, the same configurations also run in FORCED-ACCEPTANCE mode (benchmark only:
+// each draft token is kept with probability alpha whatever the models say) to measure the
+// system at known acceptance rates on models whose own acceptance means nothing (random
+// weights).
 #include <algorithm>
 #include <cstdio>
-#include <map>
+#include <ctime>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -18,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "compute/cpu_kernels.h"
 #include "decode/decoder.h"
 #include "model/model.h"
 #include "model/random_model.h"
@@ -33,64 +40,203 @@ struct BenchArgs {
   std::string random_shape;
   std::string type = "q4_0";
   int threads = 0;
+  std::string simd = "best";
   std::string prompt = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n";
   std::vector<int> batch_sizes{1, 2, 4, 8, 16};
   std::vector<std::string> drafters{"ngram", "layers:2"};
-  std::vector<std::string> policies{"fixed:4", "bass", "adaptive"};
+  std::vector<std::string> policies{"goodput", "fixed:4", "bass", "adaptive"};
   std::vector<float> temperatures{0.0f, 0.8f};
   std::vector<double> alphas;
   int max_tokens = 64;
+  int warmup_tokens = 8;
   int repeats = 1;
   std::string device = "cpu";
   bool json = false;
 };
 
-struct Row {
-  std::string mode;      // "model" or "forced a=0.7"
-  float temperature = 0;
-  int n = 0;
-  std::string drafter, policy;
-  double wall_s = 0, ms_per_token_per_seq = 0, tokens_per_s = 0, acceptance = 0, forwards_per_token = 0;
-  double speedup = 1.0;
+struct Config {
+  std::string drafter;  // "none" for the baseline
+  std::string policy;   // "-" for the baseline
 };
 
-Row measure(Backend& backend, const Model& model, const std::shared_ptr<const Model>& draft_model, const std::vector<int>& prompt,
-            const std::string& drafter_kind, const std::string& policy_spec, const DecodeOptions& options, int repeats) {
+// One decode: its decoding time apart from the prefill, and its counts.
+struct RunTimes {
+  double decode_s = 0, prefill_s = 0;
+  double decode_cpu_s = 0;  // process CPU time of the decoding
+  long tokens = 0, accepted = 0, proposed = 0, steps = 0;
+};
+
+struct Row {
+  std::string mode;  // "model" or "forced a=0.7"
+  float temperature = 0;
+  int n = 0;
+  Config config;
+  double decode_s = 0, prefill_s = 0, decode_cpu_s = 0;  // medians over the repeats
+  double ms_per_token_per_seq = 0, tokens_per_s = 0, acceptance = 0, steps_per_token = 0;
+  double cpu_ms_per_token_per_seq = 0;
+  double speedup = 1.0, cpu_speedup = 1.0;
+};
+
+struct Bench {
+  Backend& backend;
+  const Model& model;
+  std::shared_ptr<const Model> draft_model;
+  std::vector<int> prompt;
+};
+
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+RunTimes run_once(const Bench& b, const Config& c, const DecodeOptions& options) {
+  const int cache_tokens = decode_cache_tokens(static_cast<int>(b.prompt.size()), b.model.config.context_length, options);
+  auto cache = b.backend.create_cache(b.model, cache_tokens);
+  auto drafter = create_drafter(c.drafter, b.backend, b.model, b.draft_model, options.sampling, options.n_seqs, cache_tokens);
+  const std::string policy_spec = c.drafter == "none" ? "fixed:1" : c.policy;
+  auto policy = create_draft_policy(policy_spec, options.n_seqs, b.backend, b.model, *drafter);
+  // the prefill ends when the last sequence has its first token
+  double prefill_end_cpu = 0;
+  DecodeCallbacks marks;
+  marks.on_tokens = [&](int seq, const SequenceOutput& out, std::span<const int>) {
+    if (seq == options.n_seqs - 1 && out.tokens.size() == 1) prefill_end_cpu = process_cpu_seconds();
+    return false;
+  };
+  const DecodeResult r = decode(b.backend, b.model, *cache, *drafter, *policy, b.prompt, options, marks);
+  RunTimes t;
+  t.decode_cpu_s = process_cpu_seconds() - prefill_end_cpu;
+  t.prefill_s = r.stats.prefill_seconds;
+  t.decode_s = r.stats.wall_seconds - r.stats.prefill_seconds;
+  t.steps = r.stats.steps;
+  for (const auto& s : r.seqs) {
+    t.tokens += static_cast<long>(s.tokens.size());
+    t.accepted += s.accepted;
+    t.proposed += s.proposed;
+  }
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Every run decodes the same tokens (fixed seeds), so runs differ only in time: the row
+// takes the median, which a noisy shared machine disturbs least. Each sequence's first
+// token comes from the prefill; the decoding rate counts the others.
+Row summarize(const std::vector<RunTimes>& runs, int n) {
   Row row;
-  row.n = options.n_seqs;
-  row.drafter = drafter_kind;
-  row.policy = drafter_kind == "none" ? "-" : policy_spec;
-  // Every run decodes the same tokens (fixed seeds), so runs differ only in time: the row
-  // takes the median run, which a noisy shared machine disturbs least.
-  std::vector<double> walls;
-  long tokens = 0, accepted = 0, proposed = 0, forwards = 0;
-  for (int rep = 0; rep < repeats; ++rep) {
-    const int cache_tokens = decode_cache_tokens(static_cast<int>(prompt.size()), model.config.context_length, options);
-    auto cache = backend.create_cache(model, cache_tokens);
-    auto drafter = create_drafter(drafter_kind, backend, model, draft_model, options.sampling, options.n_seqs, cache_tokens);
-    auto policy = create_draft_policy(policy_spec, options.n_seqs);
-    const DecodeResult r = decode(backend, model, *cache, *drafter, *policy, prompt, options);
-    walls.push_back(r.stats.wall_seconds);
-    forwards += r.stats.target_forwards;
-    for (const auto& s : r.seqs) {
-      tokens += static_cast<long>(s.tokens.size());
-      accepted += s.accepted;
-      proposed += s.proposed;
+  std::vector<double> decode, prefill, cpu;
+  long accepted = 0, proposed = 0;
+  for (const RunTimes& t : runs) {
+    decode.push_back(t.decode_s);
+    cpu.push_back(t.decode_cpu_s);
+    prefill.push_back(t.prefill_s);
+    accepted += t.accepted;
+    proposed += t.proposed;
+  }
+  row.n = n;
+  row.decode_s = median(decode);
+  row.prefill_s = median(prefill);
+  row.decode_cpu_s = median(cpu);
+  const double decoded = static_cast<double>(runs.front().tokens - n);  // per run
+  row.tokens_per_s = decoded / row.decode_s;
+  row.ms_per_token_per_seq = 1000.0 * row.decode_s * n / decoded;
+  row.cpu_ms_per_token_per_seq = 1000.0 * row.decode_cpu_s * n / decoded;
+  row.acceptance = proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
+  row.steps_per_token = static_cast<double>(runs.front().steps) * n / decoded;
+  return row;
+}
+
+// The configurations of one group, interleaved: repeat by repeat, each one's warm-up and
+// timed run. Returns one row per configuration, the baseline first.
+std::vector<Row> measure_group(const Bench& b, const std::vector<Config>& configs, DecodeOptions options,
+                               const BenchArgs& a) {
+  std::vector<std::vector<RunTimes>> runs(configs.size());
+  DecodeOptions warmup = options;
+  warmup.max_new_tokens = std::min(a.warmup_tokens, options.max_new_tokens);
+  for (int rep = 0; rep < a.repeats; ++rep) {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      if (a.warmup_tokens > 0) run_once(b, configs[c], warmup);
+      runs[c].push_back(run_once(b, configs[c], options));
+      std::fprintf(stderr, ".");
     }
   }
-  std::sort(walls.begin(), walls.end());
-  const double median_wall = walls[walls.size() / 2];
-  const double tokens_per_run = static_cast<double>(tokens) / repeats;
-  row.wall_s = median_wall;
-  row.tokens_per_s = tokens_per_run / median_wall;
-  row.ms_per_token_per_seq = 1000.0 * median_wall * options.n_seqs / tokens_per_run;
-  row.acceptance = proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
-  row.forwards_per_token = static_cast<double>(forwards) * options.n_seqs / static_cast<double>(tokens);
-  return row;
+  std::vector<Row> rows;
+  for (size_t c = 0; c < configs.size(); ++c) {
+    Row r = summarize(runs[c], options.n_seqs);
+    r.config = configs[c];
+    r.temperature = options.sampling.temperature;
+    if (!rows.empty()) {
+      r.speedup = rows.front().ms_per_token_per_seq / r.ms_per_token_per_seq;
+      r.cpu_speedup = rows.front().cpu_ms_per_token_per_seq / r.cpu_ms_per_token_per_seq;
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return in ? one + " " + five + " " + fifteen : "unknown";
+}
+
+// "best", "portable", "avx2" or "avx512": the CPU backend's kernels.
+std::unique_ptr<Backend> cpu_backend(const std::string& simd, int threads) {
+  if (simd == "best") return create_cpu_backend(threads);
+  SimdLevel level = SimdLevel::Scalar;
+  if (simd == "avx2") level = SimdLevel::Avx2;
+  if (simd == "avx512") level = SimdLevel::Avx512;
+  try {
+    return create_cpu_backend(threads, level);
+  } catch (const std::invalid_argument& e) {
+    throw CommandFailed(std::string("--simd ") + simd + ": " + e.what(), 2);
+  }
+}
+
+// The SIMD level the rows ran with, as --simd names it.
+std::string simd_label(const BenchArgs& a) {
+  if (a.device != "cpu") return "-";
+  if (a.simd != "best") return a.simd;
+  const SimdLevel best = best_simd_level();
+  return best == SimdLevel::Scalar ? "portable" : std::string(simd_name(best));
+}
+
+void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::string& backend) {
+  const std::string simd = simd_label(a);
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Row& r : rows) {
+      out.push_back({{"mode", r.mode}, {"temperature", r.temperature}, {"n", r.n}, {"drafter", r.config.drafter},
+                     {"policy", r.config.policy}, {"backend", backend}, {"simd", simd}, {"decode_s", r.decode_s},
+                     {"prefill_s", r.prefill_s}, {"ms_per_token_per_seq", r.ms_per_token_per_seq},
+                     {"tokens_per_s", r.tokens_per_s}, {"acceptance", r.acceptance},
+                     {"steps_per_token", r.steps_per_token}, {"speedup_over_none", r.speedup},
+                     {"decode_cpu_s", r.decode_cpu_s}, {"cpu_ms_per_token_per_seq", r.cpu_ms_per_token_per_seq},
+                     {"cpu_speedup_over_none", r.cpu_speedup}});
+    }
+    std::puts(out.dump(2).c_str());
+    return;
+  }
+  std::printf("SIMD %s; decoding timed apart from the prefill; median of %d interleaved runs, each after a warm-up\n\n",
+              simd.c_str(), a.repeats);
+  std::printf("| mode | T | N | drafter | policy | prefill ms | ms/token/seq | tokens/s | acceptance | steps/token | speed-up "
+              "| cpu ms/token/seq | speed-up by cpu |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf("| %s | %.1f | %d | %s | %s | %.1f | %.3f | %.1f | %.2f | %.3f | %.2fx | %.3f | %.2fx |\n", r.mode.c_str(),
+                r.temperature, r.n, r.config.drafter.c_str(), r.config.policy.c_str(), r.prefill_s * 1e3,
+                r.ms_per_token_per_seq, r.tokens_per_s, r.acceptance, r.steps_per_token, r.speedup,
+                r.cpu_ms_per_token_per_seq, r.cpu_speedup);
+  }
 }
 
 void run(const BenchArgs& a) {
   if (a.model_path.empty() == a.random_shape.empty()) throw CommandFailed("give either -m MODEL or --random SHAPE", 2);
+  if (a.simd != "best" && a.device != "cpu") throw CommandFailed("--simd chooses the CPU's kernels: use it with --device cpu", 2);
   LoadOptions load;
   load.tokenizer_path = a.tokenizer_path;
   std::shared_ptr<const Model> model;
@@ -112,24 +258,25 @@ void run(const BenchArgs& a) {
   }
   std::string note;
   const auto backend = a.device == "cuda" ? create_backend(DeviceChoice::Cuda, &note)
-                                          : (a.device == "auto" ? create_backend(DeviceChoice::Auto, &note) : create_cpu_backend(a.threads));
-  if (note.empty()) note = backend->name();
+                                          : (a.device == "auto" ? create_backend(DeviceChoice::Auto, &note) : cpu_backend(a.simd, a.threads));
+  const std::string load_at_start = load_average();
+  const std::shared_ptr<const ForwardCost> cost = backend->forward_cost(*model);
 
-  std::vector<Row> rows;
-  // random weights make the models' own acceptance meaningless: only forced modes then
-  std::vector<std::string> modes;
-  std::vector<double> forced;
-  if (a.random_shape.empty() || a.alphas.empty()) {
-    modes.push_back("model");
-    forced.push_back(-1.0);
+  std::vector<Config> configs{{"none", "-"}};
+  for (const auto& d : a.drafters) {
+    for (const auto& p : a.policies) configs.push_back({d, p});
   }
+  // random weights make the models' own acceptance meaningless: only forced modes then
+  std::vector<std::pair<std::string, double>> modes;
+  if (a.random_shape.empty() || a.alphas.empty()) modes.emplace_back("model", -1.0);
   for (const double alpha : a.alphas) {
     std::ostringstream s;
     s << "forced a=" << alpha;
-    modes.push_back(s.str());
-    forced.push_back(alpha);
+    modes.emplace_back(s.str(), alpha);
   }
-  for (size_t m = 0; m < modes.size(); ++m) {
+  const Bench bench{*backend, *model, draft_model, prompt};
+  std::vector<Row> rows;
+  for (const auto& [mode, alpha] : modes) {
     for (const float t : a.temperatures) {
       for (const int n : a.batch_sizes) {
         DecodeOptions o;
@@ -138,47 +285,24 @@ void run(const BenchArgs& a) {
         o.sampling.temperature = t;
         o.sampling.seed = 1;
         o.eos = -1;
-        o.forced_acceptance = forced[m];
-        Row base = measure(*backend, *model, draft_model, prompt, "none", "fixed:1", o, a.repeats);
-        base.mode = modes[m];
-        base.temperature = t;
-        rows.push_back(base);
-        for (const auto& d : a.drafters) {
-          for (const auto& p : a.policies) {
-            Row r = measure(*backend, *model, draft_model, prompt, d, p, o, a.repeats);
-            r.mode = modes[m];
-            r.temperature = t;
-            r.speedup = base.ms_per_token_per_seq / r.ms_per_token_per_seq;
-            rows.push_back(r);
-            std::fprintf(stderr, ".");
-          }
+        o.forced_acceptance = alpha;
+        for (Row& r : measure_group(bench, configs, o, a)) {
+          r.mode = mode;
+          rows.push_back(r);
         }
       }
     }
   }
   std::fprintf(stderr, "\n");
 
-  if (a.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const Row& r : rows) {
-      out.push_back({{"mode", r.mode}, {"temperature", r.temperature}, {"n", r.n}, {"drafter", r.drafter},
-                     {"policy", r.policy}, {"wall_s", r.wall_s}, {"ms_per_token_per_seq", r.ms_per_token_per_seq},
-                     {"tokens_per_s", r.tokens_per_s}, {"acceptance", r.acceptance},
-                     {"target_forwards_per_token", r.forwards_per_token}, {"speedup_over_none", r.speedup}});
-    }
-    std::puts(out.dump(2).c_str());
-    return;
+  if (!a.json) {
+    const std::string what = a.random_shape.empty() ? model->path : "random " + a.random_shape + " " + a.type;
+    std::printf("model %s (%d layers, dim %d), %s, prompt %zu tokens, %d new tokens per sequence\n", what.c_str(),
+                model->config.n_layers, model->config.dim, backend->name().c_str(), prompt.size(), a.max_tokens);
+    std::printf("load average %s at the start, %s at the end\n", load_at_start.c_str(), load_average().c_str());
+    std::printf("target forward cost, %s\n", format_forward_cost(*cost).c_str());
   }
-  const std::string what = a.random_shape.empty() ? model->path : "random " + a.random_shape + " " + a.type;
-  std::printf("model %s (%d layers, dim %d), %s, prompt %zu tokens, %d new tokens per sequence\n\n", what.c_str(),
-              model->config.n_layers, model->config.dim, note.c_str(), prompt.size(), a.max_tokens);
-  std::printf("| mode | T | N | drafter | policy | ms/token/seq | tokens/s | acceptance | target fwd/token | speed-up |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const Row& r : rows) {
-    std::printf("| %s | %.1f | %d | %s | %s | %.3f | %.1f | %.2f | %.3f | %.2fx |\n", r.mode.c_str(), r.temperature, r.n,
-                r.drafter.c_str(), r.policy.c_str(), r.ms_per_token_per_seq, r.tokens_per_s, r.acceptance,
-                r.forwards_per_token, r.speedup);
-  }
+  print_rows(rows, a, backend->name());
 }
 
 }  // namespace
@@ -190,15 +314,21 @@ void add_bench_spec_command(CLI::App& app) {
   cmd->add_option("--random", args->random_shape, "Random weights of a named shape instead of a file: tiny, 110m, 1.1b, 7b");
   cmd->add_option("--type", args->type, "Weight type of a random model (default q4_0)");
   cmd->add_option("--threads", args->threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--simd", args->simd, "CPU kernels: best, portable, avx2 or avx512 (default best)")
+      ->check(CLI::IsMember({"best", "portable", "avx2", "avx512"}));
   cmd->add_option("--tokenizer", args->tokenizer_path, "Tokenizer for model files without one");
   cmd->add_option("-d,--draft-model", args->draft_model_path, "Draft model file, for the drafter 'model'");
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
   cmd->add_option("--n", args->batch_sizes, "Batch sizes (default 1 2 4 8 16)")->delimiter(',');
   cmd->add_option("--drafters", args->drafters, "Drafters besides none (default ngram,layers:2)")->delimiter(',');
-  cmd->add_option("--policies", args->policies, "Draft policies (default fixed:4,bass,adaptive)")->delimiter(',');
+  cmd->add_option("--policies", args->policies, "Draft policies (default goodput,fixed:4,bass,adaptive)")->delimiter(',');
   cmd->add_option("--temps", args->temperatures, "Temperatures (default 0,0.8)")->delimiter(',');
   cmd->add_option("--alpha", args->alphas, "Also run in forced-acceptance mode at these rates (benchmark only)")->delimiter(',');
-  cmd->add_option("--max-tokens", args->max_tokens, "New tokens per sequence (default 64)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-tokens", args->max_tokens, "New tokens per sequence, at least 2 (default 64)")
+      ->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--warmup-tokens", args->warmup_tokens,
+                  "New tokens per sequence of the warm-up run before every timed run (default 8; 0: none)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--repeats", args->repeats, "Runs per configuration; a row shows the median run (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--device", args->device, "cpu, cuda or auto (default cpu)")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_flag("--json", args->json, "Print the rows as JSON");
