@@ -33,6 +33,8 @@ void add_model_options(CLI::App* command, ModelOptions& o) {
   command->add_option("--draft-policy", o.draft_policy, "Draft length: goodput (from the measured cost of a forward), fixed:K, bass or adaptive (default goodput)");
   command->add_option("--device", o.device, "cpu, cuda or auto (default auto)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  command->add_option("--threads", o.threads, "CPU threads with --device cpu (default 0: one per core)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 LoadedModels load_models(const ModelOptions& o) {
@@ -56,7 +58,13 @@ LoadedModels load_models(const ModelOptions& o) {
   loaded.target = load_model(target_path, load);
   if (!loaded.target->tokenizer) throw CommandFailed("the model file carries no tokenizer: name one with --tokenizer", 2);
   if (!draft_path.empty()) loaded.draft.draft_model = load_model(draft_path, load);
-  loaded.backend = create_backend(device_choice(o.device), &loaded.backend_note);
+  if (o.threads > 0 && o.device != "cpu") throw CommandFailed("--threads chooses the CPU's threads: use it with --device cpu", 2);
+  if (o.threads > 0) {
+    loaded.backend = create_cpu_backend(o.threads);
+    loaded.backend_note = "using " + loaded.backend->name();
+  } else {
+    loaded.backend = create_backend(device_choice(o.device), &loaded.backend_note);
+  }
   return loaded;
 }
 

@@ -19,6 +19,7 @@ struct ModelOptions {
   std::string draft;             // empty: none, or model with a draft model
   std::string draft_policy = "goodput";
   std::string device = "auto";
+  int threads = 0;               // CPU threads with --device cpu; 0: one per core
 };
 
 void add_model_options(CLI::App* command, ModelOptions& options);
