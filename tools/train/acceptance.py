@@ -1,8 +1,8 @@
 """The demo draft against the demo target on the demo problems, through specula-cli: acceptance
 rate, and the speed-up of `-d draft` over `--draft none`.
 
-Runs `specula-cli generate` (a thread per core, code stops, drafter `model`, policy `adaptive`, at most
---max-tokens new tokens) on every prompt of resources/problems/demo.jsonl.
+Runs `specula-cli generate` (a thread per core, code stops, drafter `model`, policy --policy (default
+goodput), at most --max-tokens new tokens) on every prompt of resources/problems/demo.jsonl.
 
 - Acceptance: one candidate per prompt; draft tokens accepted / proposed, summed over prompts.
 - Speed (--speed): for each N and temperature, every prompt once with the draft and once
@@ -26,7 +26,7 @@ def generate(options, prompt, temp, n, drafter):
     command = [options.cli, "generate", "-p", prompt, "--temp", str(temp), "-n", str(n),
                "--code-stops", "--max-tokens", str(options.max_tokens), "--json",
                "--seed", str(options.seed)]
-    command += ["--draft", "none"] if drafter == "none" else ["--draft-policy", "adaptive"]
+    command += ["--draft", "none"] if drafter == "none" else ["--draft-policy", options.policy]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
@@ -38,6 +38,7 @@ def main():
     parser.add_argument("--temps", type=float, nargs="+", default=[0.0, 0.8])
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--policy", default="goodput", help="draft-length policy (goodput, adaptive, fixed:K, bass)")
     parser.add_argument("--speed", action="store_true", help="also measure the speed-up")
     parser.add_argument("--n", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--repeats", type=int, default=3)
