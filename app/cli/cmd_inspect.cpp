@@ -10,6 +10,7 @@
 #include "compute/backend.h"
 #include "compute/device_plan.h"
 #include "model/model.h"
+#include "model_options.h"
 
 namespace specula::cli {
 
@@ -132,12 +133,6 @@ nlohmann::json describe(const ForwardCost& cost, const std::string& backend) {
           {"points", points},             {"position_ms_per_layer", cost.position_seconds * 1e3},
           {"from_file", cost.from_file},  {"file", cost.file},
           {"measure_ms", cost.measure_seconds * 1e3}};
-}
-
-DeviceChoice device_choice(const std::string& name) {
-  if (name == "cpu") return DeviceChoice::Cpu;
-  if (name == "cuda") return DeviceChoice::Cuda;
-  return DeviceChoice::Auto;
 }
 
 }  // namespace

@@ -15,13 +15,13 @@ std::string executable_dir() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
+}  // namespace
+
 DeviceChoice device_choice(const std::string& name) {
   if (name == "cpu") return DeviceChoice::Cpu;
   if (name == "cuda") return DeviceChoice::Cuda;
   return DeviceChoice::Auto;
 }
-
-}  // namespace
 
 void add_model_options(CLI::App* command, ModelOptions& o) {
   command->add_option("-m,--model", o.model_path,

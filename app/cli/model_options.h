@@ -24,6 +24,9 @@ struct ModelOptions {
 
 void add_model_options(CLI::App* command, ModelOptions& options);
 
+// "cpu", "cuda" or "auto" (anything else) as a DeviceChoice.
+DeviceChoice device_choice(const std::string& name);
+
 struct LoadedModels {
   std::shared_ptr<const Model> target;
   DraftOptions draft;             // kind, policy and draft model, ready for a request
