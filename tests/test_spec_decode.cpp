@@ -71,6 +71,36 @@ void feed(DraftPolicy& policy, std::span<const DraftRequest> live, int proposed,
   for (int s = 0; s < steps; ++s) policy.update(live, std::vector<int>(live.size(), proposed), accepted);
 }
 
+// Drafts nothing for the first `wait` steps, then `k` tokens for every sequence: a policy
+// that starts drafting late, as goodput does once drafting is predicted to pay.
+class LatePolicy : public DraftPolicy {
+ public:
+  LatePolicy(int wait, int k) : wait_(wait), k_(k) {}
+  std::string name() const override { return "late"; }
+  void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override {
+    k.assign(live.size(), steps_ < wait_ ? 0 : k_);
+    ++steps_;
+  }
+  void update(std::span<const DraftRequest>, std::span<const int>, std::span<const int>) override {}
+
+ private:
+  int wait_, k_;
+  int steps_ = 0;  // lengths() calls so far
+};
+
+// The draft model's own greedy continuation of `context`, from scratch: what a greedy
+// model drafter must propose.
+std::vector<int> draft_greedy(const Model& model, int n_layers, std::vector<int> context, int n) {
+  std::vector<float> logits(static_cast<size_t>(model.config.vocab_size));
+  std::vector<int> out;
+  for (int i = 0; i < n; ++i) {
+    reference_logits(model, context, n_layers, logits.data());
+    out.push_back(static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    context.push_back(out.back());
+  }
+  return out;
+}
+
 }  // namespace
 
 class TestSpecDecode : public QObject {
@@ -496,8 +526,9 @@ class TestSpecDecode : public QObject {
     QCOMPARE(k[0], 1);
   }
 
-  // When the policy drafts nothing, a step is plain decoding: no draft forward beyond the
-  // prompt's prefill, one target token per sequence and step, the same tokens.
+  // When the policy drafts nothing, a decode is plain decoding: no draft forward at all (a
+  // model drafter fills its cache only when first asked for a draft), one target token per
+  // sequence and step, the same tokens.
   void goodputWithoutDraftsCostsWhatPlainDecodingCosts() {
     const auto prompt = make_prompt(14, 6);
     const auto expected = plain_greedy(*make_fake_model("target"), prompt, 25);
@@ -516,7 +547,94 @@ class TestSpecDecode : public QObject {
       }
       QCOMPARE(r.stats.steps, 24);
       QCOMPARE(r.stats.target_tokens, 14 + 3 * 24);
-      QCOMPARE(r.stats.draft_forwards, std::string(kind) == "ngram" ? 0 : 1);  // the prompt's, at prefill
+      QCOMPARE(r.stats.draft_forwards, 0);
+    }
+  }
+
+  // A model drafter runs the prompt through its model only when a first draft is asked
+  // for, once for all sequences (a sequence finished by then takes no part); its backlog
+  // counts what each sequence generated meanwhile; its drafts are the draft model's greedy
+  // continuation of each sequence, before and after a rollback.
+  void modelDrafterPrefillsOnceWhenFirstAsked() {
+    const int prompt_len = 21;
+    const auto prompt = make_prompt(prompt_len, 9);
+    for (const std::string kind : {"layers:2", "model"}) {
+      FakeBackend backend;
+      const auto target = make_fake_model("target");
+      const auto draft = make_fake_model("small draft", 24, 2);
+      const Model& model = kind == "model" ? *draft : *target;
+      const int layers = kind == "model" ? -1 : 2;
+      auto drafter = create_drafter(kind, backend, *target, draft, SamplingParams{}, 3, 400);
+      drafter->prepare(prompt, 3);
+      std::vector<std::vector<int>> seqs(3, prompt);
+      for (int i = 0; i < 3; ++i) {
+        for (int g = 0; g < 3 + i; ++g) seqs[static_cast<size_t>(i)].push_back((5 * i + 7 * g + 1) % 24);
+        drafter->sync(i, seqs[static_cast<size_t>(i)]);
+        QCOMPARE(drafter->backlog(i, seqs[static_cast<size_t>(i)]), 4 + i);  // the prompt's last token and 3 + i generated
+      }
+      QCOMPARE(backend.calls, 0);
+      drafter->finish(1);
+
+      std::vector<Draft> drafts;
+      drafter->propose(std::vector<DraftRequest>{{0, seqs[0], 4, 0}, {2, seqs[2], 2, 0}}, drafts);
+      QCOMPARE(drafts[0].tokens, draft_greedy(model, layers, seqs[0], 4));
+      QCOMPARE(drafts[1].tokens, draft_greedy(model, layers, seqs[2], 2));
+      QCOMPARE(drafter->forwards(), 1 + 4);  // the prompt, then one forward per draft position
+      QCOMPARE(backend.writes.size(), size_t{1});
+      const auto& fed = backend.writes.begin()->second.per_position;
+      for (int p = 0; p < prompt_len - 1; ++p) QCOMPARE(fed.at(p), 1);  // once, for both sequences
+
+      // sequence 0 keeps two drafted tokens and a token of the target's
+      seqs[0].insert(seqs[0].end(), drafts[0].tokens.begin(), drafts[0].tokens.begin() + 2);
+      seqs[0].push_back((drafts[0].tokens[2] + 1) % 24);
+      drafter->sync(0, seqs[0]);
+      QCOMPARE(drafter->backlog(0, seqs[0]), 1);
+      drafter->propose(std::vector<DraftRequest>{{0, seqs[0], 3, 1}}, drafts);
+      QCOMPARE(drafts[0].tokens, draft_greedy(model, layers, seqs[0], 3));
+      for (int p = 0; p < prompt_len - 1; ++p) QCOMPARE(fed.at(p), 1);  // not again
+      drafter->finish(0);
+      drafter->finish(2);
+      QCOMPARE(drafter->blocks_in_use(), 0);
+    }
+  }
+
+  // A policy that starts drafting late: the draft model's prefill comes with the first
+  // draft, after the sequences generated on their own (one of them finished by then), and
+  // every candidate still equals plain greedy decoding.
+  void lateFirstDraftEqualsPlainGreedy() {
+    const int prompt_len = 17, wait = 6;
+    const auto prompt = make_prompt(prompt_len, 2);
+    const auto expected = plain_greedy(*make_fake_model("target"), prompt, 30);
+    for (const std::string kind : {"layers:2", "model"}) {
+      for (const int n : {1, 4}) {
+        DecodeOptions o;
+        o.n_seqs = n;
+        o.max_new_tokens = 30;
+        Setup s(kind, "fixed:1", o, prompt_len);
+        s.policy = std::make_unique<LatePolicy>(wait, 3);
+        DecodeCallbacks cb;
+        cb.on_tokens = [](int seq, const SequenceOutput& out, std::span<const int>) { return seq == 1 && out.tokens.size() >= 3; };
+        const auto r = s.run(prompt, o, cb);
+        const QByteArray where = QStringLiteral("%1 N=%2").arg(kind.c_str()).arg(n).toUtf8();
+        for (int i = 0; i < n; ++i) {
+          const auto& seq = r.seqs[static_cast<size_t>(i)];
+          if (i == 1) {
+            QVERIFY2(seq.finish == FinishReason::Stop, where.constData());
+            QVERIFY2(seq.tokens == std::vector<int>(expected.begin(), expected.begin() + 3), where.constData());
+          } else {
+            QVERIFY2(seq.tokens == expected, where.constData());
+          }
+        }
+        QVERIFY2(r.seqs[0].proposed > 0, where.constData());
+        QCOMPARE(s.backend.writes.size(), size_t{2});
+        for (const auto& [cache, w] : s.backend.writes) {
+          if (cache == s.cache.get()) continue;
+          QCOMPARE(w.first_call, 1 + wait + 1);  // the target's prefill and `wait` plain steps came first
+          for (int p = 0; p < prompt_len - 1; ++p) QCOMPARE(w.per_position.at(p), 1);
+        }
+        QCOMPARE(s.cache->blocks_in_use(), 0);
+        QCOMPARE(s.drafter->blocks_in_use(), 0);
+      }
     }
   }
 };

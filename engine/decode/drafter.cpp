@@ -79,27 +79,21 @@ class ModelDrafter : public Drafter {
 
   std::string name() const override { return name_; }
   int blocks_in_use() const override { return cache_->blocks_in_use(); }
+  // Before the shared prefill the prompt (but its last token) counts as seen: it is fed
+  // once for all sequences, at a cost eager prefilling would have paid anyway.
   int backlog(int seq, std::span<const int> tokens) const override {
-    return static_cast<int>(tokens.size() - seqs_.at(static_cast<size_t>(seq)).cached.size());
+    const size_t seen = prefilled_ ? seqs_.at(static_cast<size_t>(seq)).cached.size() : prompt_.size() - 1;
+    return static_cast<int>(tokens.size() - seen);
   }
   const Model* forward_model() const override { return &model_; }
   int forward_layers() const override { return n_layers_; }
 
+  // The draft cache is filled when a first draft is asked for, so that a decode whose
+  // policy never drafts runs no draft forward at all.
   void prepare(std::span<const int> prompt, int n_seqs) override {
     if (n_seqs != static_cast<int>(seqs_.size())) throw std::logic_error("drafter prepared for another count");
-    // prefill all but the last prompt token once; propose() always feeds at least one token
-    const int root = cache_->create();
-    std::vector<int> cached(prompt.begin(), prompt.end() - 1);
-    if (!cached.empty()) {
-      RaggedBatch batch;
-      batch.add(root, cached, false);
-      run(batch);
-    }
-    for (auto& s : seqs_) {
-      s.id = cache_->fork(root);
-      s.cached = cached;
-    }
-    cache_->release(root);
+    prompt_.assign(prompt.begin(), prompt.end());
+    prefilled_ = false;
   }
 
   void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
@@ -110,12 +104,13 @@ class ModelDrafter : public Drafter {
     int rounds = 0;
     for (size_t r = 0; r < requests.size(); ++r) {
       const auto& req = requests[r];
-      if (seqs_.at(static_cast<size_t>(req.seq)).id < 0) throw std::logic_error("draft for a finished sequence");
+      if (seqs_.at(static_cast<size_t>(req.seq)).finished) throw std::logic_error("draft for a finished sequence");
       // the draft's context bounds how far it can look ahead
       const int room = context - static_cast<int>(req.tokens.size()) + 1;
       want[r] = std::max(0, std::min(req.max_tokens, room));
       rounds = std::max(rounds, want[r]);
     }
+    if (rounds > 0) prefill();
     // round 0 catches each sequence up on the tokens it has not seen; later rounds feed
     // one drafted token each; the last drafted token is never fed (sync would drop it)
     std::vector<int> rows;  // request index of each logits row
@@ -154,7 +149,7 @@ class ModelDrafter : public Drafter {
 
   void sync(int seq, std::span<const int> tokens) override {
     Seq& s = seqs_.at(static_cast<size_t>(seq));
-    if (s.id < 0) return;
+    if (s.id < 0) return;  // finished, or not prefilled yet
     // keep the common prefix, and always leave the last token to be fed next time
     size_t keep = 0;
     const size_t limit = std::min(s.cached.size(), tokens.empty() ? 0 : tokens.size() - 1);
@@ -170,14 +165,36 @@ class ModelDrafter : public Drafter {
     if (s.id >= 0) cache_->release(s.id);
     s.id = -1;
     s.cached.clear();
+    s.finished = true;
   }
 
  private:
   struct Seq {
-    int id = -1;              // sequence in the draft cache
+    int id = -1;              // sequence in the draft cache; -1 before the prefill and once finished
     std::vector<int> cached;  // tokens whose keys/values the draft cache holds
-    Rng rng;
+    bool finished = false;    // finish() was called: it takes no part in the prefill
+    Rng rng;                  // draws its draft tokens when sampling
   };
+
+  // Runs all but the last prompt token through the draft once, and forks every live
+  // sequence from it (propose() always feeds at least one token).
+  void prefill() {
+    if (prefilled_) return;
+    prefilled_ = true;
+    const int root = cache_->create();
+    const std::vector<int> cached(prompt_.begin(), prompt_.end() - 1);
+    if (!cached.empty()) {
+      RaggedBatch batch;
+      batch.add(root, cached, false);
+      run(batch);
+    }
+    for (Seq& s : seqs_) {
+      if (s.finished) continue;
+      s.id = cache_->fork(root);
+      s.cached = cached;
+    }
+    cache_->release(root);
+  }
 
   void run(const RaggedBatch& batch) {
     backend_.forward(model_, *cache_, batch, logits_, n_layers_);
@@ -192,6 +209,8 @@ class ModelDrafter : public Drafter {
   SamplingParams sampling_;
   std::unique_ptr<KvCache> cache_;
   std::vector<Seq> seqs_;       // (n_seqs)
+  std::vector<int> prompt_;     // every sequence's start
+  bool prefilled_ = false;      // the draft cache holds the prompt
   std::vector<float> logits_;   // (rows, vocab) of the last draft forward
   std::vector<float> probs_;    // (vocab) scratch
 };

@@ -38,7 +38,8 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string name() const = 0;
-  // Once, before decoding: the prompt every one of `n_seqs` sequences starts from.
+  // Once, before decoding: the prompt every one of `n_seqs` sequences starts from. A model
+  // drafter runs it through its model only when a first draft is asked for.
   virtual void prepare(std::span<const int> prompt, int n_seqs) = 0;
   // Fills drafts[r] for requests[r] (drafts is resized to requests.size()).
   virtual void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) = 0;

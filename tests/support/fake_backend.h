@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -96,6 +97,7 @@ class FakeBackend : public Backend {
     auto& storage = dynamic_cast<FakeStorage&>(*cache.storage());
     const BatchPlan plan = plan_batch(cache, batch, model.config.context_length);
     for (int t = 0; t < plan.n_tokens; ++t) storage.tokens[static_cast<size_t>(plan.cache_slots[t])] = batch.tokens[t];
+    record_writes(cache, plan);
     const int vocab = model.config.vocab_size;
     logits.assign(plan.logit_rows.size() * static_cast<size_t>(vocab), 0.0f);
     std::vector<int> context;
@@ -120,11 +122,25 @@ class FakeBackend : public Backend {
   }
 
   // A controlled cost model when set; otherwise the real one, measured on this fake.
+  void record_writes(const KvCache& cache, const BatchPlan& plan) {
+    if (plan.n_tokens == 0) return;
+    Writes& w = writes[&cache];
+    if (w.first_call == 0) w.first_call = calls + 1;
+    for (int t = 0; t < plan.n_tokens; ++t) ++w.per_position[plan.positions[t]];
+  }
+
   std::shared_ptr<const ForwardCost> forward_cost(const Model& model) override {
     return cost ? cost : Backend::forward_cost(model);
   }
 
+  // What the forwards wrote into one cache.
+  struct Writes {
+    int first_call = 0;                // the forward (1, 2, ... over all caches) that first wrote it
+    std::map<int, int> per_position;   // position -> tokens written at it, over all its sequences
+  };
+
   std::shared_ptr<const ForwardCost> cost;
+  std::map<const KvCache*, Writes> writes;  // by cache
   int delay_ms = 0;                     // sleep per forward: a "slow model"
   int calls = 0;                        // forwards run, all models
   int max_layers = 0;                   // most layers one forward ran
