@@ -20,7 +20,7 @@ namespace {
 std::shared_ptr<Model> fake_model_with_tokenizer(const std::string& tokenizer_path, const std::string& name = "target") {
   auto vocab = load_vocabulary(tokenizer_path);
   auto model = make_fake_model(name, vocab.size(), 4, 512);
-  model->tokenizer = std::make_shared<Tokenizer>(std::move(vocab));
+  model->tokenizer = create_tokenizer(std::move(vocab));
   return model;
 }
 
@@ -172,7 +172,7 @@ class TestSession : public QObject {
     auto vocab = load_vocabulary(tok);
     vocab.pieces[300] = "▁zebra";
     auto draft = make_fake_model("draft", vocab.size(), 2, 512);
-    draft->tokenizer = std::make_shared<Tokenizer>(std::move(vocab));
+    draft->tokenizer = create_tokenizer(std::move(vocab));
     r = request(2, "model");
     r.draft.draft_model = draft;
     QVERIFY(fails(r, "token 300"));

@@ -1,6 +1,4 @@
 // Tokenizer: every file format against SentencePiece's own results and independent references.
-#include <zlib.h>
-
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -16,51 +14,25 @@
 #include <stdexcept>
 
 #include "model/gguf.h"
-#include "shared_data.h"
 #include "model/tokenizer.h"
+#include "shared_data.h"
+#include "tokenizer_cases.h"
 
 using specula::IncrementalDecoder;
 using specula::TokenKind;
 using specula::Tokenizer;
 using specula::Vocabulary;
 
+using namespace specula::test;
+
 namespace {
 
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+// The tokenizer of a vocabulary (SentencePiece ones in this suite).
+std::unique_ptr<Tokenizer> make(Vocabulary vocab) { return specula::create_tokenizer(std::move(vocab)); }
 
 void writeBytes(const QString& path, std::string_view bytes) {
   std::ofstream out(path.toStdString(), std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// llama.cpp's test vectors: inputs separated by "\n__ggml_vocab_test__\n" (the file ends
-// with one), expected ids one line per case, space-separated, without BOS.
-struct VocabCase {
-  std::string text;
-  std::vector<int> ids;
-};
-
-std::vector<VocabCase> readVocabCases(const std::string& inp, const std::string& out) {
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  const std::string inputs = readBytes(inp);
-  std::vector<VocabCase> cases;
-  for (size_t at = 0; at < inputs.size();) {
-    const size_t end = inputs.find(separator, at);
-    if (end == std::string::npos) break;
-    cases.push_back({inputs.substr(at, end - at), {}});
-    at = end + separator.size();
-  }
-  std::ifstream expected(out);
-  std::string line;
-  for (VocabCase& c : cases) {
-    if (!std::getline(expected, line)) break;
-    std::istringstream ids(line);
-    for (int id; ids >> id;) c.ids.push_back(id);
-  }
-  return cases;
 }
 
 // Every case must give the expected ids; a mismatch names the case.
@@ -75,62 +47,6 @@ void checkVocabCases(const Tokenizer& tokenizer, const std::vector<VocabCase>& c
                            .arg(got.size())
                            .arg(cases[i].ids.size())));
   }
-}
-
-// HumanEval prompts and prompt+solution texts, from the gzip-compressed JSON lines file.
-std::vector<std::string> humanEvalTexts(const std::string& path) {
-  const std::string gz = readBytes(path);
-  z_stream stream{};
-  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) return {};
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
-  stream.avail_in = static_cast<uInt>(gz.size());
-  std::string jsonl;
-  char chunk[1 << 16];
-  int status = Z_OK;
-  while (status == Z_OK) {
-    stream.next_out = reinterpret_cast<Bytef*>(chunk);
-    stream.avail_out = sizeof chunk;
-    status = inflate(&stream, Z_NO_FLUSH);
-    jsonl.append(chunk, sizeof chunk - stream.avail_out);
-  }
-  inflateEnd(&stream);
-  std::vector<std::string> texts;
-  for (const QByteArray& line : QByteArray::fromStdString(jsonl).split('\n')) {
-    if (line.trimmed().isEmpty()) continue;
-    const QJsonObject problem = QJsonDocument::fromJson(line).object();
-    const std::string prompt = problem.value("prompt").toString().toStdString();
-    texts.push_back(prompt);
-    texts.push_back(prompt + problem.value("canonical_solution").toString().toStdString());
-  }
-  return texts;
-}
-
-const std::vector<std::string> kTrickyTexts = {
-    "\tindented with a tab\n\t\tand two\n",
-    "def f(x):\n    if x:\n\t  return 1  \n    return 2\n",
-    "windows\r\nline endings\r\n\r\n",
-    "trailing spaces   \nand tabs\t\t\n",
-    "   leading spaces",
-    " ",
-    "\n",
-    "a  b   c    d",
-    "emoji \xF0\x9F\xA6\x99 llama \xF0\x9F\x98\x80\xF0\x9F\x91\x8D",
-    "CJK \xE4\xB8\xAD\xE6\x96\x87 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E \xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4",
-    "controls \x01\x02\x1b[0m\x7f bell\x07",
-    "mixed \xC3\xA9\xC3\xA0\xC3\xBC \xCE\xB1\xCE\xB2\xCE\xB3 \xD0\xB6\xD0\xB8\xD0\xB2",
-    "print(f\"{x!r:>10}\")  # \xE2\x86\x92 arrow",
-};
-
-bool isValidUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    const size_t need = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
-    if (need == 0 || i + need > s.size()) return false;
-    for (size_t k = 1; k < need; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    i += need;
-  }
-  return true;
 }
 
 // llama2.c's encode (run.c), written out naively over the raw tokenizer.bin pieces: a dummy
@@ -200,7 +116,7 @@ std::string oracleBlock(const std::string& markdown, const std::string& heading)
 
 std::string errorOf(const std::string& path) {
   try {
-    Tokenizer tokenizer(specula::load_vocabulary(path));
+    make(specula::load_vocabulary(path));
   } catch (const std::runtime_error& e) {
     return e.what();
   }
@@ -247,7 +163,7 @@ class TestTokenizer : public QObject {
     SPECULA_SHARED_FILE(model, "tokenizers/llama2/tokenizer.model");
     SPECULA_SHARED_FILE(inp, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf.inp");
     SPECULA_SHARED_FILE(out, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf.out");
-    checkVocabCases(Tokenizer(specula::load_vocabulary(model)), readVocabCases(inp, out));
+    checkVocabCases(*make(specula::load_vocabulary(model)), readVocabCases(inp, out));
   }
 
   // The same vectors through our own ModelProto writer: pieces, scores and kinds only.
@@ -257,10 +173,10 @@ class TestTokenizer : public QObject {
     SPECULA_SHARED_FILE(out, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf.out");
     Vocabulary vocab = specula::load_vocabulary(model);
     vocab.serialized_model.clear();
-    const Tokenizer tokenizer(std::move(vocab));
-    checkVocabCases(tokenizer, readVocabCases(inp, out));
+    const auto tokenizer = make(std::move(vocab));
+    checkVocabCases(*tokenizer, readVocabCases(inp, out));
     const std::string text = "def f(x):\n\treturn x  # \xE2\x9C\x93\n";
-    QCOMPARE(tokenizer.encode(text, true), Tokenizer(specula::load_vocabulary(model)).encode(text, true));
+    QCOMPARE(tokenizer->encode(text, true), make(specula::load_vocabulary(model))->encode(text, true));
   }
 
   // The same vectors from the vocabulary embedded in llama.cpp's GGUF (tokenizer.ggml.*).
@@ -270,7 +186,7 @@ class TestTokenizer : public QObject {
     SPECULA_SHARED_FILE(out, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf.out");
     Vocabulary vocab = specula::gguf_vocabulary(specula::GgufFile::open(gguf));
     QVERIFY(vocab.serialized_model.empty());
-    checkVocabCases(Tokenizer(std::move(vocab)), readVocabCases(inp, out));
+    checkVocabCases(*make(std::move(vocab)), readVocabCases(inp, out));
   }
 
   // The writer's flags survive a trip through a file: no dummy prefix means no leading "▁".
@@ -287,38 +203,39 @@ class TestTokenizer : public QObject {
     QCOMPARE(loaded.pieces, vocab.pieces);
     QCOMPARE(loaded.scores, vocab.scores);
     QCOMPARE(loaded.kinds, vocab.kinds);
-    const Tokenizer tokenizer(loaded);
-    const std::vector<int> ids = tokenizer.encode("Zoo", false);
-    QVERIFY(tokenizer.piece(ids.front()).rfind("\xE2\x96\x81", 0) != 0);
-    QCOMPARE(tokenizer.decode(ids), std::string("Zoo"));
+    const auto tokenizer = make(loaded);
+    const std::vector<int> ids = tokenizer->encode("Zoo", false);
+    QVERIFY(tokenizer->piece(ids.front()).rfind("\xE2\x96\x81", 0) != 0);
+    QCOMPARE(tokenizer->decode(ids), std::string("Zoo"));
   }
 
   void meaningOfLife() {
     SPECULA_SHARED_FILE(model, "tokenizers/llama2/tokenizer.model");
-    const Tokenizer tokenizer(specula::load_vocabulary(model));
+    const auto tokenizer = make(specula::load_vocabulary(model));
     const std::vector<int> expected = {1, 306, 4658, 278, 6593, 310, 2834, 338};
-    QCOMPARE(tokenizer.encode("I believe the meaning of life is", true), expected);
-    QCOMPARE(tokenizer.decode(expected), std::string("I believe the meaning of life is"));
+    QCOMPARE(tokenizer->encode("I believe the meaning of life is", true), expected);
+    QCOMPARE(tokenizer->decode(expected), std::string("I believe the meaning of life is"));
   }
 
   // Byte fallback makes decode(encode(x)) == x for every valid UTF-8 text.
   void roundTripsLlama2Model() {
     SPECULA_SHARED_FILE(model, "tokenizers/llama2/tokenizer.model");
     SPECULA_SHARED_FILE(humanEval, "data/humaneval/HumanEval.jsonl.gz");
-    checkRoundTrips(Tokenizer(specula::load_vocabulary(model)), humanEval);
+    checkRoundTrips(*make(specula::load_vocabulary(model)), humanEval);
   }
 
   void roundTripsStories260K() {
     SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
     SPECULA_SHARED_FILE(humanEval, "data/humaneval/HumanEval.jsonl.gz");
-    checkRoundTrips(Tokenizer(specula::load_vocabulary(tok)), humanEval);
+    checkRoundTrips(*make(specula::load_vocabulary(tok)), humanEval);
   }
 
   // tinystories656k has no byte pieces: characters outside its vocabulary become <unk>, so
   // only texts made of known characters round-trip; the others must show <unk>.
   void tinystoriesRoundTrips() {
     SPECULA_SHARED_FILE(json, "models/tinystories656k/tokenizer.json");
-    const Tokenizer tokenizer(specula::load_vocabulary(json));
+    const auto owned = make(specula::load_vocabulary(json));
+    const Tokenizer& tokenizer = *owned;
     QCOMPARE(tokenizer.size(), 2048);
     QCOMPARE(tokenizer.bos(), 1);
     QCOMPARE(tokenizer.eos(), 2);
@@ -338,12 +255,12 @@ class TestTokenizer : public QObject {
     QVERIFY(file.open(QIODevice::ReadOnly));
     const QJsonArray cases = QJsonDocument::fromJson(file.readAll()).array();
     QVERIFY(cases.size() >= 10);
-    const Tokenizer tokenizer(specula::load_vocabulary(json));
+    const auto tokenizer = make(specula::load_vocabulary(json));
     for (const QJsonValue& value : cases) {
       const std::string text = value["text"].toString().toStdString();
       std::vector<int> expected;
       for (const QJsonValue& id : value["ids"].toArray()) expected.push_back(id.toInt());
-      const std::vector<int> got = tokenizer.encode(text, false);
+      const std::vector<int> got = tokenizer->encode(text, false);
       if (got != expected)
         QFAIL(qPrintable(QStringLiteral("ids differ for: %1").arg(QString::fromStdString(text))));
     }
@@ -357,7 +274,8 @@ class TestTokenizer : public QObject {
     QCOMPARE(vocab.size(), 512);
     QCOMPARE(vocab.pieces[259], std::string("\xE2\x96\x81t"));
     QCOMPARE(vocab.kinds[3], TokenKind::Byte);
-    const Tokenizer tokenizer(vocab);
+    const auto owned = make(vocab);
+    const Tokenizer& tokenizer = *owned;
     std::vector<std::string> raw;
     std::vector<float> scores;
     readLlama2cRaw(tok, raw, scores);
@@ -387,7 +305,8 @@ class TestTokenizer : public QObject {
   // pushed in random chunks: deltas are whole UTF-8 and add up to decode(prefix + tokens).
   void incrementalDecoder() {
     SPECULA_SHARED_FILE(model, "tokenizers/llama2/tokenizer.model");
-    const Tokenizer tokenizer(specula::load_vocabulary(model));
+    const auto owned = make(specula::load_vocabulary(model));
+    const Tokenizer& tokenizer = *owned;
     std::mt19937 rng(1234);
     const std::vector<int> prompt = tokenizer.encode("def f():\n    return '\xE4\xB8\xAD", true);
     const std::vector<int> emoji = tokenizer.encode(" \xF0\x9F\xA6\x99\xF0\x9F\x98\x80 \xE4\xB8\x80\xE9\xBE\x98", false);
@@ -467,9 +386,9 @@ class TestTokenizer : public QObject {
 
     Vocabulary inconsistent = specula::load_vocabulary(tok);
     inconsistent.scores.pop_back();
-    QVERIFY_THROWS_EXCEPTION(std::runtime_error, Tokenizer{inconsistent});
-    const Tokenizer tokenizer(specula::load_vocabulary(tok));
-    QVERIFY_THROWS_EXCEPTION(std::runtime_error, tokenizer.decode(std::vector<int>{5, 512}));
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, make(inconsistent));
+    const auto tokenizer = make(specula::load_vocabulary(tok));
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, tokenizer->decode(std::vector<int>{5, 512}));
   }
 };
 

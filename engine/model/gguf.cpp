@@ -413,9 +413,13 @@ Vocabulary gguf_vocabulary(const GgufFile& f) {
   const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
   if (tokens == nullptr) return vocab;
   const std::string model = f.get_string("tokenizer.ggml.model", "llama");
-  if (model != "llama") {
+  if (model == "gpt2") {
+    vocab.model = TokenizerModel::ByteLevelBpe;
+    vocab.bos = vocab.eos = vocab.unk = -1;
+    vocab.add_bos = vocab.add_dummy_prefix = vocab.byte_fallback = false;
+  } else if (model != "llama") {
     throw ModelError(f.path + ": tokenizer.ggml.model '" + model +
-                     "' is not supported (only SentencePiece vocabularies, 'llama')");
+                     "' is not supported (only 'llama', SentencePiece, and 'gpt2', byte-level BPE)");
   }
   if (tokens->type != GgufType::ARRAY || tokens->element_type != GgufType::STRING) {
     throw ModelError(f.path + ": tokenizer.ggml.tokens is not an array of strings");
@@ -443,8 +447,17 @@ Vocabulary gguf_vocabulary(const GgufFile& f) {
   } else {
     vocab.kinds.assign(n, TokenKind::Normal);
   }
-  // GGUF has no byte-fallback flag: SentencePiece vocabularies with it carry all 256 byte pieces.
-  vocab.byte_fallback = std::count(vocab.kinds.begin(), vocab.kinds.end(), TokenKind::Byte) == 256;
+  if (vocab.model == TokenizerModel::ByteLevelBpe) {
+    const GgufValue* merges = f.find("tokenizer.ggml.merges");
+    if (merges == nullptr || merges->type != GgufType::ARRAY || merges->element_type != GgufType::STRING) {
+      throw ModelError(f.path + ": a byte-level BPE vocabulary needs tokenizer.ggml.merges (an array of strings)");
+    }
+    vocab.merges = merges->texts;
+    vocab.pre = f.get_string("tokenizer.ggml.pre", "");
+  } else {
+    // GGUF has no byte-fallback flag: SentencePiece vocabularies with it carry all 256 byte pieces.
+    vocab.byte_fallback = std::count(vocab.kinds.begin(), vocab.kinds.end(), TokenKind::Byte) == 256;
+  }
   const auto token_id = [&](const char* key, int fallback) {
     const int64_t id = f.get_int(key, fallback);
     if (id < -1 || id >= static_cast<int64_t>(n)) {
@@ -457,7 +470,17 @@ Vocabulary gguf_vocabulary(const GgufFile& f) {
   vocab.eos = token_id("tokenizer.ggml.eos_token_id", vocab.eos);
   vocab.unk = token_id("tokenizer.ggml.unknown_token_id", vocab.unk);
   vocab.pad = token_id("tokenizer.ggml.padding_token_id", vocab.pad);
+  vocab.eot = token_id("tokenizer.ggml.eot_token_id", -1);
+  vocab.eom = token_id("tokenizer.ggml.eom_token_id", -1);
+  // fill-in-the-middle ids, under their current names or the older prefix/suffix/middle ones
+  vocab.fim.prefix = token_id("tokenizer.ggml.fim_pre_token_id", token_id("tokenizer.ggml.prefix_token_id", -1));
+  vocab.fim.suffix = token_id("tokenizer.ggml.fim_suf_token_id", token_id("tokenizer.ggml.suffix_token_id", -1));
+  vocab.fim.middle = token_id("tokenizer.ggml.fim_mid_token_id", token_id("tokenizer.ggml.middle_token_id", -1));
+  vocab.fim.pad = token_id("tokenizer.ggml.fim_pad_token_id", -1);
+  vocab.fim.repo = token_id("tokenizer.ggml.fim_rep_token_id", -1);
+  vocab.fim.sep = token_id("tokenizer.ggml.fim_sep_token_id", -1);
   vocab.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", vocab.add_bos);
+  vocab.add_eos = f.get_bool("tokenizer.ggml.add_eos_token", vocab.add_eos);
   vocab.add_dummy_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", vocab.add_dummy_prefix);
   return vocab;
 }

@@ -111,8 +111,9 @@ struct GgufFile {
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };
 
-// The SentencePiece vocabulary stored as tokenizer.ggml.*; empty when the file has none.
-// Throws ModelError when the arrays disagree or the tokenizer model is not "llama".
+// The vocabulary stored as tokenizer.ggml.*; empty when the file has none. Throws ModelError
+// when the arrays disagree or the tokenizer model is neither "llama" (SentencePiece) nor
+// "gpt2" (byte-level BPE).
 Vocabulary gguf_vocabulary(const GgufFile& gguf);
 
 class GgufWriter {

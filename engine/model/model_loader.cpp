@@ -54,7 +54,7 @@ TensorView aligned_view(Model& model, const TensorView& v) {
 
 std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& source, Vocabulary vocab) {
   try {
-    return std::make_shared<Tokenizer>(std::move(vocab));
+    return create_tokenizer(std::move(vocab));
   } catch (const std::exception& e) {
     throw ModelError(source + ": unusable vocabulary: " + e.what());
   }

@@ -1,12 +1,10 @@
-// Tokenizer on the SentencePiece library, the ModelProto writer and streaming decode.
+// What both tokenizer kinds share: special tokens in the text, BOS/EOS, the end-of-generation
+// set, fill-in-the-middle prompts, streaming decode, UTF-8 repair and GPT-2's byte mapping.
 #include "model/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <stdexcept>
 
 #include "model/tokenizer_internal.h"
@@ -15,316 +13,322 @@ namespace specula {
 
 namespace {
 
-// Protobuf wire format: every field is a key (field number << 3 | wire type) and a value.
-// Wire type 0 is a base-128 little-endian varint, 2 is length-prefixed bytes, 5 is 4 bytes.
-void put_varint(std::string& out, uint64_t value) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-void put_key(std::string& out, int field, int wire_type) {
-  put_varint(out, (static_cast<uint64_t>(field) << 3) | static_cast<uint64_t>(wire_type));
-}
-
-// int32 and enum fields; a negative int32 is sign-extended to 10 bytes, as protobuf does.
-void put_int(std::string& out, int field, int64_t value) {
-  put_key(out, field, 0);
-  put_varint(out, static_cast<uint64_t>(value));
-}
-
-void put_bytes(std::string& out, int field, std::string_view bytes) {
-  put_key(out, field, 2);
-  put_varint(out, bytes.size());
-  out.append(bytes);
-}
-
-void put_float(std::string& out, int field, float value) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &value, sizeof bits);
-  put_key(out, field, 5);
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
-}
-
-// Field numbers of SentencePiece's sentencepiece_model.proto.
-namespace proto {
-constexpr int kModelPieces = 1, kModelTrainerSpec = 2, kModelNormalizerSpec = 3;
-constexpr int kPiecePiece = 1, kPieceScore = 2, kPieceType = 3;
-constexpr int kTrainerModelType = 3, kTrainerVocabSize = 4, kTrainerByteFallback = 35;
-constexpr int kTrainerUnkId = 40, kTrainerBosId = 41, kTrainerEosId = 42, kTrainerPadId = 43;
-constexpr int kTrainerUnkPiece = 45, kTrainerBosPiece = 46, kTrainerEosPiece = 47,
-              kTrainerPadPiece = 48;
-constexpr int kNormalizerName = 1, kNormalizerAddDummyPrefix = 3,
-              kNormalizerRemoveExtraWhitespaces = 4, kNormalizerEscapeWhitespaces = 5;
-constexpr int kModelTypeBpe = 2;
-}  // namespace proto
-
-// An id field of TrainerSpec: SentencePiece uses -1 for "absent".
-int id_or_absent(const Vocabulary& vocab, int id) { return id >= 0 && id < vocab.size() ? id : -1; }
-
-// The byte a `<0xNN>` piece stands for (0 for a malformed piece, which SentencePiece rejects).
-uint8_t byte_of_piece(const std::string& piece) {
-  if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return 0;
-  return static_cast<uint8_t>(std::strtoul(piece.substr(3, 2).c_str(), nullptr, 16));
-}
-
-// Reads protobuf wire format: the fields of one message, in order.
-struct WireReader {
-  std::string_view data;
-  size_t at = 0;
-
-  bool varint(uint64_t& value) {
-    value = 0;
-    for (int shift = 0; shift < 64 && at < data.size(); shift += 7) {
-      const auto byte = static_cast<uint8_t>(data[at++]);
-      value |= static_cast<uint64_t>(byte & 0x7F) << shift;
-      if (byte < 0x80) return true;
-    }
-    return false;
-  }
-
-  // The next field: its number, wire type, and the varint value or the bytes it holds.
-  bool next(uint64_t& field, uint64_t& wire_type, uint64_t& value, std::string_view& bytes) {
-    uint64_t key;
-    if (at >= data.size() || !varint(key)) return false;
-    field = key >> 3;
-    wire_type = key & 7;
-    switch (wire_type) {
-      case 0: return varint(value);
-      case 1: case 5: {
-        const size_t size = wire_type == 1 ? 8 : 4;
-        if (data.size() - at < size) return false;
-        at += size;
-        return true;
-      }
-      case 2:
-        if (!varint(value) || data.size() - at < value) return false;
-        bytes = data.substr(at, value);
-        at += value;
-        return true;
-      default: return false;
-    }
-  }
+// Pieces that end a turn or a document in the families Specula reads, matched by name
+// because many files name only EOS in their metadata (as llama.cpp does).
+constexpr std::array kEndOfGenerationPieces = {
+    "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|end|>",
+    "<end_of_turn>", "<EOT>", "\xE2\x96\x81<EOT>", "<|EOT|>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // <｜end▁of▁sentence｜>
 };
 
-// NormalizerSpec.add_dummy_prefix of a serialized ModelProto (true when absent, as in proto).
-bool adds_dummy_prefix(std::string_view model) {
-  uint64_t field, wire_type, value;
-  std::string_view bytes;
-  for (WireReader top{model}; top.next(field, wire_type, value, bytes);) {
-    if (field != proto::kModelNormalizerSpec || wire_type != 2) continue;
-    for (WireReader spec{bytes}; spec.next(field, wire_type, value, bytes);)
-      if (field == proto::kNormalizerAddDummyPrefix && wire_type == 0) return value != 0;
+// Fill-in-the-middle pieces by family: Qwen2.5-Coder, StarCoder, DeepSeek-Coder, CodeLlama
+// (SentencePiece pieces with the leading "▁"), and the bare spellings of other files.
+constexpr std::array kFimPrefixPieces = {
+    "<|fim_prefix|>", "<fim_prefix>", "<fim-prefix>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",  // <｜fim▁begin｜>
+    "\xE2\x96\x81<PRE>", "<PRE>"};
+constexpr std::array kFimSuffixPieces = {
+    "<|fim_suffix|>", "<fim_suffix>", "<fim-suffix>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81hole\xEF\xBD\x9C>",  // <｜fim▁hole｜>
+    "\xE2\x96\x81<SUF>", "<SUF>"};
+constexpr std::array kFimMiddlePieces = {
+    "<|fim_middle|>", "<fim_middle>", "<fim-middle>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",  // <｜fim▁end｜>
+    "\xE2\x96\x81<MID>", "<MID>"};
+constexpr std::array kFimPadPieces = {"<|fim_pad|>", "<fim_pad>", "<fim-pad>"};
+constexpr std::array kFimRepoPieces = {"<|repo_name|>", "<repo_name>", "<fim-repo>"};
+constexpr std::array kFimSepPieces = {"<|file_sep|>", "<file_sep>"};
+
+// The first id whose piece is one of `names` (in the order of `names`), or -1.
+template <size_t N>
+int find_piece(const Vocabulary& vocab, const std::array<const char*, N>& names) {
+  for (const char* name : names) {
+    const auto it = std::find(vocab.pieces.begin(), vocab.pieces.end(), name);
+    if (it != vocab.pieces.end()) return static_cast<int>(it - vocab.pieces.begin());
   }
-  return true;
+  return -1;
 }
 
-// SentencePiece.type of every piece of a serialized ModelProto (NORMAL when absent). The
-// processor's API cannot tell user-defined pieces from normal ones; the proto can.
-std::vector<TokenKind> piece_kinds(std::string_view model) {
-  std::vector<TokenKind> kinds;
-  uint64_t field, wire_type, value;
-  std::string_view bytes;
-  for (WireReader top{model}; top.next(field, wire_type, value, bytes);) {
-    if (field != proto::kModelPieces || wire_type != 2) continue;
-    TokenKind kind = TokenKind::Normal;
-    for (WireReader piece{bytes}; piece.next(field, wire_type, value, bytes);)
-      if (field == proto::kPieceType && wire_type == 0 && value >= 1 && value <= 6)
-        kind = static_cast<TokenKind>(value);
-    kinds.push_back(kind);
+void check_vocabulary(const Vocabulary& vocab) {
+  if (vocab.empty()) throw std::runtime_error("tokenizer vocabulary is empty");
+  if (vocab.kinds.size() != vocab.pieces.size())
+    throw std::runtime_error("tokenizer vocabulary is inconsistent: " + std::to_string(vocab.pieces.size()) +
+                             " pieces, " + std::to_string(vocab.kinds.size()) + " kinds");
+  const auto check_id = [&](const char* what, int id) {
+    if (id < -1 || id >= vocab.size())
+      throw std::runtime_error(std::string("tokenizer vocabulary: ") + what + " id " + std::to_string(id) +
+                               " is outside the vocabulary of " + std::to_string(vocab.size()));
+  };
+  check_id("BOS", vocab.bos);
+  check_id("EOS", vocab.eos);
+  check_id("EOT", vocab.eot);
+  check_id("EOM", vocab.eom);
+  for (int id : vocab.extra_eos) check_id("end-of-generation", id);
+  for (int id : {vocab.fim.prefix, vocab.fim.suffix, vocab.fim.middle, vocab.fim.pad, vocab.fim.repo, vocab.fim.sep})
+    check_id("fill-in-the-middle", id);
+  if (vocab.add_bos && vocab.bos < 0) throw std::runtime_error("tokenizer vocabulary adds a BOS token but has none");
+  if (vocab.add_eos && vocab.eos < 0) throw std::runtime_error("tokenizer vocabulary adds an EOS token but has none");
+}
+
+// The id from the metadata, else the first piece of `names`.
+template <size_t N>
+int metadata_or_named(const Vocabulary& vocab, int id, const std::array<const char*, N>& names) {
+  return id >= 0 ? id : find_piece(vocab, names);
+}
+
+// Bytes `b` starts a sequence of, and the range its second byte must lie in (Unicode's table
+// of well-formed UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF).
+struct Utf8Lead {
+  size_t length = 0;  // 0: not a lead byte
+  uint8_t second_lo = 0x80, second_hi = 0xBF;
+};
+
+Utf8Lead utf8_lead(uint8_t b) {
+  if (b < 0x80) return {1};
+  if (b >= 0xC2 && b <= 0xDF) return {2};
+  if (b == 0xE0) return {3, 0xA0, 0xBF};
+  if (b == 0xED) return {3, 0x80, 0x9F};
+  if (b >= 0xE1 && b <= 0xEF) return {3};
+  if (b == 0xF0) return {4, 0x90, 0xBF};
+  if (b >= 0xF1 && b <= 0xF3) return {4};
+  if (b == 0xF4) return {4, 0x80, 0x8F};
+  return {};
+}
+
+// How many bytes of the sequence starting at `at` are well-formed so far (up to its length).
+size_t utf8_valid_run(std::string_view s, size_t at, const Utf8Lead& lead) {
+  size_t n = 1;
+  for (; n < lead.length && at + n < s.size(); ++n) {
+    const auto c = static_cast<uint8_t>(s[at + n]);
+    const bool ok = n == 1 ? c >= lead.second_lo && c <= lead.second_hi : (c & 0xC0) == 0x80;
+    if (!ok) break;
   }
-  return kinds;
+  return n;
 }
 
 }  // namespace
 
-std::string serialize_sentencepiece_model(const Vocabulary& vocab) {
-  if (vocab.empty()) throw std::runtime_error("tokenizer vocabulary is empty");
-  if (vocab.scores.size() != vocab.pieces.size() || vocab.kinds.size() != vocab.pieces.size())
-    throw std::runtime_error("tokenizer vocabulary is inconsistent: " +
-                             std::to_string(vocab.pieces.size()) + " pieces, " +
-                             std::to_string(vocab.scores.size()) + " scores, " +
-                             std::to_string(vocab.kinds.size()) + " kinds");
-  for (int id = 0; id < vocab.size(); ++id)
-    if (vocab.pieces[static_cast<size_t>(id)].empty())
-      throw std::runtime_error("tokenizer vocabulary has an empty piece at id " +
-                               std::to_string(id));
+// ---------------------------------------------------------------------------------------
+// UTF-8 and the byte mapping
 
-  std::string model;
-  for (int id = 0; id < vocab.size(); ++id) {
-    const size_t i = static_cast<size_t>(id);
-    std::string piece;
-    put_bytes(piece, proto::kPiecePiece, vocab.pieces[i]);
-    put_float(piece, proto::kPieceScore, vocab.scores[i]);
-    put_int(piece, proto::kPieceType, static_cast<int32_t>(vocab.kinds[i]));
-    put_bytes(model, proto::kModelPieces, piece);
-  }
-
-  std::string trainer;
-  put_int(trainer, proto::kTrainerModelType, proto::kModelTypeBpe);
-  put_int(trainer, proto::kTrainerVocabSize, vocab.size());
-  put_int(trainer, proto::kTrainerByteFallback, vocab.byte_fallback ? 1 : 0);
-  const int ids[4] = {id_or_absent(vocab, vocab.unk), id_or_absent(vocab, vocab.bos),
-                      id_or_absent(vocab, vocab.eos), id_or_absent(vocab, vocab.pad)};
-  const int id_fields[4] = {proto::kTrainerUnkId, proto::kTrainerBosId, proto::kTrainerEosId,
-                            proto::kTrainerPadId};
-  const int piece_fields[4] = {proto::kTrainerUnkPiece, proto::kTrainerBosPiece,
-                               proto::kTrainerEosPiece, proto::kTrainerPadPiece};
-  for (int k = 0; k < 4; ++k) {
-    put_int(trainer, id_fields[k], ids[k]);
-    if (ids[k] >= 0) put_bytes(trainer, piece_fields[k], vocab.pieces[static_cast<size_t>(ids[k])]);
-  }
-  put_bytes(model, proto::kModelTrainerSpec, trainer);
-
-  // "identity": no Unicode normalization and whitespace kept exactly (only ' ' -> '▁').
-  std::string normalizer;
-  put_bytes(normalizer, proto::kNormalizerName, "identity");
-  put_int(normalizer, proto::kNormalizerAddDummyPrefix, vocab.add_dummy_prefix ? 1 : 0);
-  put_int(normalizer, proto::kNormalizerRemoveExtraWhitespaces, 0);
-  put_int(normalizer, proto::kNormalizerEscapeWhitespaces, 1);
-  put_bytes(model, proto::kModelNormalizerSpec, normalizer);
-  return model;
-}
-
-std::unique_ptr<sentencepiece::SentencePieceProcessor> load_sentencepiece(
-    std::string_view serialized, const std::string& what) {
-  auto processor = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto status = processor->LoadFromSerializedProto(serialized);
-  if (!status.ok())
-    throw std::runtime_error(what + ": SentencePiece cannot load the model: " +
-                             status.ToString());
-  return processor;
-}
-
-Vocabulary vocabulary_from_processor(const sentencepiece::SentencePieceProcessor& processor,
-                                     std::string serialized) {
-  Vocabulary vocab;
-  const int n = processor.GetPieceSize();
-  vocab.pieces.reserve(static_cast<size_t>(n));
-  vocab.scores.reserve(static_cast<size_t>(n));
-  for (int id = 0; id < n; ++id) {
-    vocab.pieces.push_back(processor.IdToPiece(id));
-    vocab.scores.push_back(processor.GetScore(id));
-  }
-  vocab.kinds = piece_kinds(serialized);
-  if (vocab.kinds.size() != vocab.pieces.size())
-    throw std::runtime_error("tokenizer model lists " + std::to_string(vocab.kinds.size()) +
-                             " piece types for " + std::to_string(n) + " pieces");
-  const auto byte_pieces = std::count(vocab.kinds.begin(), vocab.kinds.end(), TokenKind::Byte);
-  vocab.unk = processor.unk_id();
-  vocab.bos = processor.bos_id();
-  vocab.eos = processor.eos_id();
-  vocab.pad = processor.pad_id();
-  vocab.add_bos = vocab.bos >= 0;
-  vocab.byte_fallback = byte_pieces == 256;
-  vocab.add_dummy_prefix = adds_dummy_prefix(serialized);
-  vocab.serialized_model = std::move(serialized);
-  return vocab;
-}
-
-Tokenizer::Tokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
-  if (!vocab_.serialized_model.empty()) {
-    processor_ = load_sentencepiece(vocab_.serialized_model, "tokenizer model");
-    if (vocab_.empty()) {
-      vocab_ = vocabulary_from_processor(*processor_, std::move(vocab_.serialized_model));
-    } else if (processor_->GetPieceSize() != vocab_.size()) {
-      throw std::runtime_error("tokenizer model has " + std::to_string(processor_->GetPieceSize()) +
-                               " pieces but the vocabulary lists " +
-                               std::to_string(vocab_.size()));
+std::string repair_utf8(std::string_view bytes) {
+  std::string text;
+  text.reserve(bytes.size());
+  for (size_t at = 0; at < bytes.size();) {
+    const Utf8Lead lead = utf8_lead(static_cast<uint8_t>(bytes[at]));
+    if (lead.length > 0 && utf8_valid_run(bytes, at, lead) == lead.length) {
+      text.append(bytes.substr(at, lead.length));
+      at += lead.length;
+    } else {
+      text.append("\xEF\xBF\xBD");  // U+FFFD for this one byte
+      ++at;
     }
-  } else {
-    processor_ = load_sentencepiece(serialize_sentencepiece_model(vocab_), "tokenizer vocabulary");
   }
+  return text;
+}
+
+size_t complete_utf8_prefix(std::string_view bytes) {
+  for (size_t back = 1; back <= std::min<size_t>(3, bytes.size()); ++back) {
+    const size_t at = bytes.size() - back;
+    const Utf8Lead lead = utf8_lead(static_cast<uint8_t>(bytes[at]));
+    if (lead.length == 0) continue;  // a continuation byte (or an invalid one): look further back
+    const bool unfinished = lead.length > back && utf8_valid_run(bytes, at, lead) == back;
+    return unfinished ? at : bytes.size();
+  }
+  return bytes.size();
+}
+
+bool is_utf8(std::string_view text, size_t* bad_at) {
+  for (size_t at = 0; at < text.size();) {
+    const Utf8Lead lead = utf8_lead(static_cast<uint8_t>(text[at]));
+    if (lead.length == 0 || utf8_valid_run(text, at, lead) != lead.length) {
+      if (bad_at) *bad_at = at;
+      return false;
+    }
+    at += lead.length;
+  }
+  return true;
+}
+
+namespace {
+
+// GPT-2's bytes_to_unicode(): code point of every byte.
+const std::array<uint32_t, 256>& byte_code_points() {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      t[b] = printable ? b : next++;
+    }
+    return t;
+  }();
+  return table;
+}
+
+void append_code_point(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else {  // the mapping stays below U+0800
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+}  // namespace
+
+std::string byte_level_piece(std::string_view bytes) {
+  std::string piece;
+  for (const char c : bytes) append_code_point(piece, byte_code_points()[static_cast<uint8_t>(c)]);
+  return piece;
+}
+
+bool byte_level_bytes(std::string_view piece, std::string& bytes) {
+  static const std::array<int, 324> byte_of = [] {
+    std::array<int, 324> t{};
+    t.fill(-1);
+    for (int b = 0; b < 256; ++b) t[byte_code_points()[static_cast<size_t>(b)]] = b;
+    return t;
+  }();
+  bytes.clear();
+  for (size_t at = 0; at < piece.size();) {
+    const auto c = static_cast<uint8_t>(piece[at]);
+    uint32_t cp;
+    if (c < 0x80) {
+      cp = c;
+      at += 1;
+    } else if ((c & 0xE0) == 0xC0 && at + 1 < piece.size()) {
+      cp = (static_cast<uint32_t>(c & 0x1F) << 6) | (static_cast<uint8_t>(piece[at + 1]) & 0x3F);
+      at += 2;
+    } else {
+      return false;
+    }
+    if (cp >= byte_of.size() || byte_of[cp] < 0) return false;
+    bytes.push_back(static_cast<char>(byte_of[cp]));
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tokenizer
+
+Tokenizer::Tokenizer(Vocabulary vocab, bool split_user_defined) : vocab_(std::move(vocab)) {
+  check_vocabulary(vocab_);
+
+  fim_.prefix = metadata_or_named(vocab_, vocab_.fim.prefix, kFimPrefixPieces);
+  fim_.suffix = metadata_or_named(vocab_, vocab_.fim.suffix, kFimSuffixPieces);
+  fim_.middle = metadata_or_named(vocab_, vocab_.fim.middle, kFimMiddlePieces);
+  fim_.pad = metadata_or_named(vocab_, vocab_.fim.pad, kFimPadPieces);
+  fim_.repo = metadata_or_named(vocab_, vocab_.fim.repo, kFimRepoPieces);
+  fim_.sep = metadata_or_named(vocab_, vocab_.fim.sep, kFimSepPieces);
+
+  std::vector<int> eog = {vocab_.eos, vocab_.eot, vocab_.eom, fim_.pad, fim_.repo, fim_.sep};
+  eog.insert(eog.end(), vocab_.extra_eos.begin(), vocab_.extra_eos.end());
+  for (int id = 0; id < vocab_.size(); ++id) {
+    const std::string& piece = vocab_.pieces[static_cast<size_t>(id)];
+    if (std::find(kEndOfGenerationPieces.begin(), kEndOfGenerationPieces.end(), piece) != kEndOfGenerationPieces.end())
+      eog.push_back(id);
+  }
+  std::erase(eog, -1);
+  std::sort(eog.begin(), eog.end());
+  eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
+  end_of_generation_ = std::move(eog);
+
+  specials_by_first_byte_.resize(256);
+  for (int id = 0; id < vocab_.size(); ++id) {
+    const TokenKind kind = vocab_.kinds[static_cast<size_t>(id)];
+    const std::string& piece = vocab_.pieces[static_cast<size_t>(id)];
+    const bool matchable = kind == TokenKind::Control || kind == TokenKind::Unknown ||
+                           (kind == TokenKind::UserDefined && split_user_defined);
+    if (matchable && !piece.empty()) specials_by_first_byte_[static_cast<uint8_t>(piece[0])].push_back(id);
+  }
+  for (auto& ids : specials_by_first_byte_)
+    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return piece(a).size() > piece(b).size(); });
 }
 
 Tokenizer::~Tokenizer() = default;
 
-std::vector<int> Tokenizer::encode(std::string_view text, bool add_bos) const {
-  std::vector<int> pieces;
-  const auto status = processor_->Encode(text, &pieces);
-  if (!status.ok()) throw std::runtime_error("tokenizer cannot encode text: " + status.ToString());
-  if (!add_bos || vocab_.bos < 0) return pieces;
-  std::vector<int> ids;
-  ids.reserve(pieces.size() + 1);
-  ids.push_back(vocab_.bos);
-  ids.insert(ids.end(), pieces.begin(), pieces.end());
-  return ids;
+const char* Tokenizer::model_name() const {
+  return vocab_.model == TokenizerModel::ByteLevelBpe ? "bpe" : "sentencepiece";
 }
 
-std::string Tokenizer::decode(std::span<const int> ids) const {
+bool Tokenizer::ends_generation(int id) const {
+  return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);
+}
+
+void Tokenizer::check_ids(std::span<const int> ids) const {
   for (const int id : ids)
     if (id < 0 || id >= vocab_.size())
       throw std::runtime_error("token id " + std::to_string(id) + " is outside the vocabulary of " +
                                std::to_string(vocab_.size()));
-  std::string text;
-  const auto status = processor_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
-  if (!status.ok()) throw std::runtime_error("tokenizer cannot decode ids: " + status.ToString());
-  return text;
 }
 
-// How many leading ids of `ids` decode to text that no later id can change. SentencePiece
-// turns a run of byte pieces into UTF-8 as a whole, so a trailing run that ends inside a
-// multi-byte character is held back until the character completes (or proves invalid).
-static size_t final_prefix_length(const Vocabulary& vocab, std::span<const int> ids) {
-  size_t run_start = ids.size();
-  while (run_start > 0 && vocab.kinds[static_cast<size_t>(ids[run_start - 1])] == TokenKind::Byte)
-    --run_start;
-  const size_t n = ids.size() - run_start;
-  // The last byte that is not a continuation byte (10xxxxxx) among the last four.
-  for (size_t back = 1; back <= std::min<size_t>(n, 4); ++back) {
-    const size_t at = ids.size() - back;
-    const uint8_t b = byte_of_piece(vocab.pieces[static_cast<size_t>(ids[at])]);
-    if ((b & 0xC0) == 0x80) continue;
-    const size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-    return need > back ? at : ids.size();
+Tokenizer::SpecialMatch Tokenizer::find_special(std::string_view text, size_t from, bool parse_special) const {
+  for (size_t at = from; at < text.size(); ++at) {
+    for (const int id : specials_by_first_byte_[static_cast<uint8_t>(text[at])]) {
+      const TokenKind kind = vocab_.kinds[static_cast<size_t>(id)];
+      if (!parse_special && kind != TokenKind::UserDefined) continue;
+      const std::string& p = piece(id);
+      if (text.compare(at, p.size(), p) == 0) return {at, p.size(), id};
+    }
   }
-  return ids.size();
+  return {};
 }
+
+std::vector<int> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  std::vector<int> ids;
+  if (add_special && vocab_.add_bos) ids.push_back(vocab_.bos);
+  // Text after a special token starts afresh: SentencePiece gives it its dummy prefix again,
+  // as llama.cpp does.
+  for (size_t at = 0; at < text.size();) {
+    const SpecialMatch match = find_special(text, at, parse_special);
+    const size_t end = match.id >= 0 ? match.at : text.size();
+    if (end > at) encode_text(text.substr(at, end - at), false, ids);
+    if (match.id < 0) break;
+    ids.push_back(match.id);
+    at = match.at + match.size;
+  }
+  if (add_special && vocab_.add_eos) ids.push_back(vocab_.eos);
+  return ids;
+}
+
+std::vector<int> Tokenizer::fim_prompt(std::string_view prefix, std::string_view suffix) const {
+  if (!fim_.complete())
+    throw std::runtime_error("this vocabulary has no fill-in-the-middle tokens (prefix, suffix and middle)");
+  std::vector<int> ids;
+  if (vocab_.add_bos) ids.push_back(vocab_.bos);
+  ids.push_back(fim_.prefix);
+  encode_text(prefix, false, ids);
+  ids.push_back(fim_.suffix);
+  encode_text(suffix, true, ids);
+  ids.push_back(fim_.middle);
+  return ids;
+}
+
+std::unique_ptr<Tokenizer> create_tokenizer(Vocabulary vocab) {
+  if (vocab.model == TokenizerModel::ByteLevelBpe) return create_bpe_tokenizer(std::move(vocab));
+  return create_sentencepiece_tokenizer(std::move(vocab));
+}
+
+// ---------------------------------------------------------------------------------------
+// IncrementalDecoder
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, std::vector<int> prefix)
-    : tokenizer_(tokenizer), tokens_(std::move(prefix)) {
-  const size_t final_ids = final_prefix_length(tokenizer_.vocabulary(), tokens_);
-  prefix_text_size_ = window_text(final_ids).size();
-  advance_window(final_ids);
-}
+    : stream_(tokenizer.decode_stream(std::move(prefix))) {}
 
-std::string IncrementalDecoder::window_text(size_t end) const {
-  const std::span<const int> window = std::span<const int>(tokens_).subspan(window_, end - window_);
-  return tokenizer_.decode(window).substr(anchor_text_size_);
-}
+IncrementalDecoder::~IncrementalDecoder() = default;
+IncrementalDecoder::IncrementalDecoder(IncrementalDecoder&&) noexcept = default;
 
-// Moves the window to the last anchor among the final ids: a normal piece that decodes to
-// text on its own. Byte runs and the leading-space rule of the first piece end before it.
-void IncrementalDecoder::advance_window(size_t final_ids) {
-  const Vocabulary& vocab = tokenizer_.vocabulary();
-  for (size_t at = final_ids; at-- > window_ + 1;) {
-    const TokenKind kind = vocab.kinds[static_cast<size_t>(tokens_[at])];
-    if (kind != TokenKind::Normal && kind != TokenKind::UserDefined) continue;
-    const size_t anchor_size = tokenizer_.decode(std::span<const int>(tokens_).subspan(at, 1)).size();
-    if (anchor_size == 0) continue;
-    window_offset_ += window_text(at + 1).size();
-    window_ = at;
-    anchor_text_size_ = anchor_size;
-    return;
-  }
-}
-
-std::string IncrementalDecoder::take(size_t final_ids) {
-  const std::string text = window_text(final_ids);
-  const size_t done = prefix_text_size_ + emitted_.size() - window_offset_;  // of `text`
-  std::string delta = text.size() > done ? text.substr(done) : std::string();
+std::string IncrementalDecoder::push(std::span<const int> tokens) {
+  std::string delta = stream_->push(tokens);
   emitted_ += delta;
-  advance_window(final_ids);
   return delta;
 }
 
-std::string IncrementalDecoder::push(std::span<const int> tokens) {
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  return take(final_prefix_length(tokenizer_.vocabulary(), tokens_));
+std::string IncrementalDecoder::finish() {
+  std::string delta = stream_->finish();
+  emitted_ += delta;
+  return delta;
 }
-
-std::string IncrementalDecoder::finish() { return take(tokens_.size()); }
 
 }  // namespace specula

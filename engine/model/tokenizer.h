@@ -1,9 +1,12 @@
-// SentencePiece tokenization for every model format.
-//
-// All tokenizers run on the real SentencePiece library. A `tokenizer.model` file is
-// loaded as it is; vocabularies from GGUF, llama2.c's tokenizer.bin and Llama-style
-// tokenizer.json are turned into a SentencePiece ModelProto in memory and loaded with
-// LoadFromSerializedProto.
+// Tokenization for every model format, behind one interface with two implementations:
+//   SentencePiece  Llama 2, CodeLlama, TinyLlama, Mistral: run on the real SentencePiece
+//                  library. A `tokenizer.model` is loaded as it is; vocabularies from GGUF,
+//                  llama2.c's tokenizer.bin and Llama-style tokenizer.json become a
+//                  SentencePiece ModelProto in memory.
+//   byte-level BPE Qwen, DeepSeek-Coder, Llama 3, StarCoder, GPT-2: bytes mapped to printable
+//                  code points, a regex pre-tokenizer (PCRE2), merges by rank.
+// What both share lives here: special tokens matched in the text, BOS/EOS, the
+// end-of-generation set, the fill-in-the-middle tokens, and streaming decode.
 #pragma once
 
 #include <memory>
@@ -14,48 +17,124 @@
 
 #include "model/vocabulary.h"
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
-
 namespace specula {
+
+class DecodeStream;
 
 class Tokenizer {
  public:
-  // Builds the SentencePiece model from `vocab` (or loads vocab.serialized_model).
-  // Throws std::runtime_error with a readable message when the vocabulary is unusable.
-  explicit Tokenizer(Vocabulary vocab);
-  ~Tokenizer();
+  virtual ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
-  std::vector<int> encode(std::string_view text, bool add_bos) const;
-  std::string decode(std::span<const int> ids) const;
+  // `add_special`: BOS (and EOS) where the vocabulary asks for them. `parse_special`: the text
+  // of control tokens (<|endoftext|>, <|im_end|>, FIM tokens, </s>) becomes those tokens;
+  // otherwise it is plain text. User-defined tokens (byte-level BPE) are always matched, as
+  // Hugging Face and llama.cpp do.
+  std::vector<int> encode(std::string_view text, bool add_special, bool parse_special = false) const;
+  // Text of `ids`; control tokens decode to nothing, bytes that are not UTF-8 to U+FFFD.
+  // Throws std::runtime_error for an id outside the vocabulary.
+  virtual std::string decode(std::span<const int> ids) const = 0;
 
   const Vocabulary& vocabulary() const { return vocab_; }
+  TokenizerModel model() const { return vocab_.model; }
+  const char* model_name() const;  // "sentencepiece" or "bpe"
   int size() const { return vocab_.size(); }
   int bos() const { return vocab_.bos; }
   int eos() const { return vocab_.eos; }
   const std::string& piece(int id) const { return vocab_.pieces.at(static_cast<size_t>(id)); }
 
- private:
+  // Ids that end a generation: EOS, EOT/EOM from the metadata, generation_config.json's
+  // list, and pieces known to end a turn or a document (<|endoftext|>, <|im_end|>,
+  // <|eot_id|>, <|fim_pad|>, ...). Sorted, without duplicates.
+  const std::vector<int>& end_of_generation() const { return end_of_generation_; }
+  bool ends_generation(int id) const;
+  // Fill-in-the-middle tokens from the metadata, else by their known piece names.
+  const FimTokens& fim() const { return fim_; }
+
+  // The ids of a fill-in-the-middle prompt in prefix-suffix-middle order, in the layout of
+  // the model's family: BOS where the vocabulary adds one, the prefix token, the prefix, the
+  // suffix token, the suffix, the middle token. CodeLlama's suffix is encoded without
+  // SentencePiece's leading space, as Meta's reference does. Throws std::runtime_error when
+  // the vocabulary has no FIM tokens.
+  std::vector<int> fim_prompt(std::string_view prefix, std::string_view suffix) const;
+
+  // For IncrementalDecoder: a stream that has already shown `prefix`.
+  virtual std::unique_ptr<DecodeStream> decode_stream(std::vector<int> prefix) const = 0;
+  // Throws std::runtime_error when an id is outside the vocabulary.
+  void check_ids(std::span<const int> ids) const;
+
+ protected:
+  // `split_user_defined`: encode() cuts user-defined pieces out of the text itself (the
+  // SentencePiece library matches them on its own).
+  Tokenizer(Vocabulary vocab, bool split_user_defined);
+  // Appends the ids of plain text (no special tokens in it) to `out`. `continuation`: the
+  // text follows a token rather than starting the input (no SentencePiece dummy prefix).
+  virtual void encode_text(std::string_view text, bool continuation, std::vector<int>& out) const = 0;
+
   Vocabulary vocab_;
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+
+ private:
+  struct SpecialMatch {
+    size_t at = 0;    // byte offset in the text
+    size_t size = 0;  // bytes
+    int id = -1;
+  };
+  // The leftmost-longest special token at or after `from`; id -1 when there is none.
+  SpecialMatch find_special(std::string_view text, size_t from, bool parse_special) const;
+
+  std::vector<int> end_of_generation_;
+  FimTokens fim_;
+  // Ids of the pieces encode() may match in the text, by first byte, longest first.
+  std::vector<std::vector<int>> specials_by_first_byte_;
 };
 
-// Reads a vocabulary from a standalone tokenizer file: SentencePiece `tokenizer.model`,
-// llama2.c `tokenizer.bin`, or a Llama-style Hugging Face `tokenizer.json`.
+// The tokenizer for `vocab`'s model. Throws std::runtime_error with a readable message when
+// the vocabulary is unusable (inconsistent arrays, an unknown pre-tokenizer, bad merges).
+std::unique_ptr<Tokenizer> create_tokenizer(Vocabulary vocab);
+
+// Reads a vocabulary from a standalone tokenizer file, recognised by its content:
+// SentencePiece `tokenizer.model`, llama2.c `tokenizer.bin`, a Hugging Face `tokenizer.json`
+// (SentencePiece-style or byte-level BPE; `tokenizer_config.json` and
+// `generation_config.json` beside it are read too), or a tiktoken ranks file
+// (`base64(bytes) rank` lines; it names no pre-tokenizer: set Vocabulary::pre).
 Vocabulary load_vocabulary(const std::string& path);
+
+// The vocabulary of a model or vocabulary file without loading any weights: a GGUF (also
+// vocabulary-only ones), a Hugging Face directory (its tokenizer.model or tokenizer.json), or
+// a tokenizer file; `tokenizer_path`, when given, is read instead. Throws std::runtime_error.
+Vocabulary load_vocabulary_of(const std::string& model_or_vocab, const std::string& tokenizer_path = {});
+
+// A byte-level BPE vocabulary from tiktoken ranks (`base64(bytes) rank` lines, ranks 0..n-1):
+// the piece of rank r is its bytes in GPT-2's byte-to-unicode mapping, and the merges are
+// derived from the ranks as Hugging Face's converter does (the two parts the rank BPE of a
+// token's bytes stops at, in rank order). `pre` names the pre-tokenizer.
+Vocabulary tiktoken_vocabulary(std::string_view ranks, const std::string& pre);
+
+// A GGUF pre-tokenizer (tokenizer.ggml.pre) as llama.cpp and the models' tokenizer.json
+// define it.
+struct PreTokenizerSpec {
+  std::vector<std::string> regexes;  // PCRE2 patterns applied in turn (Vocabulary::pre_regexes)
+  bool ignore_merges = false;        // Vocabulary::ignore_merges
+};
+// "gpt-2", "starcoder", "qwen2", "llama-bpe", "deepseek-coder", "deepseek-llm" and the names
+// llama.cpp gives the same rules. Throws std::runtime_error naming an unknown one.
+PreTokenizerSpec pre_tokenizer_spec(const std::string& pre);
+// The name of the known pre-tokenizer with exactly these rules; empty when there is none.
+std::string pre_tokenizer_name(const std::vector<std::string>& regexes, bool ignore_merges);
 
 // Serializes `vocab` as a SentencePiece ModelProto (BPE, byte fallback), protobuf wire format.
 std::string serialize_sentencepiece_model(const Vocabulary& vocab);
 
-// Turns a growing token sequence into text deltas without ever splitting a UTF-8
-// character or losing SentencePiece's leading-space handling.
+// Turns a growing token sequence into text deltas without ever splitting a UTF-8 character
+// (bytes of an unfinished character are held back until it completes or proves invalid) or
+// losing SentencePiece's leading-space handling.
 class IncrementalDecoder {
  public:
   // `prefix`: ids already shown (the prompt); their text is not emitted again.
   explicit IncrementalDecoder(const Tokenizer& tokenizer, std::vector<int> prefix = {});
+  ~IncrementalDecoder();
+  IncrementalDecoder(IncrementalDecoder&&) noexcept;
   // Appends tokens; returns the text that became final.
   std::string push(std::span<const int> tokens);
   // Returns the held-back rest (an unfinished UTF-8 character at the end of the stream), so
@@ -65,21 +144,8 @@ class IncrementalDecoder {
   const std::string& text() const { return emitted_; }
 
  private:
-  // The text of tokens_[window_, end) that follows the anchor.
-  std::string window_text(size_t end) const;
-  void advance_window(size_t final_ids);
-  std::string take(size_t final_ids);
-
-  const Tokenizer& tokenizer_;
-  std::vector<int> tokens_;       // (prefix + pushed) every id seen so far
-  // Only tokens_[window_, end) are decoded again on each push. When window_ > 0,
-  // tokens_[window_] is an anchor: a final piece with visible text of its own, after which
-  // SentencePiece decodes independently of everything before it.
-  size_t window_ = 0;
-  size_t window_offset_ = 0;      // bytes of the full text up to and including the anchor
-  size_t anchor_text_size_ = 0;   // bytes the anchor decodes to when it comes first
-  size_t prefix_text_size_ = 0;   // bytes of the prefix's final text, never emitted
-  std::string emitted_;           // concatenation of every delta returned
+  std::unique_ptr<DecodeStream> stream_;
+  std::string emitted_;  // concatenation of every delta returned
 };
 
 }  // namespace specula

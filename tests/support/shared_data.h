@@ -34,11 +34,15 @@ inline QString sharedFile(const QString& relative) {
 }  // namespace specula::test
 
 // Declares `var` as the std::string path of a shared file, or fails (CI) / skips the test.
-#define SPECULA_SHARED_FILE(var, relative)                                                   \
-  const QString var##_q = ::specula::test::sharedFile(QStringLiteral(relative));             \
+#define SPECULA_SHARED_FILE(var, relative) SPECULA_SHARED_PATH(var, QStringLiteral(relative))
+
+// The same for a path computed at run time (a QString relative to the shared directory).
+#define SPECULA_SHARED_PATH(var, relative)                                                   \
+  const QString var##_r = (relative);                                                        \
+  const QString var##_q = ::specula::test::sharedFile(var##_r);                              \
   if (var##_q.isEmpty()) {                                                                   \
     const QByteArray why = QStringLiteral("reference data missing: %1/%2")                   \
-                               .arg(::specula::test::sharedDir(), QStringLiteral(relative))  \
+                               .arg(::specula::test::sharedDir(), var##_r)                   \
                                .toLocal8Bit();                                               \
     if (::specula::test::runningInCi()) QFAIL(why.constData());                              \
     QSKIP(why.constData());                                                                  \
