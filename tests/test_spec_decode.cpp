@@ -149,15 +149,18 @@ class TestSpecDecode : public QObject {
     QVERIFY(b.seqs[0].accepted > 0);
   }
 
-  // EOS ends a sequence and is not kept; max new tokens ends it with Length.
+  // Any token of the end-of-generation set ends a sequence and is not kept; max new tokens
+  // ends it with Length.
   void eosAndLength() {
     const auto prompt = make_prompt(10, 3);
     const auto expected = plain_greedy(*make_fake_model("target"), prompt, 30);
     DecodeOptions o;
     o.n_seqs = 2;
     o.max_new_tokens = 30;
-    o.eos = expected[12];
-    const int first = static_cast<int>(std::find(expected.begin(), expected.end(), o.eos) - expected.begin());
+    o.eos = {expected[25], expected[12]};
+    const int first = static_cast<int>(std::find_first_of(expected.begin(), expected.end(), o.eos.begin(), o.eos.end()) -
+                                       expected.begin());
+    QVERIFY(first <= 12);
     Setup s("layers:3", "fixed:6", o, 10);
     const auto r = s.run(prompt, o);
     for (const auto& seq : r.seqs) {

@@ -284,7 +284,7 @@ void run(const BenchArgs& a) {
         o.max_new_tokens = a.max_tokens;
         o.sampling.temperature = t;
         o.sampling.seed = 1;
-        o.eos = -1;
+        o.eos.clear();
         o.forced_acceptance = alpha;
         for (Row& r : measure_group(bench, configs, o, a)) {
           r.mode = mode;

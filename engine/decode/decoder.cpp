@@ -74,7 +74,9 @@ struct Run {
 };
 
 // Whether `token` ends a sequence (and is not kept).
-bool ends_generation(const DecodeOptions& options, int token) { return token == options.eos; }
+bool ends_generation(const DecodeOptions& options, int token) {
+  return std::find(options.eos.begin(), options.eos.end(), token) != options.eos.end();
+}
 
 void finish(Run& run, int i, FinishReason why) {
   SequenceOutput& out = run.out(i);

@@ -30,7 +30,8 @@ struct DecodeOptions {
   SamplingParams sampling;          // sequence i draws with seed sampling.seed + i
   int max_new_tokens = 256;         // per sequence
   double budget_seconds = 0.0;      // wall clock from the start; 0: none
-  int eos = -1;                     // token that ends a sequence (not kept); -1: none
+  std::vector<int> eos;             // tokens that end a sequence (not kept): the tokenizer's
+                                    // end_of_generation(); empty: none
   // BENCHMARK ONLY (see accept_forced): keep each draft token with this probability
   // whatever the models say. Negative: off, the real acceptance rule is used.
   double forced_acceptance = -1.0;

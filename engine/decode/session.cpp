@@ -131,7 +131,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   options.sampling = request.sampling;
   options.max_new_tokens = request.max_new_tokens;
   options.budget_seconds = request.budget_seconds;
-  options.eos = tokenizer.eos();
+  options.eos = tokenizer.end_of_generation();
 
   const int cache_tokens = decode_cache_tokens(static_cast<int>(prompt.size()), target.config.context_length, options);
   auto drafter = create_drafter(request.draft.kind, backend, target, request.draft.draft_model, request.sampling,
