@@ -61,13 +61,14 @@ class NgramDrafter : public Drafter {
 class ModelDrafter : public Drafter {
  public:
   ModelDrafter(std::string name, Backend& backend, std::shared_ptr<const Model> keep_alive,
-               const Model& model, int n_layers, const SamplingParams& sampling, int n_seqs,
-               int max_tokens)
+               const Model& model, int n_layers, int target_vocab, const SamplingParams& sampling,
+               int n_seqs, int max_tokens)
       : name_(std::move(name)),
         backend_(backend),
         keep_alive_(std::move(keep_alive)),
         model_(model),
         n_layers_(n_layers),
+        target_vocab_(target_vocab),
         sampling_(sampling),
         cache_(backend.create_cache(model, max_tokens, n_layers)) {
     seqs_.resize(static_cast<size_t>(n_seqs));
@@ -108,6 +109,9 @@ class ModelDrafter : public Drafter {
       // the draft's context bounds how far it can look ahead
       const int room = context - static_cast<int>(req.tokens.size()) + 1;
       want[r] = std::max(0, std::min(req.max_tokens, room));
+      // a sequence holding an id the draft has no row for (a padding id of a larger target
+      // vocabulary) cannot run through the draft: it gets no drafts from then on
+      if (!has_rows(req.tokens.subspan(seqs_[static_cast<size_t>(req.seq)].cached.size()))) want[r] = 0;
       rounds = std::max(rounds, want[r]);
     }
     if (rounds > 0) prefill();
@@ -135,12 +139,16 @@ class ModelDrafter : public Drafter {
       for (size_t row = 0; row < rows.size(); ++row) {
         const size_t r = static_cast<size_t>(rows[row]);
         Seq& s = seqs_[static_cast<size_t>(requests[r].seq)];
-        const std::span<const float> lg(logits_.data() + row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+        // only ids the target has: rows beyond its vocabulary are masked out
+        const std::span<const float> lg(logits_.data() + row * static_cast<size_t>(vocab),
+                                        static_cast<size_t>(std::min(vocab, target_vocab_)));
         if (sampling_.greedy()) {
           drafts[r].tokens.push_back(argmax(lg));
         } else {
           sampling_distribution(sampling_, lg, probs_);
           drafts[r].tokens.push_back(sample_from(probs_, s.rng));
+          // a distribution over the target's ids, zero where the draft has no row
+          probs_.resize(static_cast<size_t>(target_vocab_), 0.0f);
           drafts[r].probs.insert(drafts[r].probs.end(), probs_.begin(), probs_.end());
         }
       }
@@ -182,7 +190,8 @@ class ModelDrafter : public Drafter {
     if (prefilled_) return;
     prefilled_ = true;
     const int root = cache_->create();
-    const std::vector<int> cached(prompt_.begin(), prompt_.end() - 1);
+    std::vector<int> cached(prompt_.begin(), prompt_.end() - 1);
+    if (!has_rows(cached)) cached.clear();  // propose() then never drafts for it
     if (!cached.empty()) {
       RaggedBatch batch;
       batch.add(root, cached, false);
@@ -196,6 +205,10 @@ class ModelDrafter : public Drafter {
     cache_->release(root);
   }
 
+  bool has_rows(std::span<const int> tokens) const {
+    return std::all_of(tokens.begin(), tokens.end(), [&](int t) { return t < model_.config.vocab_size; });
+  }
+
   void run(const RaggedBatch& batch) {
     backend_.forward(model_, *cache_, batch, logits_, n_layers_);
     ++forwards_;
@@ -206,6 +219,7 @@ class ModelDrafter : public Drafter {
   std::shared_ptr<const Model> keep_alive_;  // the separate draft model, when there is one
   const Model& model_;
   int n_layers_;
+  int target_vocab_;            // ids the target scores: proposals stay below it
   SamplingParams sampling_;
   std::unique_ptr<KvCache> cache_;
   std::vector<Seq> seqs_;       // (n_seqs)
@@ -218,31 +232,37 @@ class ModelDrafter : public Drafter {
 }  // namespace
 
 void check_tokenizers_match(const Model& target, const Model& draft) {
-  if (target.config.vocab_size != draft.config.vocab_size) {
-    throw std::invalid_argument("the draft model's vocabulary has " + std::to_string(draft.config.vocab_size) +
-                                " tokens, the target's " + std::to_string(target.config.vocab_size) +
-                                ": their tokenizers are incompatible");
-  }
   if (!target.tokenizer || !draft.tokenizer) {
-    if (target.tokenizer != draft.tokenizer) {
+    if (target.tokenizer || draft.tokenizer) {
       throw std::invalid_argument("only one of the target and draft models has a tokenizer: cannot check they agree");
+    }
+    // without vocabularies the ids can only be trusted when the tables are the same
+    if (target.config.vocab_size != draft.config.vocab_size) {
+      throw std::invalid_argument("the draft model has " + std::to_string(draft.config.vocab_size) +
+                                  " embedding rows, the target " + std::to_string(target.config.vocab_size) +
+                                  ", and neither has a tokenizer to show their ids agree");
     }
     return;
   }
   const Tokenizer& a = *target.tokenizer;
   const Tokenizer& b = *draft.tokenizer;
-  if (a.size() != b.size()) {
-    throw std::invalid_argument("the draft tokenizer has " + std::to_string(b.size()) + " pieces, the target's " +
-                                std::to_string(a.size()) + ": incompatible tokenizers");
+  if (a.model() != b.model()) {
+    throw std::invalid_argument(std::string("incompatible draft tokenizer: ") + b.model_name() +
+                                " in the draft model, " + a.model_name() + " in the target");
   }
-  for (int id = 0; id < a.size(); ++id) {
+  // Ids only one vocabulary has are padding rows or extra tokens: the draft never proposes
+  // an id the target lacks (ModelDrafter masks them), the rest must mean the same.
+  const int common = std::min(a.size(), b.size());
+  for (int id = 0; id < common; ++id) {
     if (a.piece(id) != b.piece(id)) {
       throw std::invalid_argument("incompatible draft tokenizer: token " + std::to_string(id) + " is '" +
                                   b.piece(id) + "' in the draft model but '" + a.piece(id) + "' in the target");
     }
   }
   if (a.bos() != b.bos() || a.eos() != b.eos()) {
-    throw std::invalid_argument("incompatible draft tokenizer: BOS/EOS ids differ from the target's");
+    throw std::invalid_argument("incompatible draft tokenizer: BOS/EOS ids (" + std::to_string(b.bos()) + ", " +
+                                std::to_string(b.eos()) + ") differ from the target's (" + std::to_string(a.bos()) +
+                                ", " + std::to_string(a.eos()) + ")");
   }
 }
 
@@ -265,14 +285,15 @@ std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backen
       throw std::invalid_argument("draft 'layers:" + std::to_string(k) + "': K must be between 1 and the target's " +
                                   std::to_string(layers) + " layers");
     }
-    return std::make_unique<ModelDrafter>(kind, backend, nullptr, target, k, sampling, n_seqs, max_tokens);
+    return std::make_unique<ModelDrafter>(kind, backend, nullptr, target, k, target.config.vocab_size, sampling,
+                                          n_seqs, max_tokens);
   }
   if (kind == "model") {
     if (!draft_model) throw std::invalid_argument("draft 'model' needs a draft model file (-d)");
     check_tokenizers_match(target, *draft_model);
     const Model& m = *draft_model;
-    return std::make_unique<ModelDrafter>("model", backend, std::move(draft_model), m, -1, sampling,
-                                          n_seqs, max_tokens);
+    return std::make_unique<ModelDrafter>("model", backend, std::move(draft_model), m, -1, target.config.vocab_size,
+                                          sampling, n_seqs, max_tokens);
   }
   throw std::invalid_argument("unknown draft kind '" + kind + "': use none, ngram, layers:K or model");
 }

@@ -5,8 +5,9 @@
 //             last 1-3 tokens and proposes what followed it. No model; strong on code.
 //   layers:K  self-speculation: the target's own first K layers + final norm + output matrix,
 //             with its own KV cache (no extra weights).
-//   model     a separate, smaller draft model with its own KV cache; its tokenizer must
-//             match the target's piece for piece.
+//   model     a separate, smaller draft model with its own KV cache; every id both
+//             vocabularies have must be the same piece (one may have more rows: padding),
+//             and the draft never proposes an id the target has no row for.
 // The decoder never knows which kind it drives.
 #pragma once
 
@@ -76,7 +77,9 @@ std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backen
                                         const SamplingParams& sampling, int n_seqs,
                                         int max_tokens);
 
-// Throws std::invalid_argument naming the first id whose piece differs, or the sizes.
+// Accepts a draft whose tokenizer agrees with the target's on every id both have (the same
+// piece) and on BOS/EOS, whatever the embedding row counts. Throws std::invalid_argument
+// naming the first id whose piece differs, or what else disagrees.
 void check_tokenizers_match(const Model& target, const Model& draft);
 
 }  // namespace specula
