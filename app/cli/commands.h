@@ -23,5 +23,6 @@ void add_models_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_bench_forward_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 
 }  // namespace specula::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   specula::cli::add_convert_command(app);
   specula::cli::add_bench_forward_command(app);
   specula::cli::add_eval_command(app);
+  specula::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,136 @@
+// specula-cli tokenize, run as a user would: the ids of llama.cpp's test inputs from the
+// vocabulary-only GGUF files (as llama-tokenize --no-bos --no-parse-special prints them),
+// special tokens on request, --json, files, tiktoken ranks with --pre, the benchmark's report
+// and clean failures.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <algorithm>
+#include <fstream>
+
+#include "cli_run.h"
+#include "shared_data.h"
+#include "tokenizer_cases.h"
+
+using namespace specula::test;
+
+namespace {
+
+QString joined(const std::vector<int>& ids) {
+  QStringList parts;
+  for (const int id : ids) parts << QString::number(id);
+  return parts.join(' ');
+}
+
+}  // namespace
+
+class TestCliTokenize : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+
+ private slots:
+  // Every llama.cpp case of the deepseek-coder vocabulary, through -f (the texts hold
+  // newlines and leading spaces a shell argument would mangle).
+  void idsLikeLlamaTokenize() {
+    SPECULA_SHARED_FILE(gguf, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf");
+    SPECULA_SHARED_FILE(inp, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf.inp");
+    SPECULA_SHARED_FILE(out, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf.out");
+    const std::vector<VocabCase> cases = readVocabCases(inp, out);
+    QCOMPARE(cases.size(), size_t(46));
+    for (size_t i = 0; i < cases.size(); i += 5) {
+      const QString file = tmp_.filePath(QStringLiteral("case%1.txt").arg(i));
+      std::ofstream(file.toStdString(), std::ios::binary) << cases[i].text;
+      const CliRun r = run_cli({"tokenize", "-m", QString::fromStdString(gguf), "-f", file});
+      QVERIFY2(r.code == 0, r.err.constData());
+      QCOMPARE(QString::fromUtf8(r.out).trimmed(), joined(cases[i].ids));
+    }
+    // the vocabulary adds BOS (32013, <｜begin▁of▁sentence｜>) when asked
+    const auto hello = std::find_if(cases.begin(), cases.end(), [](const VocabCase& c) { return c.text == "Hello world"; });
+    QVERIFY(hello != cases.end());
+    std::vector<int> with_bos = {32013};
+    with_bos.insert(with_bos.end(), hello->ids.begin(), hello->ids.end());
+    const CliRun bos = run_cli({"tokenize", "-m", QString::fromStdString(gguf), "-p", "Hello world", "--add-special"});
+    QCOMPARE(QString::fromUtf8(bos.out).trimmed(), joined(with_bos));
+  }
+
+  void specialTokensAndJson() {
+    SPECULA_SHARED_FILE(gguf, "tokenizers/bpe-vocab/ggml-vocab-starcoder.gguf");
+    const QString m = QString::fromStdString(gguf);
+    const CliRun plain = run_cli({"tokenize", "-m", m, "-p", "<|endoftext|>"});
+    QVERIFY2(plain.code == 0, plain.err.constData());
+    QVERIFY(QString::fromUtf8(plain.out).trimmed().split(' ').size() > 1);
+    const CliRun parsed = run_cli({"tokenize", "-m", m, "-p", "<|endoftext|>", "--parse-special"});
+    QCOMPARE(QString::fromUtf8(parsed.out).trimmed(), QString("0"));
+    const CliRun json = run_cli({"tokenize", "-m", m, "-p", "def f():", "--json"});
+    QVERIFY2(json.code == 0, json.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(json.out).object();
+    QCOMPARE(j["tokenizer"].toString(), QString("bpe"));
+    const QJsonArray ids = j["ids"].toArray(), pieces = j["pieces"].toArray();
+    QCOMPARE(ids.size(), pieces.size());
+    QCOMPARE(pieces.first().toString(), QString("def"));
+    QCOMPARE(pieces.at(1).toString(), QString("\u0120f"));  // "Ġf": the space in GPT-2's mapping
+  }
+
+  // tiktoken ranks name no pre-tokenizer: --pre gives it; tiktoken's own ids come out.
+  void tiktokenWithPre() {
+    SPECULA_SHARED_FILE(ranks, "tokenizers/qwen/qwen.tiktoken");
+    SPECULA_SHARED_FILE(inp, "tokenizers/qwen/qwen.tiktoken.inp");
+    SPECULA_SHARED_FILE(out, "tokenizers/qwen/qwen.tiktoken.out");
+    const std::vector<VocabCase> cases = readVocabCases(inp, out);
+    const VocabCase& last = cases.back();  // a code case
+    const QString file = tmp_.filePath("qwen-case.txt");
+    std::ofstream(file.toStdString(), std::ios::binary) << last.text;
+    const QString m = QString::fromStdString(ranks);
+    const CliRun r = run_cli({"tokenize", "-m", m, "--pre", "qwen2", "-f", file});
+    QVERIFY2(r.code == 0, r.err.constData());
+    QCOMPARE(QString::fromUtf8(r.out).trimmed(), joined(last.ids));
+    const CliRun missing = run_cli({"tokenize", "-m", m, "-p", "Hello world"});
+    QCOMPARE(missing.code, 2);
+    QVERIFY(missing.err.contains("pre-tokenizer"));
+  }
+
+  void sentencePieceVocabulary() {
+    SPECULA_SHARED_FILE(gguf, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf");
+    const CliRun r = run_cli({"tokenize", "-m", QString::fromStdString(gguf), "-p", "I believe the meaning of life is",
+                              "--add-special"});
+    QVERIFY2(r.code == 0, r.err.constData());
+    QCOMPARE(QString::fromUtf8(r.out).trimmed(), QString("1 306 4658 278 6593 310 2834 338"));
+  }
+
+  // --bench reports what it measured; the figures themselves are for docs/performance.md.
+  void benchReport() {
+    SPECULA_SHARED_FILE(gguf, "tokenizers/bpe-vocab/ggml-vocab-gpt-2.gguf");
+    const CliRun r = run_cli({"tokenize", "-m", QString::fromStdString(gguf), "-p", QString("def f(x):\n    return x\n").repeated(50),
+                              "--bench", "--repeat", "3", "--json"});
+    QVERIFY2(r.code == 0, r.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+    QCOMPARE(j["bytes"].toInt(), 23 * 50);
+    QCOMPARE(j["repeats"].toInt(), 3);
+    QVERIFY(j["tokens"].toInt() > 100);
+    QVERIFY(j.contains("encode_mb_per_s") && j.contains("decode_mb_per_s"));
+  }
+
+  void badUse() {
+    SPECULA_SHARED_FILE(gguf, "tokenizers/bpe-vocab/ggml-vocab-gpt-2.gguf");
+    const QString m = QString::fromStdString(gguf);
+    CliRun r = run_cli({"tokenize", "-m", m});
+    QCOMPARE(r.code, 2);
+    QVERIFY(r.err.contains("-p and -f"));
+    r = run_cli({"tokenize", "-m", tmp_.filePath("missing.gguf"), "-p", "x"});
+    QCOMPARE(r.code, 2);
+    QVERIFY(r.err.contains("cannot open"));
+    SPECULA_SHARED_FILE(checkpoint, "models/stories260K/stories260K.bin");
+    r = run_cli({"tokenize", "-m", QString::fromStdString(checkpoint), "-p", "x"});
+    QCOMPARE(r.code, 2);
+    QVERIFY(r.err.contains("needs a tokenizer file"));
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    r = run_cli({"tokenize", "-m", QString::fromStdString(checkpoint), "--tokenizer", QString::fromStdString(tok), "-p", "Zoo"});
+    QVERIFY2(r.code == 0, r.err.constData());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliTokenize)
+#include "test_cli_tokenize.moc"
