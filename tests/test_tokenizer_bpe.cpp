@@ -18,6 +18,8 @@
 #include <stdexcept>
 
 #include "model/gguf.h"
+#include "model/model_export.h"
+#include "model/random_model.h"
 #include "model/tokenizer.h"
 #include "shared_data.h"
 #include "tokenizer_cases.h"
@@ -473,6 +475,44 @@ class TestTokenizerBpe : public QObject {
     QVERIFY(!ids.empty());
     QCOMPARE(tokenizer->decode(ids), std::string("caf\xEF\xBF\xBD \xEF\xBF\xBD ok \xEF\xBF\xBD\xEF\xBF\xBD"));
     QVERIFY(streamsLikeDecode(*tokenizer, ids));
+  }
+
+  // A model written as GGUF keeps its byte-level vocabulary: llama.cpp's keys (model "gpt2",
+  // merges, pre, token types, special ids), read back to the same tokenizer; a vocabulary
+  // from tokenizer.json gets the GGUF name of its rules.
+  void vocabularySurvivesGguf() {
+    SPECULA_SHARED_FILE(gguf, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf");
+    SPECULA_SHARED_FILE(gpt2, "tokenizers/bpe-vocab/ggml-vocab-gpt-2.gguf");
+    QTemporaryDir dir;
+    const std::string text = "def f(x):\n    return x * 2  # \xE2\x9C\x93\n";
+    Vocabulary from_json;
+    {
+      const QString path = dir.filePath("tokenizer.json");
+      writeTokenizerJson(path, family("qwen2", "skeleton").toObject(), gguf_vocabulary(GgufFile::open(gpt2)));
+      from_json = load_vocabulary(path.toStdString());
+    }
+    for (const Vocabulary& source : {gguf_vocabulary(GgufFile::open(gguf)), from_json}) {
+      ModelConfig config = random_model_config("tiny");
+      config.vocab_size = source.size();
+      auto model = std::make_shared<Model>(*make_random_model(config, TensorType::F32, 1, 1));
+      model->tokenizer = create_tokenizer(source);
+      const std::string out = dir.filePath("bpe.gguf").toStdString();
+      write_gguf_model(*model, out, TensorType::F32);
+      const GgufFile written = GgufFile::open(out);
+      QCOMPARE(written.get_string("tokenizer.ggml.model", ""), std::string("gpt2"));
+      QCOMPARE(written.find("tokenizer.ggml.unknown_token_id"), nullptr);  // none: not written as -1
+      const auto back = create_tokenizer(gguf_vocabulary(written));
+      const Vocabulary& a = model->tokenizer->vocabulary();
+      const Vocabulary& b = back->vocabulary();
+      QCOMPARE(b.pieces, a.pieces);
+      QCOMPARE(b.kinds, a.kinds);
+      QCOMPARE(b.merges, a.merges);
+      QCOMPARE(b.pre, source.pre.empty() ? std::string("qwen2") : source.pre);
+      QCOMPARE(b.bos, a.bos);
+      QCOMPARE(b.eos, a.eos);
+      QCOMPARE(b.add_bos, a.add_bos);
+      QCOMPARE(back->encode(text, true), model->tokenizer->encode(text, true));
+    }
   }
 
   // Clear messages for what cannot be used.

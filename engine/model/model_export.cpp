@@ -5,6 +5,7 @@
 
 #include "model/gguf.h"
 #include "model/model.h"
+#include "model/tokenizer.h"
 
 namespace specula {
 
@@ -43,6 +44,41 @@ void add_matrix(GgufWriter& out, const std::string& name, const TensorView& v, T
   });
 }
 
+// tokenizer.ggml.* as llama.cpp reads them: "llama" (SentencePiece) with scores, or "gpt2"
+// (byte-level BPE) with merges and the pre-tokenizer's name. Absent ids are left out.
+void write_vocabulary(GgufWriter& out, const Vocabulary& v) {
+  std::vector<int32_t> kinds(v.kinds.size());
+  for (size_t i = 0; i < v.kinds.size(); i++) kinds[i] = static_cast<int32_t>(v.kinds[i]);
+  const bool bpe = v.model == TokenizerModel::ByteLevelBpe;
+  out.set("tokenizer.ggml.model", GgufValue::string(bpe ? "gpt2" : "llama"));
+  if (bpe) {
+    const std::string pre = v.pre.empty() ? pre_tokenizer_name(v.pre_regexes, v.ignore_merges) : v.pre;
+    if (pre.empty())
+      throw ModelError("the vocabulary's pre-tokenizer rules have no GGUF name (tokenizer.ggml.pre): it cannot be written");
+    out.set("tokenizer.ggml.pre", GgufValue::string(pre));
+  }
+  out.set("tokenizer.ggml.tokens", GgufValue::string_array(v.pieces));
+  if (!bpe) out.set("tokenizer.ggml.scores", GgufValue::f32_array(v.scores));
+  out.set("tokenizer.ggml.token_type", GgufValue::i32_array(kinds));
+  if (bpe) {
+    out.set("tokenizer.ggml.merges", GgufValue::string_array(v.merges));
+  } else {
+    out.set("tokenizer.ggml.add_space_prefix", GgufValue::boolean(v.add_dummy_prefix));
+  }
+  const std::pair<const char*, int> ids[] = {
+      {"tokenizer.ggml.bos_token_id", v.bos},         {"tokenizer.ggml.eos_token_id", v.eos},
+      {"tokenizer.ggml.unknown_token_id", v.unk},     {"tokenizer.ggml.padding_token_id", v.pad},
+      {"tokenizer.ggml.eot_token_id", v.eot},         {"tokenizer.ggml.eom_token_id", v.eom},
+      {"tokenizer.ggml.fim_pre_token_id", v.fim.prefix}, {"tokenizer.ggml.fim_suf_token_id", v.fim.suffix},
+      {"tokenizer.ggml.fim_mid_token_id", v.fim.middle}, {"tokenizer.ggml.fim_pad_token_id", v.fim.pad},
+      {"tokenizer.ggml.fim_rep_token_id", v.fim.repo},   {"tokenizer.ggml.fim_sep_token_id", v.fim.sep},
+  };
+  for (const auto& [key, id] : ids)
+    if (id >= 0) out.set(key, GgufValue::u32(static_cast<uint32_t>(id)));
+  out.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(v.add_bos));
+  if (v.add_eos) out.set("tokenizer.ggml.add_eos_token", GgufValue::boolean(true));
+}
+
 }  // namespace
 
 void write_gguf_model(const Model& model, const std::string& path, TensorType type) {
@@ -76,21 +112,7 @@ void write_gguf_model(const Model& model, const std::string& path, TensorType ty
   out.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps));
   out.set(a + "vocab_size", u32(c.vocab_size));
 
-  if (model.tokenizer) {
-    const Vocabulary& v = model.tokenizer->vocabulary();
-    std::vector<int32_t> kinds(v.kinds.size());
-    for (size_t i = 0; i < v.kinds.size(); i++) kinds[i] = static_cast<int32_t>(v.kinds[i]);
-    out.set("tokenizer.ggml.model", GgufValue::string("llama"));
-    out.set("tokenizer.ggml.tokens", GgufValue::string_array(v.pieces));
-    out.set("tokenizer.ggml.scores", GgufValue::f32_array(v.scores));
-    out.set("tokenizer.ggml.token_type", GgufValue::i32_array(kinds));
-    out.set("tokenizer.ggml.bos_token_id", GgufValue::u32(static_cast<uint32_t>(v.bos)));
-    out.set("tokenizer.ggml.eos_token_id", GgufValue::u32(static_cast<uint32_t>(v.eos)));
-    out.set("tokenizer.ggml.unknown_token_id", GgufValue::u32(static_cast<uint32_t>(v.unk)));
-    if (v.pad >= 0) out.set("tokenizer.ggml.padding_token_id", GgufValue::u32(static_cast<uint32_t>(v.pad)));
-    out.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(v.add_bos));
-    out.set("tokenizer.ggml.add_space_prefix", GgufValue::boolean(v.add_dummy_prefix));
-  }
+  if (model.tokenizer) write_vocabulary(out, model.tokenizer->vocabulary());
 
   const Weights& w = model.weights;
   if (!c.rope_freq_factors.empty()) {
