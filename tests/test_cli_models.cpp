@@ -48,6 +48,8 @@ class TestCliModels : public QObject {
     const QJsonObject tokenizer = j["tokenizer"].toObject();
     QCOMPARE(tokenizer["vocab_size"].toInt(), 512);
     QCOMPARE(tokenizer["bos"].toInt(), 1);
+    QCOMPARE(tokenizer["kind"].toString(), QString("sentencepiece"));
+    QCOMPARE(tokenizer["end_of_generation"].toArray(), QJsonArray{2});
     QCOMPARE(tokenizer["sample_ids"].toArray().first().toInt(), 1);
     QVERIFY(tokenizer["sample_ids"].toArray().size() > 5);
 

@@ -67,7 +67,12 @@ nlohmann::json describe(const Model& model) {
   for (const auto& [type, t] : tally_by_type(model)) j["tensor_types"][type] = {{"tensors", t.tensors}, {"bytes", t.bytes}};
   if (model.tokenizer) {
     const Tokenizer& tok = *model.tokenizer;
+    const FimTokens& fim = tok.fim();
     j["tokenizer"] = {{"vocab_size", tok.size()},
+                      {"kind", tok.model_name()},
+                      {"pre", tok.vocabulary().pre},
+                      {"end_of_generation", tok.end_of_generation()},
+                      {"fim", {{"prefix", fim.prefix}, {"suffix", fim.suffix}, {"middle", fim.middle}}},
                       {"bos", tok.bos()},
                       {"eos", tok.eos()},
                       {"bos_piece", tok.bos() >= 0 && tok.bos() < tok.size() ? tok.piece(tok.bos()) : ""},
@@ -114,8 +119,13 @@ void print_text(const nlohmann::json& j) {
     std::printf("tokenizer     none (pass --tokenizer)\n");
     return;
   }
-  std::printf("tokenizer     %d pieces, bos %d %s, eos %d %s\n", tok["vocab_size"].get<int>(), tok["bos"].get<int>(),
-              tok["bos_piece"].get<std::string>().c_str(), tok["eos"].get<int>(), tok["eos_piece"].get<std::string>().c_str());
+  std::printf("tokenizer     %s%s%s, %d pieces, bos %d %s, eos %d %s\n", tok["kind"].get<std::string>().c_str(),
+              tok["pre"].get<std::string>().empty() ? "" : " ", tok["pre"].get<std::string>().c_str(),
+              tok["vocab_size"].get<int>(), tok["bos"].get<int>(), tok["bos_piece"].get<std::string>().c_str(),
+              tok["eos"].get<int>(), tok["eos_piece"].get<std::string>().c_str());
+  std::printf("end tokens   ");
+  for (const auto& id : tok["end_of_generation"]) std::printf(" %d", id.get<int>());
+  std::printf("%s\n", tok["fim"]["middle"].get<int>() >= 0 ? "; fill-in-the-middle tokens present" : "");
   std::printf("sample        \"%s\" ->", tok["sample_text"].get<std::string>().c_str());
   for (const auto& id : tok["sample_ids"]) std::printf(" %d", id.get<int>());
   std::printf("\n");
