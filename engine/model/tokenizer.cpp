@@ -234,16 +234,34 @@ Tokenizer::Tokenizer(Vocabulary vocab, bool split_user_defined) : vocab_(std::mo
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
   end_of_generation_ = std::move(eog);
 
-  specials_by_first_byte_.resize(256);
+  special_trie_.resize(1);
+  special_roots_.fill(-1);
   for (int id = 0; id < vocab_.size(); ++id) {
     const TokenKind kind = vocab_.kinds[static_cast<size_t>(id)];
-    const std::string& piece = vocab_.pieces[static_cast<size_t>(id)];
     const bool matchable = kind == TokenKind::Control || kind == TokenKind::Unknown ||
                            (kind == TokenKind::UserDefined && split_user_defined);
-    if (matchable && !piece.empty()) specials_by_first_byte_[static_cast<uint8_t>(piece[0])].push_back(id);
+    if (matchable && !piece(id).empty()) add_special(piece(id), id);
   }
-  for (auto& ids : specials_by_first_byte_)
-    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return piece(a).size() > piece(b).size(); });
+}
+
+void Tokenizer::add_special(const std::string& text, int id) {
+  int node = 0;
+  for (const char c : text) {
+    const auto byte = static_cast<uint8_t>(c);
+    auto& children = special_trie_[static_cast<size_t>(node)].children;
+    const auto it = std::find_if(children.begin(), children.end(), [&](const auto& child) { return child.first == byte; });
+    if (it != children.end()) {
+      node = it->second;
+      continue;
+    }
+    const int child = static_cast<int>(special_trie_.size());
+    children.emplace_back(byte, child);  // before the trie grows, which moves `children`
+    special_trie_.emplace_back();
+    if (node == 0) special_roots_[byte] = child;
+    node = child;
+  }
+  // the first id with a given text keeps it (pieces are unique in sane vocabularies)
+  if (special_trie_[static_cast<size_t>(node)].id < 0) special_trie_[static_cast<size_t>(node)].id = id;
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -265,12 +283,19 @@ void Tokenizer::check_ids(std::span<const int> ids) const {
 
 Tokenizer::SpecialMatch Tokenizer::find_special(std::string_view text, size_t from, bool parse_special) const {
   for (size_t at = from; at < text.size(); ++at) {
-    for (const int id : specials_by_first_byte_[static_cast<uint8_t>(text[at])]) {
-      const TokenKind kind = vocab_.kinds[static_cast<size_t>(id)];
-      if (!parse_special && kind != TokenKind::UserDefined) continue;
-      const std::string& p = piece(id);
-      if (text.compare(at, p.size(), p) == 0) return {at, p.size(), id};
+    SpecialMatch longest;
+    int node = special_roots_[static_cast<uint8_t>(text[at])];
+    for (size_t end = at + 1; node >= 0; ++end) {
+      const int id = special_trie_[static_cast<size_t>(node)].id;
+      if (id >= 0 && (parse_special || vocab_.kinds[static_cast<size_t>(id)] == TokenKind::UserDefined))
+        longest = {at, end - at, id};
+      if (end == text.size()) break;
+      const auto& children = special_trie_[static_cast<size_t>(node)].children;
+      const auto byte = static_cast<uint8_t>(text[end]);
+      const auto it = std::find_if(children.begin(), children.end(), [&](const auto& child) { return child.first == byte; });
+      node = it == children.end() ? -1 : it->second;
     }
+    if (longest.id >= 0) return longest;
   }
   return {};
 }

@@ -9,6 +9,8 @@
 // end-of-generation set, the fill-in-the-middle tokens, and streaming decode.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -83,10 +85,18 @@ class Tokenizer {
   // The leftmost-longest special token at or after `from`; id -1 when there is none.
   SpecialMatch find_special(std::string_view text, size_t from, bool parse_special) const;
 
+  // A trie of the pieces encode() may match in the text (control, unknown and, where this
+  // tokenizer splits them itself, user-defined ones).
+  struct TrieNode {
+    std::vector<std::pair<uint8_t, int>> children;  // (byte, node index)
+    int id = -1;                                     // the piece that ends here, -1: none
+  };
+  void add_special(const std::string& piece, int id);
+
   std::vector<int> end_of_generation_;
   FimTokens fim_;
-  // Ids of the pieces encode() may match in the text, by first byte, longest first.
-  std::vector<std::vector<int>> specials_by_first_byte_;
+  std::vector<TrieNode> special_trie_;  // node 0 is the root
+  std::array<int, 256> special_roots_;  // the root's child for each byte, -1: none
 };
 
 // The tokenizer for `vocab`'s model. Throws std::runtime_error with a readable message when

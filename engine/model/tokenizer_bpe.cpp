@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <queue>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -190,6 +189,11 @@ std::string nfc(std::string_view text) {
 // ---------------------------------------------------------------------------------------
 // The tokenizer
 
+struct TransparentHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 struct Merge {
   int rank = 0;    // position in the merges list: lower merges first
   int result = 0;  // id of the joined piece
@@ -305,7 +309,7 @@ class BpeTokenizer : public Tokenizer {
       return;
     }
     if (vocab_.ignore_merges) {
-      const auto whole = id_of_bytes_.find(std::string(word));
+      const auto whole = id_of_bytes_.find(word);
       if (whole != id_of_bytes_.end()) {
         out.push_back(whole->second);
         return;
@@ -321,23 +325,28 @@ class BpeTokenizer : public Tokenizer {
       bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
     };
     const int n = static_cast<int>(word.size());
-    std::vector<Symbol> symbols(static_cast<size_t>(n));
+    thread_local std::vector<Symbol> symbols;  // reused: a text has many short words
+    thread_local std::vector<Candidate> queue; // a min-heap
+    symbols.resize(static_cast<size_t>(n));
+    queue.clear();
     for (int i = 0; i < n; ++i)
       symbols[static_cast<size_t>(i)] = {byte_id(static_cast<uint8_t>(word[static_cast<size_t>(i)])),
                                          i + 1 < n ? i + 1 : -1, i - 1};
-    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
     const auto consider = [&](int left) {
       if (left < 0) return;
       const int right = symbols[static_cast<size_t>(left)].next;
       if (right < 0) return;
       const int a = symbols[static_cast<size_t>(left)].id, b = symbols[static_cast<size_t>(right)].id;
       const auto it = merges_.find(pair_key(a, b));
-      if (it != merges_.end()) queue.push({it->second.rank, left, a, b, it->second.result});
+      if (it == merges_.end()) return;
+      queue.push_back({it->second.rank, left, a, b, it->second.result});
+      std::push_heap(queue.begin(), queue.end(), std::greater<>());
     };
     for (int i = 0; i + 1 < n; ++i) consider(i);
     while (!queue.empty()) {
-      const Candidate c = queue.top();
-      queue.pop();
+      std::pop_heap(queue.begin(), queue.end(), std::greater<>());
+      const Candidate c = queue.back();
+      queue.pop_back();
       Symbol& left = symbols[static_cast<size_t>(c.left)];
       if (left.id != c.left_id || left.next < 0) continue;
       Symbol& right = symbols[static_cast<size_t>(left.next)];
@@ -355,7 +364,8 @@ class BpeTokenizer : public Tokenizer {
   std::vector<std::unique_ptr<Regex>> regexes_;
   std::vector<std::string> token_bytes_;             // (vocab) raw bytes each id decodes to
   std::unordered_map<std::string, int> id_of_piece_; // piece text -> id, normal pieces first
-  std::unordered_map<std::string, int> id_of_bytes_; // raw bytes -> id of normal pieces (ignore_merges only)
+  // raw bytes -> id of normal pieces (ignore_merges only), looked up by string_view
+  std::unordered_map<std::string, int, TransparentHash, std::equal_to<>> id_of_bytes_;
   std::array<int, 256> byte_ids_{};                  // id of each single byte, -1 where none
   std::unordered_map<uint64_t, Merge> merges_;       // (left id, right id) -> rank and result
 };
