@@ -18,7 +18,6 @@
 #include "shared_data.h"
 #include "tokenizer_cases.h"
 
-using specula::IncrementalDecoder;
 using specula::TokenKind;
 using specula::Tokenizer;
 using specula::Vocabulary;
@@ -326,25 +325,8 @@ class TestTokenizer : public QObject {
       }
       if (trial % 3 == 0 && rng() % 2) stream.resize(stream.size() - 1);  // end mid-character
       const std::vector<int> prefix = trial % 2 ? prompt : std::vector<int>{1};
-      IncrementalDecoder decoder(tokenizer, prefix);
-      std::string concatenated;
-      for (size_t at = 0; at < stream.size();) {
-        const size_t n = std::min(stream.size() - at, size_t(1 + rng() % 4));
-        const std::string delta = decoder.push(std::span<const int>(stream).subspan(at, n));
-        QVERIFY(isValidUtf8(delta));
-        concatenated += delta;
-        at += n;
-      }
-      const std::string rest = decoder.finish();
-      QVERIFY(isValidUtf8(rest));
-      concatenated += rest;
-      std::vector<int> all = prefix;
-      all.insert(all.end(), stream.begin(), stream.end());
-      const std::string full = tokenizer.decode(all);
-      const std::string prefixText = tokenizer.decode(prefix);
-      QCOMPARE(full.substr(0, prefixText.size()), prefixText);
-      QCOMPARE(concatenated, full.substr(prefixText.size()));
-      QCOMPARE(decoder.text(), concatenated);
+      const std::string mismatch = streamingMismatch(tokenizer, prefix, stream, rng);
+      QVERIFY2(mismatch.empty(), mismatch.c_str());
     }
   }
 

@@ -446,23 +446,8 @@ class TestTokenizerBpe : public QObject {
         }
       }
       const std::vector<int> prefix = trial % 2 ? prompt : std::vector<int>{};
-      IncrementalDecoder decoder(*q, prefix);
-      std::string concatenated;
-      for (size_t at = 0; at < stream.size();) {
-        const size_t n = std::min(stream.size() - at, size_t(1 + rng() % 4));
-        const std::string delta = decoder.push(std::span<const int>(stream).subspan(at, n));
-        QVERIFY(isValidUtf8(delta));
-        concatenated += delta;
-        at += n;
-      }
-      concatenated += decoder.finish();
-      std::vector<int> all = prefix;
-      all.insert(all.end(), stream.begin(), stream.end());
-      const std::string prefixText = q->decode(prefix);
-      const std::string full = q->decode(all);
-      QCOMPARE(full.substr(0, prefixText.size()), prefixText);
-      QCOMPARE(concatenated, full.substr(prefixText.size()));
-      QCOMPARE(decoder.text(), concatenated);
+      const std::string mismatch = streamingMismatch(*q, prefix, stream, rng);
+      QVERIFY2(mismatch.empty(), mismatch.c_str());
     }
   }
 

@@ -1,10 +1,8 @@
 // specula-cli generate: N candidates for one prompt, with batched speculative decoding.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -38,14 +36,6 @@ struct GenerateArgs {
   bool json = false;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CommandFailed("cannot read prompt file " + path, 2);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 nlohmann::json to_json(const SessionResult& r, int n) {
   nlohmann::json out;
   out["candidates"] = nlohmann::json::array();
@@ -74,7 +64,7 @@ nlohmann::json to_json(const SessionResult& r, int n) {
 
 void run(const GenerateArgs& a) {
   GenerationRequest request;
-  request.prompt = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file);
+  request.prompt = a.prompt_file.empty() ? a.prompt : read_input_file(a.prompt_file);
   request.allow_empty_prompt = true;  // like llama2.c: no prompt generates from BOS alone
   request.n_candidates = a.candidates;
   request.sampling = SamplingParams{a.temperature, a.top_k, a.top_p, a.min_p, a.seed};

@@ -4,9 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,14 +27,6 @@ struct Options {
   bool bench = false;
   int repeats = 5;
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CommandFailed("cannot open " + path, 2);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // CPU time of this process: the machine may be shared, wall time would count the others.
 double cpu_seconds() {
@@ -95,7 +85,7 @@ void run(const Options& o) {
   } catch (const std::exception& e) {
     throw CommandFailed(e.what(), 2);
   }
-  const std::string text = o.file.empty() ? o.prompt : read_text(o.file);
+  const std::string text = o.file.empty() ? o.prompt : read_input_file(o.file);
 
   if (o.bench) {
     const nlohmann::json j = bench(*tokenizer, text, o);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +16,15 @@ struct CommandFailed : std::runtime_error {
       : std::runtime_error(message), code(exit_code) {}
   int code;
 };
+
+// The bytes of a file the user named (a prompt, a text); CommandFailed (exit 2) when unreadable.
+inline std::string read_input_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CommandFailed("cannot read " + path, 2);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
 
 void add_check_command(CLI::App& app);
 void add_generate_command(CLI::App& app);

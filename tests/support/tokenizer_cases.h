@@ -8,11 +8,16 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <algorithm>
 #include <fstream>
+#include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "model/tokenizer.h"
 
 namespace specula::test {
 
@@ -102,6 +107,33 @@ inline bool isValidUtf8(std::string_view s) {
     i += need;
   }
   return true;
+}
+
+// Pushes `stream` after `prefix` through an IncrementalDecoder in random chunks of 1 to 4
+// ids: every delta must be whole UTF-8 and the deltas must add up to decode(prefix + stream)
+// without the prefix's text. Returns what went wrong; empty when nothing did.
+inline std::string streamingMismatch(const Tokenizer& tokenizer, const std::vector<int>& prefix,
+                                     const std::vector<int>& stream, std::mt19937& rng) {
+  IncrementalDecoder decoder(tokenizer, prefix);
+  std::string concatenated;
+  for (size_t at = 0; at < stream.size();) {
+    const size_t n = std::min(stream.size() - at, size_t(1 + rng() % 4));
+    const std::string delta = decoder.push(std::span<const int>(stream).subspan(at, n));
+    if (!isValidUtf8(delta)) return "a delta is not whole UTF-8";
+    concatenated += delta;
+    at += n;
+  }
+  const std::string rest = decoder.finish();
+  if (!isValidUtf8(rest)) return "the rest is not whole UTF-8";
+  concatenated += rest;
+  std::vector<int> all = prefix;
+  all.insert(all.end(), stream.begin(), stream.end());
+  const std::string full = tokenizer.decode(all);
+  const std::string prefixText = tokenizer.decode(prefix);
+  if (full.compare(0, prefixText.size(), prefixText) != 0) return "the full text does not start with the prefix's";
+  if (concatenated != full.substr(prefixText.size())) return "the deltas differ from the decoded text";
+  if (decoder.text() != concatenated) return "text() differs from the deltas";
+  return {};
 }
 
 }  // namespace specula::test
