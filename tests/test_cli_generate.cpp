@@ -1,12 +1,20 @@
 // specula-cli generate, run as a user would: greedy text equals the reference output
 // (shared/oracles/stories260K.md) with and without a draft; --json has the documented
-// fields; bad arguments exit with code 2 and say why.
+// fields; --suffix fills the middle of a model with FIM tokens; bad arguments exit with
+// code 2 and say why.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTemporaryDir>
 #include <QtTest>
 
+#include <fstream>
+
 #include "cli_run.h"
+#include "model/gguf.h"
+#include "model/model_export.h"
+#include "model/random_model.h"
+#include "model/tokenizer.h"
 #include "oracle_text.h"
 #include "shared_data.h"
 
@@ -94,6 +102,45 @@ class TestCliGenerate : public QObject {
     QCOMPARE(r.code, 2);
     QVERIFY2(QString(r.err).contains(message), r.err.constData());
     QVERIFY(r.out.isEmpty());
+  }
+
+  // A tiny random model with DeepSeek-Coder's vocabulary: the prompt is the code before the
+  // hole, --suffix names the code after it; the model is given the FIM layout (its prompt
+  // tokens say so) and each candidate is shown in place between the two.
+  void fillInTheMiddle() {
+    SPECULA_SHARED_FILE(deepseek, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf");
+    QTemporaryDir dir;
+    specula::ModelConfig config = specula::random_model_config("tiny");
+    specula::Vocabulary vocab = specula::gguf_vocabulary(specula::GgufFile::open(deepseek));
+    config.vocab_size = vocab.size();
+    auto fim_model = std::make_shared<specula::Model>(*specula::make_random_model(config, specula::TensorType::F32, 7, 1));
+    fim_model->tokenizer = specula::create_tokenizer(std::move(vocab));
+    const QString gguf = dir.filePath("fim.gguf");
+    specula::write_gguf_model(*fim_model, gguf.toStdString(), specula::TensorType::F32);
+    const std::string prefix = "def add(a, b):\n    return ", suffix = "\n\nprint(add(1, 2))\n";
+    const QString suffix_file = dir.filePath("suffix.py");
+    std::ofstream(suffix_file.toStdString(), std::ios::binary) << suffix;
+    const QStringList args = {"generate", "-m", gguf, "--device", "cpu", "-p", QString::fromStdString(prefix),
+                              "--suffix", suffix_file, "--temp", "0", "--max-tokens", "6"};
+
+    const CliRun json = run_cli(args + QStringList{"--json"});
+    QCOMPARE(json.code, 0);
+    const QJsonObject o = QJsonDocument::fromJson(json.out).object();
+    QCOMPARE(o["totals"].toObject()["prompt_tokens"].toInt(),
+             static_cast<int>(fim_model->tokenizer->fim_prompt(prefix, suffix).size()));
+    const QString text = o["candidates"].toArray()[0].toObject()["text"].toString();
+
+    const CliRun plain = run_cli(args);
+    QCOMPARE(plain.code, 0);
+    QCOMPARE(plain.out, QByteArray::fromStdString(prefix) + text.toUtf8() + QByteArray::fromStdString(suffix) + "\n");
+
+    // stories260K has no FIM tokens; an unreadable suffix file is named
+    const CliRun none = run_cli(QStringList{"generate"} + model + QStringList{"-p", "Hi", "--suffix", suffix_file});
+    QCOMPARE(none.code, 2);
+    QVERIFY2(QString(none.err).contains("fill-in-the-middle"), none.err.constData());
+    const CliRun missing = run_cli(args.mid(0, 7) + QStringList{"--suffix", dir.filePath("nope.py")});
+    QCOMPARE(missing.code, 2);
+    QVERIFY2(QString(missing.err).contains("nope.py"), missing.err.constData());
   }
 
   void promptBeyondContext() {

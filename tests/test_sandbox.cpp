@@ -81,7 +81,7 @@ class TestSandbox : public QObject {
     SandboxLimits limits;
     limits.wall_seconds = kLimit;
     TestRunner runner(sandbox, limits, 1);
-    return runner.run(make_test_program(kPrompt, completion, kTest, "add"));
+    return runner.run(make_test_program(kPrompt, completion, "", kTest, "add"));
   }
 
  private slots:
@@ -282,14 +282,14 @@ class TestSandbox : public QObject {
     limits.wall_seconds = kLimit;
     TestRunner runner(*sandboxes_.full, limits, 1);
     const TestResult r = runner.run(make_test_program(
-        "", "def square(x):\n    return x * x if x < 3 else 0\n",
+        "", "def square(x):\n    return x * x if x < 3 else 0\n", "",
         "assert square(1) == 1\nassert square(2) == 4\nassert square(3) == 9\nassert square(4) == 16\n", ""));
     QCOMPARE(verdict_name(r.verdict), "failed");
     QCOMPARE(r.asserts_passed, 2);
     QCOMPARE(r.asserts_total, 4);
     // An assert in the completion itself is not one of the tests.
     const TestResult own = runner.run(make_test_program(
-        "", "def one():\n    return 1\nassert one() == 1\n", "assert one() == 1\n", ""));
+        "", "def one():\n    return 1\nassert one() == 1\n", "", "assert one() == 1\n", ""));
     QCOMPARE(verdict_name(own.verdict), "passed");
     QCOMPARE(own.asserts_total, 1);
   }
@@ -311,7 +311,7 @@ class TestSandbox : public QObject {
     TestRunner runner(*sandboxes_.full, limits, 2);
     std::vector<TestProgram> programs;
     for (int i = 0; i < 6; ++i)
-      programs.push_back(make_test_program(kPrompt, i % 2 ? "    return a + b\n" : "    return a - b\n", kTest, "add"));
+      programs.push_back(make_test_program(kPrompt, i % 2 ? "    return a + b\n" : "    return a - b\n", "", kTest, "add"));
     const std::vector<TestResult> results = runner.run_all(programs);
     QCOMPARE(results.size(), programs.size());
     for (int i = 0; i < 6; ++i) QCOMPARE(verdict_name(results[i].verdict), i % 2 ? "passed" : "failed");

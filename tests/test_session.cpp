@@ -1,7 +1,7 @@
 // The text layer of a session (session.h) with the real SentencePiece tokenizer of
 // stories260K over the controlled fake backend: streamed deltas add up to the final text,
-// stop strings cut the completion and end only their candidate, per-candidate seeds, and
-// bad requests get clear errors.
+// stop strings cut the completion and end only their candidate, per-candidate seeds,
+// fill-in-the-middle prompts (StarCoder's vocabulary), and bad requests get clear errors.
 #include <QtTest>
 
 #include <atomic>
@@ -9,6 +9,7 @@
 
 #include "fake_backend.h"
 #include "decode/session.h"
+#include "model/gguf.h"
 #include "shared_data.h"
 #include "model/tokenizer.h"
 
@@ -135,6 +136,37 @@ class TestSession : public QObject {
     }
   }
 
+  // With a suffix the model is given the fill-in-the-middle prompt of its family, and the
+  // candidates continue that prompt as plain greedy decoding from it does.
+  void fillInTheMiddle() {
+    SPECULA_SHARED_FILE(starcoder, "tokenizers/bpe-vocab/ggml-vocab-starcoder.gguf");
+    Vocabulary vocab = gguf_vocabulary(GgufFile::open(starcoder));
+    auto model = make_fake_model("target", vocab.size(), 4, 512);
+    model->tokenizer = create_tokenizer(std::move(vocab));
+    const Tokenizer& tokenizer = *model->tokenizer;
+    GenerationRequest r = request(2, "ngram");
+    r.prompt = "def add(a, b):\n    return ";
+    r.suffix = "\n\nprint(add(1, 2))\n";
+    r.sampling.temperature = 0;
+    r.max_new_tokens = 12;
+    const std::vector<int> fim = tokenizer.fim_prompt(r.prompt, *r.suffix);
+    QCOMPARE(request_prompt_ids(tokenizer, r), fim);
+    QVERIFY(fim != tokenizer.encode(r.prompt, true));
+
+    FakeBackend backend;
+    const SessionResult result = run_session(backend, *model, r);
+    QCOMPARE(result.totals.prompt_tokens, static_cast<int>(fim.size()));
+    const std::vector<int> expected = plain_greedy(*model, fim, r.max_new_tokens);
+    for (const Candidate& c : result.candidates) {
+      QVERIFY(c.tokens.size() <= expected.size());
+      QCOMPARE(c.tokens, std::vector<int>(expected.begin(), expected.begin() + static_cast<long>(c.tokens.size())));
+      if (c.tokens.size() < expected.size()) QVERIFY(tokenizer.ends_generation(expected[c.tokens.size()]));
+    }
+    // an empty prefix is still a prompt: the FIM tokens around the suffix
+    r.prompt.clear();
+    QCOMPARE(run_session(backend, *model, r).totals.prompt_tokens, static_cast<int>(tokenizer.fim_prompt("", *r.suffix).size()));
+  }
+
   void badRequests() {
     SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
     const auto model = fake_model_with_tokenizer(tok);
@@ -167,6 +199,9 @@ class TestSession : public QObject {
     r = request(2);
     r.stop = {""};
     QVERIFY(fails(r, "stop string"));
+    r = request(2);
+    r.suffix = "";  // stories260K's vocabulary has no FIM tokens
+    QVERIFY(fails(r, "fill-in-the-middle"));
 
     // a draft model whose tokenizer differs in one piece
     auto vocab = load_vocabulary(tok);

@@ -372,7 +372,12 @@ class TestTokenizerBpe : public QObject {
   }
 
   // Fill-in-the-middle prompts in each family's documented layout, against the family's own
-  // reference encoder (tools/oracles/bpe_oracle.py).
+  // reference encoder (tools/oracles/bpe_oracle.py). The layouts, prefix-suffix-middle:
+  //   Qwen2.5-Coder (its README's FIM example): <|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>
+  //   DeepSeek-Coder (its README's code insertion example): BOS <｜fim▁begin｜>{prefix}<｜fim▁hole｜>{suffix}<｜fim▁end｜>
+  //   StarCoder (the bigcode model card): <fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>
+  //   CodeLlama (Meta's llama/generation.py, infilling_prompt_tokens): BOS ▁<PRE> encode(prefix)
+  //     ▁<SUF> encode_infilling(suffix) ▁<MID>, the suffix without SentencePiece's leading space
   void fimPrompts() {
     SPECULA_SHARED_FILE(starcoder, "tokenizers/bpe-vocab/ggml-vocab-starcoder.gguf");
     SPECULA_SHARED_FILE(deepseek, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf");

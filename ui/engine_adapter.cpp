@@ -85,6 +85,7 @@ class SpeculaEngine final : public EnginePort {
                                             const std::atomic<bool>&) {
       GenerationRequest r = request;
       r.prompt = p.prompt;
+      r.suffix = p.suffix;
       r.budget_seconds = budget_seconds;
       SessionCallbacks callbacks;
       callbacks.on_finished = [&](const Candidate& c) {

@@ -279,6 +279,7 @@ void EngineWorker::evaluateProblems(const std::vector<Problem>& problems, const 
   for (const Problem& problem : problems) {
     if (stop_.load()) break;
     generation.prompt = problem.prompt;
+    generation.suffix = problem.suffix;
     try {
       const ProblemEvaluation evaluation = engine_->evaluate(problem, generation, &stop_);
       if (!stop_.load()) Q_EMIT problemEvaluated(evaluation);  // a stopped task's numbers mean nothing

@@ -69,7 +69,8 @@ void run_check(const CheckOptions& options) {
   std::vector<std::future<TestResult>> futures;
   for (const Row& row : rows) {
     const Problem& p = *by_id[row.sample->task_id];
-    futures.push_back(runner.submit(make_test_program(p.code_prefix, row.sample->completion, p.test, p.entry_point)));
+    futures.push_back(runner.submit(make_test_program(p.code_prefix, row.sample->completion, p.suffix.value_or(""), p.test,
+                                                       p.entry_point)));
   }
 
   std::map<std::string, std::pair<int, int>> counts;  // task -> (n, c)

@@ -56,6 +56,7 @@ CandidateGenerator session_generator(const EvalOptions& o, const LoadedModels& m
                        const std::atomic<bool>& stop) {
     GenerationRequest request;
     request.prompt = problem.prompt;
+    request.suffix = problem.suffix;
     request.n_candidates = o.candidates;
     request.sampling.temperature = o.temperature;
     request.sampling.top_p = o.top_p;

@@ -1,4 +1,5 @@
-// specula-cli generate: N candidates for one prompt, with batched speculative decoding.
+// specula-cli generate: N candidates for one prompt, with batched speculative decoding; with
+// --suffix, N fillings of the hole between the prompt and the suffix (fill in the middle).
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -21,6 +22,7 @@ struct GenerateArgs {
   ModelOptions models;
   std::string prompt;
   std::string prompt_file;
+  std::string suffix_file;  // empty: no fill in the middle
   int steps = 0;
   int max_tokens = 256;
   float temperature = 1.0f;
@@ -65,6 +67,7 @@ nlohmann::json to_json(const SessionResult& r, int n) {
 void run(const GenerateArgs& a) {
   GenerationRequest request;
   request.prompt = a.prompt_file.empty() ? a.prompt : read_input_file(a.prompt_file);
+  if (!a.suffix_file.empty()) request.suffix = read_input_file(a.suffix_file);
   request.allow_empty_prompt = true;  // like llama2.c: no prompt generates from BOS alone
   request.n_candidates = a.candidates;
   request.sampling = SamplingParams{a.temperature, a.top_k, a.top_p, a.min_p, a.seed};
@@ -82,7 +85,7 @@ void run(const GenerateArgs& a) {
     // llama2.c's meaning: the number of positions run through the model, BOS and prompt
     // included; the token predicted at the last position is printed but never run, so
     // steps positions yield steps + 1 tokens in all
-    const int prompt_tokens = static_cast<int>(model->tokenizer->encode(request.prompt, true).size());
+    const int prompt_tokens = static_cast<int>(request_prompt_ids(*model->tokenizer, request).size());
     const int steps = std::min(a.steps, context);
     if (steps < prompt_tokens) {
       throw CommandFailed("--steps " + std::to_string(a.steps) + " is shorter than the " +
@@ -115,13 +118,15 @@ void run(const GenerateArgs& a) {
     std::puts(to_json(result, a.candidates).dump(2).c_str());
     return;
   }
+  // each candidate is shown in place: prompt, completion, and the suffix after it
+  const std::string suffix = request.suffix.value_or("");
   if (stream) {
     show_prompt();
-    std::fputs("\n", stdout);
+    std::fputs((suffix + "\n").c_str(), stdout);
   } else {
     for (const Candidate& c : result.candidates) {
-      std::printf("--- candidate %d (%s, %zu tokens, mean logprob %.3f)\n%s%s\n", c.index, finish_reason_name(c.finish),
-                  c.tokens.size(), c.mean_logprob(), request.prompt.c_str(), c.text.c_str());
+      std::printf("--- candidate %d (%s, %zu tokens, mean logprob %.3f)\n%s%s%s\n", c.index, finish_reason_name(c.finish),
+                  c.tokens.size(), c.mean_logprob(), request.prompt.c_str(), c.text.c_str(), suffix.c_str());
     }
   }
   const SessionTotals& t = result.totals;
@@ -138,6 +143,7 @@ void add_generate_command(CLI::App& app) {
   add_model_options(cmd, args->models);
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text (none: generate from BOS alone)");
   cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file")->excludes(prompt);
+  cmd->add_option("--suffix", args->suffix_file, "Fill in the middle: read the code after the hole from FILE (the prompt is the code before it)");
   auto* steps = cmd->add_option("--steps", args->steps, "Total positions, BOS and prompt included (llama2.c's meaning)")->check(CLI::PositiveNumber);
   cmd->add_option("--max-tokens", args->max_tokens, "New tokens per candidate (default 256)")->check(CLI::PositiveNumber)->excludes(steps);
   cmd->add_option("--temp", args->temperature, "Temperature; 0 is greedy (default 1)")->check(CLI::Range(0.0f, 100.0f));

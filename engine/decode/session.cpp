@@ -15,6 +15,13 @@ const std::vector<std::string>& code_stop_strings() {
   return stops;
 }
 
+std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const GenerationRequest& request) {
+  if (!request.suffix) return tokenizer.encode(request.prompt, true);
+  if (!tokenizer.fim().complete())
+    throw std::invalid_argument("the model has no fill-in-the-middle tokens, so it cannot take a suffix");
+  return tokenizer.fim_prompt(request.prompt, *request.suffix);
+}
+
 double Candidate::mean_logprob() const {
   if (logprobs.empty()) return 0.0;
   return std::accumulate(logprobs.begin(), logprobs.end(), 0.0) / static_cast<double>(logprobs.size());
@@ -35,7 +42,7 @@ double SessionTotals::acceptance_rate() const { return proposed > 0 ? static_cas
 namespace {
 
 void validate(const GenerationRequest& r) {
-  if (r.prompt.empty() && !r.allow_empty_prompt) throw std::invalid_argument("the prompt is empty");
+  if (r.prompt.empty() && !r.suffix && !r.allow_empty_prompt) throw std::invalid_argument("the prompt is empty");
   if (r.n_candidates < 1 || r.n_candidates > kMaxCandidates) {
     throw std::invalid_argument("the number of candidates must be between 1 and " + std::to_string(kMaxCandidates) +
                                 ", got " + std::to_string(r.n_candidates));
@@ -120,7 +127,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   validate(request);
   if (!target.tokenizer) throw std::invalid_argument("the model has no tokenizer: name one (--tokenizer)");
   const Tokenizer& tokenizer = *target.tokenizer;
-  const std::vector<int> prompt = tokenizer.encode(request.prompt, true);
+  const std::vector<int> prompt = request_prompt_ids(tokenizer, request);
   if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens");
 
   std::vector<std::string> stops = request.stop;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,12 @@ struct DraftOptions {
 };
 
 struct GenerationRequest {
-  std::string prompt;
-  bool allow_empty_prompt = false;  // generate from BOS alone (llama2.c without a prompt)
+  std::string prompt;               // the text to continue; with a suffix, the code before the hole
+  std::optional<std::string> suffix;  // set: fill in the middle, the completion goes between
+                                      // prompt and suffix (which may be empty); the model
+                                      // needs FIM tokens (Tokenizer::fim_prompt's layout)
+  bool allow_empty_prompt = false;  // generate from BOS alone (llama2.c without a prompt); a
+                                    // fill-in-the-middle prompt may always be empty
   int n_candidates = 1;             // 1 .. kMaxCandidates
   SamplingParams sampling;          // candidate i uses seed sampling.seed + i
   int max_new_tokens = 256;
@@ -37,6 +42,11 @@ struct GenerationRequest {
   bool code_stops = false;          // add the default code-completion stops (code_stop_strings)
   DraftOptions draft;
 };
+
+// The ids the model is given for `request`: its prompt with BOS where the vocabulary adds
+// one, or, with a suffix, the fill-in-the-middle prompt in the layout of the model's family.
+// Throws std::invalid_argument when a suffix is given to a model without FIM tokens.
+std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const GenerationRequest& request);
 
 // The default stops for completing a Python function: a new top-level def, class,
 // `if __name__` or print( line.

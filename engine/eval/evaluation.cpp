@@ -159,7 +159,8 @@ CandidateGroups group_candidates(const std::vector<std::string>& texts, const st
 
 TestProgram ranking_program(const Problem& problem, const std::string& completion, bool with_tests) {
   TestProgram program =
-      make_test_program(problem.code_prefix, completion, with_tests ? problem.test : "", problem.entry_point);
+      make_test_program(problem.code_prefix, completion, problem.suffix.value_or(""), with_tests ? problem.test : "",
+                        problem.entry_point);
   program.run_examples = true;
   program.probe_behaviour = true;
   return program;
@@ -254,8 +255,8 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
           copy.result = result;
           on_tested(copy);
         };
-      futures.push_back(runner.submit(make_test_program(problem.code_prefix, e.completion, problem.test,
-                                                        problem.entry_point),
+      futures.push_back(runner.submit(make_test_program(problem.code_prefix, e.completion, problem.suffix.value_or(""),
+                                                        problem.test, problem.entry_point),
                                       wall, std::move(report)));
       ranker_futures.push_back(hidden ? runner.submit(ranking_program(problem, e.completion, false), wall)
                                       : std::future<TestResult>());

@@ -59,6 +59,7 @@ Problem problem_from(const json& record) {
     p.test = text_field(record, "test");
     p.entry_point = text_field(record, "entry_point");
     p.canonical_solution = text_field(record, "canonical_solution");
+    if (record.contains("suffix") && !record["suffix"].is_null()) p.suffix = text_field(record, "suffix");
     if (p.prompt.empty()) throw std::invalid_argument("task '" + p.task_id + "' has no prompt");
   }
   if (blank(p.test)) throw std::invalid_argument("task '" + p.task_id + "' has no tests");

@@ -3,6 +3,7 @@
 // line number and skipped; the rest still load.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@ struct Problem {
   std::string prompt;              // what the model is given
   std::string code_prefix;         // put before the completion in the test program
                                    // (HumanEval: the prompt; MBPP: nothing)
+  std::optional<std::string> suffix;  // set: fill in the middle (HumanEval infilling): the model
+                                      // sees the code after the hole, and the test program puts
+                                      // it after the completion
   std::string test;                // test code: def check(candidate) ... or plain asserts
   std::string entry_point;         // function under test; "" when the tests call it by name
   std::string canonical_solution;  // reference completion, when the set has one
@@ -29,7 +33,8 @@ struct ProblemSet {
   std::vector<LoadIssue> issues;
 };
 
-// Reads HumanEval records (task_id, prompt, test, entry_point[, canonical_solution]) or
+// Reads HumanEval records (task_id, prompt, test, entry_point[, canonical_solution][, suffix:
+// HumanEval infilling, whose completion goes between prompt and suffix]) or
 // MBPP records (task_id, text or prompt, test_list[, code, test_setup_code]).
 // Throws std::runtime_error when the file cannot be read.
 ProblemSet load_problems(const std::string& path);

@@ -90,9 +90,10 @@ std::string probe_options_json(const TestProgram& program) {
 }
 
 TestProgram make_test_program(const std::string& code_prefix, const std::string& completion,
-                              const std::string& test, const std::string& entry_point) {
+                              const std::string& code_suffix, const std::string& test,
+                              const std::string& entry_point) {
   TestProgram program;
-  program.source = code_prefix + completion + "\n";
+  program.source = code_prefix + completion + code_suffix + "\n";
   program.test_first_line = count_lines(program.source) + 1;
   program.source += test + "\n";
   if (!entry_point.empty() && defines_check(test)) program.source += "check(" + entry_point + ")";

@@ -1,8 +1,8 @@
 // Running a candidate's unit tests in the sandbox and turning the run into a verdict.
 //
-// The program is HumanEval's: code prefix + completion + "\n" + test + "\n" +
-// "check(entry_point)". A harness (Python, engine/eval/harness.py, run first inside the
-// sandbox) checks the candidate's own lines (they parse and compile, running them neither
+// The program is HumanEval's: code prefix + completion (+ the code after the hole, for
+// fill in the middle) + "\n" + test + "\n" + "check(entry_point)". A harness (Python,
+// engine/eval/harness.py, run first inside the sandbox) checks the candidate's own lines (they parse and compile, running them neither
 // raises nor exits, the prompt's function exists), on request calls that function on
 // inputs derived from the prompt and runs the docstring's examples, then runs the tests,
 // counting each top-level assert separately so that partial passes can rank, and writes a
@@ -39,11 +39,14 @@ struct TestProgram {
   bool probe_behaviour = false;  // the function is called on inputs derived from the prompt
 };
 
-// HumanEval's program: code_prefix + completion + "\n" + test + "\n" + "check(entry)",
-// the last part only when the tests define check() and an entry point is known. `test`
-// may be empty: then the run checks the candidate (and does what the flags ask) only.
+// HumanEval's program: code_prefix + completion + code_suffix + "\n" + test + "\n" +
+// "check(entry)", the last part only when the tests define check() and an entry point is
+// known. `code_suffix` is the code after the hole of a fill-in-the-middle problem (empty
+// otherwise), placed as HumanEval infilling's harness places it.
+// `test` may be empty: then the run checks the candidate (and does what the flags ask) only.
 TestProgram make_test_program(const std::string& code_prefix, const std::string& completion,
-                              const std::string& test, const std::string& entry_point);
+                              const std::string& code_suffix, const std::string& test,
+                              const std::string& entry_point);
 
 // The checks that need no tests, in the order the harness makes them.
 enum class CheckFailure {
