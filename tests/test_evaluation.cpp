@@ -47,7 +47,18 @@ RankEntry entry(Verdict verdict, int asserts_passed, double logprob, double fini
 class TestEvaluation : public QObject {
   Q_OBJECT
 
+  std::unique_ptr<Sandbox> sandbox_;  // the real sandbox the scheduler tests run in; null when it cannot open
+  std::string sandbox_error_;         // why it cannot
+
  private slots:
+  void initTestCase() {
+    try {
+      sandbox_ = std::make_unique<Sandbox>();
+    } catch (const SandboxError& e) {
+      sandbox_error_ = e.what();
+    }
+  }
+
   void pass_at_k_hand_computed() {
     QCOMPARE(pass_at_k(10, 0, 1), 0.0);
     QCOMPARE(pass_at_k(10, 10, 10), 1.0);
@@ -246,15 +257,10 @@ class TestEvaluation : public QObject {
   // The fake generator proves that testing overlaps generation (it waits for the first
   // verdict before finishing the next candidate) and that the budget raises `stop`.
   void budgeted_scheduler_tests_while_generating() {
-    std::unique_ptr<Sandbox> sandbox;
-    try {
-      sandbox = std::make_unique<Sandbox>();
-    } catch (const SandboxError& e) {
-      QFAIL(e.what());
-    }
+    QVERIFY2(sandbox_, sandbox_error_.c_str());
     SandboxLimits limits;
     limits.wall_seconds = 10.0;
-    TestRunner runner(*sandbox, limits, 2);
+    TestRunner runner(*sandbox_, limits, 2);
     const Problem problem = make_problem("def add(a, b):\n", "def check(candidate):\n    assert candidate(1, 2) == 3\n"
                                                              "    assert candidate(0, 0) == 0\n", "add");
     std::atomic<int> tested{0};
@@ -300,13 +306,8 @@ class TestEvaluation : public QObject {
   }
 
   void generator_failure_is_rethrown_after_its_tests() {
-    std::unique_ptr<Sandbox> sandbox;
-    try {
-      sandbox = std::make_unique<Sandbox>();
-    } catch (const SandboxError& e) {
-      QFAIL(e.what());
-    }
-    TestRunner runner(*sandbox, SandboxLimits{}, 1);
+    QVERIFY2(sandbox_, sandbox_error_.c_str());
+    TestRunner runner(*sandbox_, SandboxLimits{}, 1);
     const Problem problem = make_problem("def one():\n", "assert one() == 1\n");
     std::atomic<int> tested{0};
     const CandidateGenerator generator = [](const Problem&, double, const CandidateSink& deliver, const std::atomic<bool>&) {
@@ -319,13 +320,8 @@ class TestEvaluation : public QObject {
   }
 
   void unbudgeted_scheduler_first_candidate_passes() {
-    std::unique_ptr<Sandbox> sandbox;
-    try {
-      sandbox = std::make_unique<Sandbox>();
-    } catch (const SandboxError& e) {
-      QFAIL(e.what());
-    }
-    TestRunner runner(*sandbox, SandboxLimits{}, 2);
+    QVERIFY2(sandbox_, sandbox_error_.c_str());
+    TestRunner runner(*sandbox_, SandboxLimits{}, 2);
     const Problem problem = make_problem("def neg(x):\n", "assert neg(1) == -1\nassert neg(-2) == 2\n");
     const CandidateGenerator generator = [](const Problem&, double, const CandidateSink& deliver, const std::atomic<bool>&) {
       std::thread a([&] { deliver({0, "    return -x\n", -0.3}); });
@@ -347,12 +343,7 @@ class TestEvaluation : public QObject {
   // hole and is tested, in the real sandbox, as that harness's execution.py runs it:
   // prompt + completion + suffix + "\n" + test + "\n" + "check(entry_point)".
   void fill_in_the_middle_candidate_is_tested_with_its_suffix() {
-    std::unique_ptr<Sandbox> sandbox;
-    try {
-      sandbox = std::make_unique<Sandbox>();
-    } catch (const SandboxError& e) {
-      QFAIL(e.what());
-    }
+    QVERIFY2(sandbox_, sandbox_error_.c_str());
     QTemporaryDir dir;
     const std::string path = write_file(dir, "infill.jsonl",
         R"({"task_id": "SingleLineInfilling/clamp/1", "entry_point": "clamp", )"
@@ -377,7 +368,7 @@ class TestEvaluation : public QObject {
       deliver({0, "        return lo", -0.2});  // right only with the suffix after it
       deliver({1, "        return hi", -0.1});
     };
-    TestRunner runner(*sandbox, SandboxLimits{}, 2);
+    TestRunner runner(*sandbox_, SandboxLimits{}, 2);
     const ProblemEvaluation e = evaluate_problem(problem, generator, runner, 0.0);
     QCOMPARE(e.n, 2);
     QCOMPARE(e.c, 1);
