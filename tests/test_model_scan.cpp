@@ -204,7 +204,7 @@ class TestModelScan : public QObject {
     renamed.pieces[300] = "\xe2\x96\x81zqxj";
     other_vocab_ = (lmstudio() / "someone/other-GGUF/other-vocab.gguf").string();
     fs::create_directories(fs::path(other_vocab_).parent_path());
-    write_gguf_model(*small_llama(std::make_shared<Tokenizer>(renamed), 512, 2), other_vocab_, TensorType::Q8_0);
+    write_gguf_model(*small_llama(create_tokenizer(renamed), 512, 2), other_vocab_, TensorType::Q8_0);
     fs::create_directories(lmstudio() / "llama.cpp/vocab");
     fs::copy_file(spm_vocab, lmstudio() / "llama.cpp/vocab/ggml-vocab-llama-spm.gguf");
     {
