@@ -191,6 +191,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   t.draft_forwards = decoded.stats.draft_forwards;
   t.prompt_tokens = decoded.stats.prompt_tokens;
   t.peak_blocks = decoded.stats.peak_blocks;
+  t.kv_blocks_left = cache->blocks_in_use() + drafter->blocks_in_use();
   for (const Candidate& c : result.candidates) {
     t.generated_tokens += static_cast<int>(c.tokens.size());
     t.accepted += c.accepted;

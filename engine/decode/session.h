@@ -63,7 +63,8 @@ struct CandidateDelta {
 struct Candidate {
   int index = 0;
   std::string text;                 // the completion, without the prompt, cut before a stop string
-  std::vector<int> tokens;          // generated ids (EOS excluded; a stop string's tokens included)
+  std::vector<int> tokens;          // generated ids (EOS excluded; a stop string's tokens included);
+                                    // -1 for each token of a remote server that does not say its ids
   std::vector<float> logprobs;      // target log-probability of each generated id
   FinishReason finish = FinishReason::Running;
   int accepted = 0;
@@ -81,6 +82,7 @@ struct SessionTotals {
   int draft_forwards = 0;
   int prompt_tokens = 0;
   int peak_blocks = 0;              // most target KV blocks in use at once
+  int kv_blocks_left = 0;           // target and draft KV blocks still held when decoding ended: 0 unless one leaked
   int accepted = 0;
   int proposed = 0;
   double tokens_per_second() const;

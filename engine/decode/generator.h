@@ -1,0 +1,54 @@
+// Where a session runs: here, on this process's backend and models (LocalGenerator), or on
+// an OpenAI-compatible server (serve/remote_generator.h). The app and the commands that
+// generate (`specula-cli generate`, `eval`) hold a Generator and never ask which one it is:
+// streaming, the sandbox, ranking, the budget and pass@k work the same on both.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "compute/backend.h"
+#include "decode/session.h"
+#include "model/model.h"
+
+namespace specula {
+
+class Generator {
+ public:
+  virtual ~Generator() = default;
+
+  // run_session's contract: request.n_candidates completions of request.prompt, streamed
+  // through `callbacks` on the calling thread, within request.budget_seconds; setting
+  // `*stop` ends every candidate with FinishReason::Cancelled. Throws std::invalid_argument
+  // for a bad request and std::runtime_error, with a readable message, when generation
+  // cannot run.
+  virtual SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks = {},
+                                 const std::atomic<bool>* stop = nullptr) = 0;
+
+  // One line naming where generation runs: the backend, or the server and its model.
+  virtual std::string describe() const = 0;
+};
+
+// run_session on a backend of this process. A request for the "model" drafter gets this
+// generator's draft model unless it names its own.
+class LocalGenerator final : public Generator {
+ public:
+  // `draft` may be null: the "model" drafter then says it needs one.
+  LocalGenerator(std::unique_ptr<Backend> backend, std::shared_ptr<const Model> target,
+                 std::shared_ptr<const Model> draft = nullptr);
+
+  SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks = {},
+                         const std::atomic<bool>* stop = nullptr) override;
+  std::string describe() const override { return backend_->name(); }
+
+  const Model& target() const { return *target_; }
+  const std::shared_ptr<const Model>& draft() const { return draft_; }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<const Model> target_;
+  std::shared_ptr<const Model> draft_;
+};
+
+}  // namespace specula
