@@ -9,7 +9,8 @@ cd "$(dirname "$0")"
 
 packages=(build-essential cmake ninja-build pkg-config git
           qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev libsentencepiece-dev libpcre2-dev libicu-dev
-          libcli11-dev nlohmann-json3-dev zlib1g-dev bubblewrap python3 xvfb xauth)
+          libcli11-dev nlohmann-json3-dev zlib1g-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
+          bubblewrap python3 xvfb xauth)
 
 install_missing_packages() {
   local missing=()

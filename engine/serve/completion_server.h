@@ -1,0 +1,64 @@
+// `specula-cli serve`: an OpenAI-compatible HTTP server over a LocalGenerator.
+//
+// POST /v1/completions runs the n choices of a request as ONE batched speculative decode
+// (run_session with n candidates); GET /v1/models and GET /health describe the server;
+// POST /v1/chat/completions answers 404 (Specula applies no chat templates). Requests wait in
+// a bounded queue, one session runs at a time, and a client that closes its connection
+// cancels its generation within one decoding step. Every request gets a valid response or
+// OpenAI's error object: 400 bad JSON or field, 401 missing or wrong key, 404 unknown model
+// or path, 413 body too large, 503 with Retry-After when the queue is full.
+// See docs/scale-out.md.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "decode/generator.h"
+#include "decode/session.h"
+
+namespace specula::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                     // 0: any free port (listen() says which)
+  std::string api_key;                 // empty: none; else /v1/ requests need "Authorization: Bearer KEY"
+  int max_queue = 16;                  // requests waiting behind the one generating; the next gets 503
+  size_t max_body_bytes = 1 << 20;     // larger request bodies get 413
+  int max_kv_tokens = 1 << 17;         // KV positions one request may need (n, prompt and max_tokens); more: 400
+  std::string model_name;              // the id /v1/models lists; a request names it or no model
+  DraftOptions draft;                  // drafter and policy of every request (the generator has the draft model)
+};
+
+// What GET /health reports: the queue now, and counters since the server started.
+struct ServerStats {
+  int waiting = 0;            // requests in the queue now
+  bool generating = false;    // a session is running now
+  long completed = 0;         // requests answered in full
+  long cancelled = 0;         // requests whose client went away: generation stopped, or never started
+  long rejected = 0;          // answered 503: the queue was full
+  long failed = 0;            // generation threw: the client got an error or a cut stream
+  long kv_blocks_left = 0;    // KV blocks that ended sessions still held, summed: 0 unless one leaked
+};
+
+class CompletionServer {
+ public:
+  // `generator` must outlive the server.
+  CompletionServer(LocalGenerator& generator, ServerOptions options);
+  ~CompletionServer();
+  CompletionServer(const CompletionServer&) = delete;
+  CompletionServer& operator=(const CompletionServer&) = delete;
+
+  // Binds the address; returns the port. Throws std::runtime_error when it cannot.
+  int listen();
+  // Answers requests until stop(). Call after listen().
+  void serve();
+  // Thread-safe: cancels every running and waiting request and makes serve() return.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace specula::serve

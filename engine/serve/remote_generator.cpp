@@ -1,0 +1,537 @@
+#include "serve/remote_generator.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+
+#include "serve/openai_api.h"
+#include "serve/sse.h"
+
+namespace specula::serve {
+
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kPollMs = 20;                   // how often the stop flag and the budget are looked at
+constexpr size_t kMaxBodyBytes = 64u << 20;   // a whole (not streamed) answer, at most
+constexpr double kMaxRetryDelaySeconds = 30;  // whatever Retry-After says
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct sigaction current{};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  });
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// One HTTP exchange on a libcurl easy handle: the URL, the key, the TLS policy and the
+// timeouts every request carries; what comes back is either streamed to `on_stream` (a
+// 200 answer of type text/event-stream) or kept in `body`.
+class Exchange {
+ public:
+  Exchange(const RemoteOptions& options, const std::string& url, std::string post_body, bool stream)
+      : url_(url), post_(std::move(post_body)) {
+    curl_ = curl_easy_init();
+    if (!curl_) throw RemoteError("libcurl could not start a request");
+    curl_easy_setopt(curl_, CURLOPT_URL, url_.c_str());
+    curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, error_);
+    curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout_seconds * 1000));
+    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::max(1.0, options.idle_timeout_seconds)));
+    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &Exchange::on_body);
+    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, this);
+    curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, &Exchange::on_header);
+    curl_easy_setopt(curl_, CURLOPT_HEADERDATA, this);
+    if (options.insecure) {
+      curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYPEER, 0L);
+      curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (!options.api_key.empty()) headers_ = curl_slist_append(headers_, ("Authorization: Bearer " + options.api_key).c_str());
+    headers_ = curl_slist_append(headers_, stream ? "Accept: text/event-stream" : "Accept: application/json");
+    if (!post_.empty()) {
+      headers_ = curl_slist_append(headers_, "Content-Type: application/json");
+      headers_ = curl_slist_append(headers_, "Expect:");  // no 100-continue round trip
+      curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, post_.c_str());
+      curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(post_.size()));
+    }
+    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);
+  }
+  ~Exchange() {
+    curl_easy_cleanup(curl_);
+    curl_slist_free_all(headers_);
+  }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  CURL* handle() const { return curl_; }
+  const std::string& url() const { return url_; }
+  const char* error_detail() const { return error_; }
+  long status() const {
+    long code = 0;
+    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &code);
+    return code;
+  }
+  bool streamed() const { return streamed_; }
+  const std::string& body() const { return body_; }
+  // Seconds the server asked to wait (Retry-After); negative when it did not say.
+  double retry_after() const { return retry_after_; }
+
+  // Bytes of a 200 event stream; returning false aborts the exchange.
+  std::function<bool(std::string_view)> on_stream;
+
+ private:
+  static size_t on_body(char* data, size_t size, size_t count, void* self) {
+    auto& x = *static_cast<Exchange*>(self);
+    const size_t n = size * count;
+    if (!x.decided_) {
+      x.decided_ = true;
+      char* type = nullptr;
+      curl_easy_getinfo(x.curl_, CURLINFO_CONTENT_TYPE, &type);
+      x.streamed_ = x.status() == 200 && type && std::strstr(type, "text/event-stream") && x.on_stream;
+    }
+    if (x.streamed_) return x.on_stream(std::string_view(data, n)) ? n : 0;
+    if (x.body_.size() + n > kMaxBodyBytes) return 0;
+    x.body_.append(data, n);
+    return n;
+  }
+  static size_t on_header(char* data, size_t size, size_t count, void* self) {
+    auto& x = *static_cast<Exchange*>(self);
+    const std::string_view line(data, size * count);
+    constexpr std::string_view name = "retry-after:";
+    if (line.size() > name.size() && strncasecmp(line.data(), name.data(), name.size()) == 0) {
+      x.retry_after_ = std::atof(std::string(line.substr(name.size())).c_str());  // an HTTP date reads as 0
+    }
+    return size * count;
+  }
+
+  CURL* curl_ = nullptr;
+  curl_slist* headers_ = nullptr;
+  std::string url_;
+  std::string post_;           // the request body; libcurl reads it in place
+  char error_[CURL_ERROR_SIZE] = {};
+  bool decided_ = false;       // the first body byte arrived: streamed_ is known
+  bool streamed_ = false;
+  std::string body_;
+  double retry_after_ = -1.0;
+};
+
+// What a libcurl failure means for the user.
+std::string transport_error(CURLcode code, const Exchange& x) {
+  const std::string detail = *x.error_detail() ? x.error_detail() : curl_easy_strerror(code);
+  switch (code) {
+    case CURLE_COULDNT_CONNECT:
+      return "cannot connect to " + x.url() + " (" + detail + "): is the server running, and is that its address?";
+    case CURLE_COULDNT_RESOLVE_HOST: return "cannot find the host of " + x.url() + " (" + detail + ")";
+    case CURLE_OPERATION_TIMEDOUT: return x.url() + " did not answer in time (" + detail + ")";
+    case CURLE_PEER_FAILED_VERIFICATION:
+      return "the TLS certificate of " + x.url() + " is not trusted (" + detail +
+             "); allow invalid certificates only for a server you trust (--insecure)";
+    case CURLE_SSL_CONNECT_ERROR: return "the TLS handshake with " + x.url() + " failed (" + detail + ")";
+    case CURLE_GOT_NOTHING:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE: return "the connection to " + x.url() + " broke (" + detail + ")";
+    default: return "the request to " + x.url() + " failed (" + detail + ")";
+  }
+}
+
+// An HTTP status other than 200, as a message.
+std::string status_error(long status, const Exchange& x, const std::string& model) {
+  const std::string said = error_message(x.body(), "no message");
+  const std::string code = " (" + std::to_string(status) + "): " + said;
+  if (status == 401 || status == 403) return "the server refused the API key" + code + " (check --api-key)";
+  if (status == 404 && said.find("model") != std::string::npos) return "the server does not know the model '" + model + "'" + code;
+  if (status == 404) return x.url() + " does not exist" + code + ": is this an OpenAI-compatible server?";
+  if (status == 429 || status == 503) return "the server stayed busy" + code;
+  return "the server failed" + code;
+}
+
+// One generate() call: its candidates, its requests in flight and those waiting to be sent.
+class RemoteSession {
+ public:
+  RemoteSession(const RemoteOptions& options, const std::string& base, const std::string& model, bool& accepts_n,
+                bool& accepts_logprobs, const GenerationRequest& request, const SessionCallbacks& callbacks)
+      : options_(options), url_(base + "/v1/completions"), model_(model), accepts_n_(accepts_n),
+        accepts_logprobs_(accepts_logprobs), request_(request), callbacks_(callbacks),
+        candidates_(static_cast<size_t>(request.n_candidates)), multi_(curl_multi_init()) {
+    if (!multi_) throw RemoteError("libcurl could not start");
+    for (size_t i = 0; i < candidates_.size(); ++i) candidates_[i].c.index = static_cast<int>(i);
+  }
+  ~RemoteSession() {
+    transfers_.clear();  // each leaves the multi handle first
+    curl_multi_cleanup(multi_);
+  }
+
+  SessionResult run(const std::atomic<bool>* stop);
+
+ private:
+  struct Slot {
+    Candidate c;
+    int chunks = 0;  // text chunks received: the token count when the server says nothing better
+    int tokens = 0;  // tokens so far, as well as known
+  };
+  struct Attempt {
+    std::vector<int> candidates;  // choice j of the answer is candidate candidates[j]
+    bool with_n = false;          // asks for candidates.size() choices in one request
+    bool with_logprobs = true;
+    int retry = 0;                // how many 429/503 answers came before this attempt
+    Clock::time_point at;         // not before
+  };
+  struct Transfer {
+    Transfer(CURLM* multi, Attempt a, std::unique_ptr<Exchange> x, std::function<void(const std::string&)> on_event)
+        : multi(multi), attempt(std::move(a)), exchange(std::move(x)), parser(std::move(on_event)) {}
+    ~Transfer() { curl_multi_remove_handle(multi, exchange->handle()); }
+    CURLM* multi;
+    Attempt attempt;
+    std::unique_ptr<Exchange> exchange;
+    SseParser parser;
+    bool saw_done = false;
+    std::exception_ptr failure;  // raised while reading; the exchange was aborted
+  };
+
+  void start(Attempt attempt);
+  void on_event(Transfer& t, const std::string& data);
+  void apply(const Attempt& attempt, const CompletionUpdate& update);
+  void finish(Slot& slot, FinishReason reason, const std::vector<int>& ids);
+  void finish_rest(FinishReason reason);
+  void on_done(Transfer& t, CURLcode code);
+  void after_success(const Transfer& t);
+  void after_refusal(const Transfer& t);
+  void retry_later(const Transfer& t);
+  SessionResult result() const;
+  bool budget_over() const {
+    return request_.budget_seconds > 0 && seconds_since(start_) >= request_.budget_seconds;
+  }
+  std::vector<int> open_of(const Attempt& a, bool only_untouched) const;
+
+  const RemoteOptions& options_;
+  const std::string url_;
+  const std::string& model_;
+  bool& accepts_n_;
+  bool& accepts_logprobs_;
+  const GenerationRequest& request_;
+  const SessionCallbacks& callbacks_;
+  const Clock::time_point start_ = Clock::now();
+  std::vector<Slot> candidates_;
+  CURLM* multi_;
+  std::vector<std::unique_ptr<Transfer>> transfers_;  // in flight
+  std::vector<Attempt> waiting_;                      // to send at their time
+  std::optional<SessionTotals> server_totals_;        // from an answer that carried every candidate
+  int prompt_tokens_ = 0;
+};
+
+SessionResult RemoteSession::run(const std::atomic<bool>* stop) {
+  Attempt first;
+  for (const Slot& s : candidates_) first.candidates.push_back(s.c.index);
+  first.with_n = accepts_n_ && candidates_.size() > 1;
+  first.with_logprobs = accepts_logprobs_;
+  first.at = start_;
+  if (first.with_n) {
+    waiting_.push_back(first);
+  } else {
+    for (int i : first.candidates) waiting_.push_back(Attempt{{i}, false, first.with_logprobs, 0, start_});
+  }
+  for (;;) {
+    if (stop && stop->load()) {
+      finish_rest(FinishReason::Cancelled);
+      break;
+    }
+    if (budget_over()) {
+      finish_rest(FinishReason::Budget);
+      break;
+    }
+    const auto now = Clock::now();
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->at > now) {
+        ++it;
+        continue;
+      }
+      Attempt a = std::move(*it);
+      it = waiting_.erase(it);
+      start(std::move(a));
+    }
+    if (transfers_.empty() && waiting_.empty()) break;
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      const auto it = std::find_if(transfers_.begin(), transfers_.end(),
+                                   [&](const auto& t) { return t->exchange->handle() == msg->easy_handle; });
+      if (it == transfers_.end()) continue;
+      const CURLcode code = msg->data.result;
+      const std::unique_ptr<Transfer> done = std::move(*it);
+      transfers_.erase(it);
+      on_done(*done, code);
+    }
+    curl_multi_poll(multi_, nullptr, 0, kPollMs, nullptr);
+  }
+  return result();
+}
+
+void RemoteSession::start(Attempt attempt) {
+  CompletionRequest r;
+  r.model = model_;
+  r.prompt = request_.prompt;
+  r.n = static_cast<int>(attempt.candidates.size());
+  r.max_tokens = request_.max_new_tokens;
+  r.temperature = request_.sampling.temperature;
+  r.top_p = request_.sampling.top_p;
+  r.top_k = request_.sampling.top_k;
+  r.min_p = request_.sampling.min_p;
+  r.seed = request_.sampling.seed + static_cast<uint64_t>(attempt.candidates.front());  // candidate i: seed + i
+  r.stop = request_.stop;
+  if (request_.code_stops) r.stop.insert(r.stop.end(), code_stop_strings().begin(), code_stop_strings().end());
+  r.stream = true;
+  r.include_usage = true;
+  if (attempt.with_logprobs) r.logprobs = 1;
+  auto exchange = std::make_unique<Exchange>(options_, url_, dump(completion_request_json(r, attempt.with_n)), true);
+  auto t = std::make_unique<Transfer>(multi_, std::move(attempt), std::move(exchange), nullptr);
+  Transfer& transfer = *t;
+  transfer.parser = SseParser([this, &transfer](const std::string& data) { on_event(transfer, data); });
+  transfer.exchange->on_stream = [&transfer](std::string_view bytes) {
+    try {
+      transfer.parser.feed(bytes);
+      return true;
+    } catch (...) {
+      transfer.failure = std::current_exception();
+      return false;
+    }
+  };
+  curl_multi_add_handle(multi_, transfer.exchange->handle());
+  transfers_.push_back(std::move(t));
+}
+
+void RemoteSession::on_event(Transfer& t, const std::string& data) {
+  if (data == "[DONE]") {
+    t.saw_done = true;
+    return;
+  }
+  const json body = json::parse(data, nullptr, false);
+  if (body.is_discarded()) throw RemoteError("the server sent a malformed event: " + data.substr(0, 200));
+  try {
+    apply(t.attempt, parse_completion_update(body));
+  } catch (const std::runtime_error& e) {
+    throw RemoteError(std::string("the server sent an event Specula cannot read: ") + e.what());
+  }
+}
+
+void RemoteSession::apply(const Attempt& attempt, const CompletionUpdate& update) {
+  for (const ChoiceUpdate& u : update.choices) {
+    if (u.index < 0 || u.index >= static_cast<int>(attempt.candidates.size())) {
+      throw RemoteError("the server sent choice " + std::to_string(u.index) + " of a request for " +
+                        std::to_string(attempt.candidates.size()));
+    }
+    Slot& s = candidates_[static_cast<size_t>(attempt.candidates[static_cast<size_t>(u.index)])];
+    if (s.c.finish != FinishReason::Running) continue;
+    s.c.text += u.text;
+    s.c.logprobs.insert(s.c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+    if (!u.text.empty()) ++s.chunks;
+    s.tokens = u.tokens >= 0 ? u.tokens : (!s.c.logprobs.empty() ? static_cast<int>(s.c.logprobs.size()) : s.chunks);
+    if (u.accepted >= 0) s.c.accepted = u.accepted;
+    if (u.proposed >= 0) s.c.proposed = u.proposed;
+    if (!u.text.empty() && callbacks_.on_delta) {
+      callbacks_.on_delta(CandidateDelta{s.c.index, u.text, s.tokens, s.c.accepted, s.c.proposed});
+    }
+    if (u.finish) finish(s, *u.finish, u.token_ids);
+  }
+  if (update.totals && attempt.candidates.size() == candidates_.size()) server_totals_ = update.totals;
+  if (update.prompt_tokens >= 0) prompt_tokens_ = update.prompt_tokens;
+}
+
+void RemoteSession::finish(Slot& s, FinishReason reason, const std::vector<int>& ids) {
+  s.c.finish = reason;
+  s.c.seconds = seconds_since(start_);
+  if (!ids.empty()) {
+    s.c.tokens = ids;
+  } else {
+    s.c.tokens.assign(static_cast<size_t>(s.tokens), -1);  // the count is known, the ids are not
+  }
+  if (callbacks_.on_finished) callbacks_.on_finished(s.c);
+}
+
+void RemoteSession::finish_rest(FinishReason reason) {
+  transfers_.clear();  // closing the connections stops the server's work on them
+  waiting_.clear();
+  for (Slot& s : candidates_)
+    if (s.c.finish == FinishReason::Running) finish(s, reason, {});
+}
+
+// Candidates of `a` still running; `only_untouched`: of those, the ones no text reached.
+std::vector<int> RemoteSession::open_of(const Attempt& a, bool only_untouched) const {
+  std::vector<int> open;
+  for (int i : a.candidates) {
+    const Slot& s = candidates_[static_cast<size_t>(i)];
+    if (s.c.finish == FinishReason::Running && (!only_untouched || s.chunks == 0)) open.push_back(i);
+  }
+  return open;
+}
+
+void RemoteSession::on_done(Transfer& t, CURLcode code) {
+  if (t.failure) std::rethrow_exception(t.failure);
+  if (code != CURLE_OK) throw RemoteError(transport_error(code, *t.exchange));
+  const long status = t.exchange->status();
+  if (status == 200) return after_success(t);
+  // llama.cpp's server answers n > 1 with 500 "Only one completion choice is allowed"
+  if (status == 400 || status == 422 || (status == 500 && t.attempt.with_n)) return after_refusal(t);
+  if ((status == 429 || status == 503) && t.attempt.retry < options_.max_retries) return retry_later(t);
+  throw RemoteError(status_error(status, *t.exchange, model_));
+}
+
+void RemoteSession::after_success(const Transfer& t) {
+  if (!t.exchange->streamed()) {  // the server answered with one object instead of a stream
+    const json body = json::parse(t.exchange->body(), nullptr, false);
+    if (body.is_discarded()) throw RemoteError("the server answered with something that is not JSON");
+    apply(t.attempt, parse_completion_update(body));
+  }
+  if (t.attempt.candidates.size() == 1 && candidates_.size() > 1) accepts_n_ = false;  // the fallback works
+  if (t.exchange->streamed() && !t.saw_done && !open_of(t.attempt, false).empty()) {
+    throw RemoteError("the stream from " + url_ + " ended before the completion did (no [DONE])");
+  }
+  // A server that ignores n answers one choice: the others go out one request each.
+  const std::vector<int> missing = open_of(t.attempt, true);
+  if (t.attempt.with_n && !missing.empty()) {
+    accepts_n_ = false;
+    for (int i : missing) waiting_.push_back(Attempt{{i}, false, t.attempt.with_logprobs, 0, Clock::now()});
+  }
+  for (int i : open_of(t.attempt, false)) {  // [DONE] came but no finish_reason: the choice ended
+    Slot& s = candidates_[static_cast<size_t>(i)];
+    if (s.chunks > 0 || !t.attempt.with_n) finish(s, FinishReason::Stop, {});
+  }
+}
+
+// Refused: first without n (one request per candidate), then without logprobs, then it is the request.
+void RemoteSession::after_refusal(const Transfer& t) {
+  const Attempt& a = t.attempt;
+  if (a.with_n) {
+    for (int i : a.candidates) waiting_.push_back(Attempt{{i}, false, a.with_logprobs, 0, Clock::now()});
+    return;
+  }
+  if (a.with_logprobs) {
+    accepts_logprobs_ = false;
+    Attempt again = a;
+    again.with_logprobs = false;
+    again.at = Clock::now();
+    waiting_.push_back(again);
+    return;
+  }
+  throw std::invalid_argument("the server refused the request (" + std::to_string(t.exchange->status()) +
+                              "): " + error_message(t.exchange->body(), "no message"));
+}
+
+void RemoteSession::retry_later(const Transfer& t) {
+  const double asked = t.exchange->retry_after();
+  const double delay = std::min(kMaxRetryDelaySeconds, asked >= 0 ? asked : 0.5 * std::pow(2.0, t.attempt.retry));
+  if (request_.budget_seconds > 0 && seconds_since(start_) + delay >= request_.budget_seconds) {
+    throw RemoteError(status_error(t.exchange->status(), *t.exchange, model_) + "; a retry in " +
+                      std::to_string(static_cast<int>(std::ceil(delay))) + " s would pass the budget");
+  }
+  Attempt again = t.attempt;
+  ++again.retry;
+  again.at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+  waiting_.push_back(again);
+}
+
+SessionResult RemoteSession::result() const {
+  SessionResult r;
+  for (const Slot& s : candidates_) r.candidates.push_back(s.c);
+  SessionTotals& t = r.totals;
+  if (server_totals_) {
+    t = *server_totals_;
+  } else {
+    t.prompt_tokens = prompt_tokens_;
+    for (const Candidate& c : r.candidates) {
+      t.generated_tokens += static_cast<int>(c.tokens.size());
+      t.accepted += c.accepted;
+      t.proposed += c.proposed;
+    }
+  }
+  t.wall_seconds = seconds_since(start_);  // as the user waited: network and queue included
+  return r;
+}
+
+std::string strip_base(std::string url) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  if (url.size() >= 3 && url.compare(url.size() - 3, 3, "/v1") == 0) url.resize(url.size() - 3);
+  return url;
+}
+
+}  // namespace
+
+RemoteGenerator::RemoteGenerator(RemoteOptions options)
+    : options_(std::move(options)), base_(strip_base(options_.url)), model_(options_.model) {
+  if (base_.rfind("http://", 0) != 0 && base_.rfind("https://", 0) != 0) {
+    throw std::invalid_argument("the server URL must start with http:// or https://, got '" + options_.url + "'");
+  }
+  global_init();
+}
+
+ServerInfo RemoteGenerator::probe(double timeout_seconds) {
+  Exchange x(options_, base_ + "/v1/models", {}, false);
+  curl_easy_setopt(x.handle(), CURLOPT_TIMEOUT_MS, static_cast<long>(std::max(0.001, timeout_seconds) * 1000));
+  const CURLcode code = curl_easy_perform(x.handle());
+  if (code != CURLE_OK) throw RemoteError(transport_error(code, x));
+  if (x.status() != 200) throw RemoteError(status_error(x.status(), x, options_.model));
+  const json body = json::parse(x.body(), nullptr, false);
+  ServerInfo info;
+  info.url = base_;
+  const auto data = body.is_object() ? body.find("data") : body.end();
+  if (data == body.end() || !data->is_array()) throw RemoteError(x.url() + " did not answer with a list of models");
+  for (const json& m : *data)
+    if (m.is_object() && m.contains("id") && m["id"].is_string()) info.models.push_back(m["id"].get<std::string>());
+  if (options_.model.empty()) {
+    if (info.models.empty()) throw RemoteError(base_ + " serves no model");
+    info.model = info.models.front();
+  } else {
+    info.model = options_.model;
+    if (std::find(info.models.begin(), info.models.end(), info.model) == info.models.end()) {
+      std::string listed;
+      for (const auto& m : info.models) listed += (listed.empty() ? "" : ", ") + m;
+      throw RemoteError("the server does not serve the model '" + info.model + "'; it lists: " + listed);
+    }
+  }
+  model_ = info.model;
+  info.summary = info.model + " at " + base_;
+  return info;
+}
+
+SessionResult RemoteGenerator::generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
+                                        const std::atomic<bool>* stop) {
+  if (request.prompt.empty() && !request.allow_empty_prompt) throw std::invalid_argument("the prompt is empty");
+  if (request.n_candidates < 1 || request.n_candidates > kMaxCandidates) {
+    throw std::invalid_argument("the number of candidates must be between 1 and " + std::to_string(kMaxCandidates));
+  }
+  if (request.max_new_tokens < 1) throw std::invalid_argument("max new tokens must be at least 1");
+  if (!(request.budget_seconds >= 0) || std::isinf(request.budget_seconds)) {
+    throw std::invalid_argument("the time budget must be a positive number of seconds (0: none)");
+  }
+  if (model_.empty()) probe(request.budget_seconds > 0 ? std::min(options_.connect_timeout_seconds, request.budget_seconds)
+                                                       : options_.connect_timeout_seconds);
+  RemoteSession session(options_, base_, model_, accepts_n_, accepts_logprobs_, request, callbacks);
+  return session.run(stop);
+}
+
+std::string RemoteGenerator::describe() const {
+  return "server " + base_ + (model_.empty() ? std::string() : " (model " + model_ + ")");
+}
+
+}  // namespace specula::serve

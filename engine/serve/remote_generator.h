@@ -1,0 +1,70 @@
+// A Generator that runs sessions on an OpenAI-compatible server (Specula's `serve`, vLLM,
+// SGLang, llama.cpp's llama-server) over HTTP or HTTPS, through libcurl.
+//
+// It asks for the n candidates in one streamed request when the server accepts `n`, and
+// otherwise sends n concurrent requests (candidate i with seed + i, as a local session
+// seeds it); every choice streams into its candidate's callbacks. It asks for the sampled
+// tokens' log-probabilities (ranking uses them) and does without when the server refuses.
+// The budget and the stop flag close the streams; unfinished candidates then end with
+// Budget or Cancelled, their text so far kept. 429 and 503 are retried with back-off
+// (Retry-After when the server sends it) inside the budget. Connection refused, TLS
+// failures, 401, 404, other errors and malformed streams throw RemoteError with a message
+// that says what to do. The drafter and policy of a request are the server's to choose.
+//
+// The process ignores SIGPIPE from the first RemoteGenerator on: a server that closes a
+// connection must not kill the client writing to it.
+#pragma once
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "decode/generator.h"
+
+namespace specula::serve {
+
+struct RemoteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RemoteOptions {
+  std::string url;                       // base URL: "http://host:8000", with or without a trailing /v1
+  std::string api_key;                   // sent as "Authorization: Bearer KEY"; empty: none
+  std::string model;                     // the model to ask for; empty: the first one the server lists
+  bool insecure = false;                 // accept a TLS certificate that does not verify (self-signed)
+  double connect_timeout_seconds = 10.0;
+  double idle_timeout_seconds = 120.0;   // a response silent this long has failed
+  int max_retries = 4;                   // for 429 and 503, each within the budget
+};
+
+// What the connection test finds.
+struct ServerInfo {
+  std::string url;                  // the base URL requests go to
+  std::string model;                // the model generation asks for
+  std::vector<std::string> models;  // every model the server lists
+  std::string summary;              // one line for the user
+};
+
+class RemoteGenerator final : public Generator {
+ public:
+  // Throws std::invalid_argument for a URL that is not http:// or https://.
+  explicit RemoteGenerator(RemoteOptions options);
+
+  // GET /v1/models: checks that the server answers, takes the key and serves the model
+  // (the first one it lists when none was named). Throws RemoteError.
+  ServerInfo probe(double timeout_seconds = 10.0);
+
+  SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks = {},
+                         const std::atomic<bool>* stop = nullptr) override;
+  std::string describe() const override;
+
+ private:
+  RemoteOptions options_;
+  std::string base_;             // the URL without a trailing "/" or "/v1"
+  std::string model_;            // the model named, or the one probe() found; empty: ask probe()
+  bool accepts_n_ = true;        // false once the server refused n > 1, or ignored it
+  bool accepts_logprobs_ = true; // false once the server refused logprobs
+};
+
+}  // namespace specula::serve
