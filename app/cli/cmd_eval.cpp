@@ -29,6 +29,7 @@ namespace {
 
 struct EvalOptions {
   ModelOptions models;
+  serve::RemoteOptions remote;
   std::string problems;
   int limit = 0;
   int candidates = 8;
@@ -51,8 +52,8 @@ bool finished_on_its_own(FinishReason reason) {
   return reason == FinishReason::Stop || reason == FinishReason::Eos || reason == FinishReason::Length;
 }
 
-CandidateGenerator session_generator(const EvalOptions& o, const LoadedModels& models) {
-  return [&o, &models](const Problem& problem, double budget_seconds, const CandidateSink& emit,
+CandidateGenerator session_generator(const EvalOptions& o, const OpenedGenerator& opened) {
+  return [&o, &opened](const Problem& problem, double budget_seconds, const CandidateSink& emit,
                        const std::atomic<bool>& stop) {
     GenerationRequest request;
     request.prompt = problem.prompt;
@@ -64,12 +65,12 @@ CandidateGenerator session_generator(const EvalOptions& o, const LoadedModels& m
     request.max_new_tokens = o.max_tokens;
     request.budget_seconds = budget_seconds;
     request.code_stops = true;
-    request.draft = models.draft;
+    request.draft = opened.draft;
     SessionCallbacks callbacks;
     callbacks.on_finished = [&emit](const Candidate& c) {
       if (finished_on_its_own(c.finish)) emit(GeneratedCandidate{c.index, c.text, c.mean_logprob()});
     };
-    run_session(*models.backend, *models.target, request, callbacks, &stop);
+    opened.generator->generate(request, callbacks, &stop);
   };
 }
 
@@ -128,12 +129,12 @@ void run_eval(const EvalOptions& o) {
     if (!samples) throw CommandFailed("cannot write " + o.out, 2);
   }
 
-  const LoadedModels models = load_models(o.models);
-  std::fprintf(stderr, "%s; isolation %s\n", models.backend_note.c_str(), isolation_name(sandbox->isolation()));
+  const OpenedGenerator opened = open_generator(o.models, o.remote);
+  std::fprintf(stderr, "%s; isolation %s\n", opened.note.c_str(), isolation_name(sandbox->isolation()));
   SandboxLimits limits;
   limits.wall_seconds = o.timeout;
   TestRunner runner(*sandbox, limits, o.jobs);
-  const CandidateGenerator generate = session_generator(o, models);
+  const CandidateGenerator generate = session_generator(o, opened);
   EvaluationOptions evaluation;
   for (const std::string& name : o.rank_rules) evaluation.hidden_test_rules.push_back(parse_rank_rule(name));
   std::vector<int> top_passed(evaluation.hidden_test_rules.size(), 0);  // per rule: problems whose top passed
@@ -233,6 +234,7 @@ void add_eval_command(CLI::App& app) {
       "eval",
       "Generate and test candidates for each problem within a time budget; report Pass@First, Pass@All, pass@k");
   add_model_options(cmd, o->models);
+  add_remote_options(cmd, o->remote);
   cmd->add_option("--problems", o->problems, "Problem set: HumanEval or MBPP JSONL (.jsonl or .jsonl.gz)")->required();
   cmd->add_option("--limit", o->limit, "Evaluate only the first K problems")->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--candidates", o->candidates, "Candidates per problem (default 8)");
@@ -253,7 +255,7 @@ void add_eval_command(CLI::App& app) {
       ->check(CLI::IsMember({"likelihood", "checks", "docstring", "agreement"}));
   cmd->footer(
       "Exit codes: 0 done; 1 unexpected error; 2 bad arguments or model; 3 unreadable or empty problem file; "
-      "5 no usable Python interpreter.");
+      "5 no usable Python interpreter; 6 the --remote server could not be reached, or failed.");
   cmd->callback([o] {
     try {
       run_eval(*o);
@@ -261,6 +263,8 @@ void add_eval_command(CLI::App& app) {
       throw CommandFailed(e.what(), 2);
     } catch (const ModelError& e) {
       throw CommandFailed(e.what(), 2);
+    } catch (const serve::RemoteError& e) {
+      throw CommandFailed(e.what(), kExitRemote);
     }
   });
 }

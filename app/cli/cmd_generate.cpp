@@ -13,6 +13,7 @@
 #include "model_options.h"
 #include "model/model.h"
 #include "decode/session.h"
+#include "serve/openai_api.h"
 
 namespace specula::cli {
 
@@ -20,6 +21,7 @@ namespace {
 
 struct GenerateArgs {
   ModelOptions models;
+  serve::RemoteOptions remote;
   std::string prompt;
   std::string prompt_file;
   std::string suffix_file;  // empty: no fill in the middle
@@ -49,18 +51,7 @@ nlohmann::json to_json(const SessionResult& r, int n) {
                                  {"accepted", c.accepted},
                                  {"proposed", c.proposed}});
   }
-  const SessionTotals& t = r.totals;
-  out["totals"] = {{"wall_s", t.wall_seconds},
-                   {"tokens_per_s", t.tokens_per_second()},
-                   {"ms_per_token_per_seq", t.ms_per_token_per_sequence(n)},
-                   {"acceptance_rate", t.acceptance_rate()},
-                   {"target_forwards", t.target_forwards},
-                   {"target_tokens", t.target_tokens},
-                   {"draft_forwards", t.draft_forwards},
-                   {"steps", t.steps},
-                   {"prompt_tokens", t.prompt_tokens},
-                   {"generated_tokens", t.generated_tokens},
-                   {"peak_kv_blocks", t.peak_blocks}};
+  out["totals"] = serve::totals_json(r.totals, n);
   return out;
 }
 
@@ -76,12 +67,13 @@ void run(const GenerateArgs& a) {
   if (a.budget_given && !(a.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);
   request.budget_seconds = a.budget;
 
-  const LoadedModels loaded = load_models(a.models);
-  const Model* model = loaded.target.get();
-  request.draft = loaded.draft;
+  const OpenedGenerator opened = open_generator(a.models, a.remote);
+  request.draft = opened.draft;
 
-  const int context = model->config.context_length;
   if (a.steps > 0) {
+    const Model* model = opened.target;
+    if (!model) throw CommandFailed("--steps counts positions with the model's tokenizer: it needs a local model", 2);
+    const int context = model->config.context_length;
     // llama2.c's meaning: the number of positions run through the model, BOS and prompt
     // included; the token predicted at the last position is printed but never run, so
     // steps positions yield steps + 1 tokens in all
@@ -112,7 +104,12 @@ void run(const GenerateArgs& a) {
       std::fflush(stdout);
     };
   }
-  const SessionResult result = run_session(*loaded.backend, *model, request, callbacks);
+  SessionResult result;
+  try {
+    result = opened.generator->generate(request, callbacks);
+  } catch (const serve::RemoteError& e) {
+    throw CommandFailed(e.what(), kExitRemote);
+  }
 
   if (a.json) {
     std::puts(to_json(result, a.candidates).dump(2).c_str());
@@ -131,7 +128,7 @@ void run(const GenerateArgs& a) {
   }
   const SessionTotals& t = result.totals;
   std::fprintf(stderr, "%s\n%d tokens in %.3f s: %.1f tokens/s, %.2f ms/token/sequence, acceptance %.2f, %d target forwards\n",
-               loaded.backend_note.c_str(), t.generated_tokens, t.wall_seconds, t.tokens_per_second(),
+               opened.note.c_str(), t.generated_tokens, t.wall_seconds, t.tokens_per_second(),
                t.ms_per_token_per_sequence(a.candidates), t.acceptance_rate(), t.target_forwards);
 }
 
@@ -141,6 +138,7 @@ void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate N candidate continuations of a prompt");
   add_model_options(cmd, args->models);
+  add_remote_options(cmd, args->remote);
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text (none: generate from BOS alone)");
   cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file")->excludes(prompt);
   cmd->add_option("--suffix", args->suffix_file, "Fill in the middle: read the code after the hole from FILE (the prompt is the code before it)");

@@ -35,5 +35,7 @@ void add_convert_command(CLI::App& app);
 void add_bench_forward_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_bench_serve_command(CLI::App& app);
 
 }  // namespace specula::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   specula::cli::add_bench_forward_command(app);
   specula::cli::add_eval_command(app);
   specula::cli::add_tokenize_command(app);
+  specula::cli::add_serve_command(app);
+  specula::cli::add_bench_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -68,4 +68,40 @@ LoadedModels load_models(const ModelOptions& o) {
   return loaded;
 }
 
+void add_remote_options(CLI::App* command, serve::RemoteOptions& o) {
+  command->add_option("--remote", o.url,
+                      "Generate on an OpenAI-compatible server (Specula's serve, vLLM, SGLang, llama.cpp) at this URL "
+                      "instead of a local model");
+  command->add_option("--api-key", o.api_key, "API key for --remote (sent as a bearer token)");
+  command->add_option("--remote-model", o.model, "Model to ask --remote for (default: the first one it lists)");
+  command->add_flag("--insecure", o.insecure, "Accept a TLS certificate of --remote that does not verify");
+}
+
+OpenedGenerator open_generator(const ModelOptions& models, const serve::RemoteOptions& remote) {
+  OpenedGenerator opened;
+  if (remote.url.empty()) {
+    LoadedModels loaded = load_models(models);
+    opened.draft = loaded.draft;
+    opened.target = loaded.target.get();
+    opened.note = loaded.backend_note;
+    opened.generator = std::make_unique<LocalGenerator>(std::move(loaded.backend), std::move(loaded.target),
+                                                        std::move(loaded.draft.draft_model));
+    return opened;
+  }
+  if (!models.model_path.empty() || !models.tokenizer_path.empty() || !models.draft_model_path.empty() ||
+      !models.draft.empty()) {
+    throw CommandFailed("--remote generates on the server: -m, --tokenizer, -d and --draft do not apply", 2);
+  }
+  try {
+    auto generator = std::make_unique<serve::RemoteGenerator>(remote);
+    opened.note = "server: " + generator->probe().summary;
+    opened.generator = std::move(generator);
+  } catch (const std::invalid_argument& e) {
+    throw CommandFailed(e.what(), 2);
+  } catch (const serve::RemoteError& e) {
+    throw CommandFailed(e.what(), kExitRemote);
+  }
+  return opened;
+}
+
 }  // namespace specula::cli

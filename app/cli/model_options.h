@@ -8,7 +8,9 @@
 
 #include "compute/backend.h"
 #include "model/model.h"
+#include "decode/generator.h"
 #include "decode/session.h"
+#include "serve/remote_generator.h"
 
 namespace specula::cli {
 
@@ -37,5 +39,21 @@ struct LoadedModels {
 // Loads the target (the demo pair when no model is named), the draft model if any, and the
 // backend. Throws CommandFailed (exit 2) for inconsistent options.
 LoadedModels load_models(const ModelOptions& options);
+
+constexpr int kExitRemote = 6;  // the server could not be reached, or failed
+
+// --remote URL, --api-key, --remote-model and --insecure: generation on an OpenAI-compatible server.
+void add_remote_options(CLI::App* command, serve::RemoteOptions& options);
+
+struct OpenedGenerator {
+  std::unique_ptr<Generator> generator;
+  DraftOptions draft;             // kind and policy for a request (a server chooses its own)
+  const Model* target = nullptr;  // the local target model; null for a server
+  std::string note;               // where generation runs, and why there
+};
+
+// A server's generator when remote.url is set (local model options are then an error, exit
+// 2), else the local models loaded as load_models() does.
+OpenedGenerator open_generator(const ModelOptions& models, const serve::RemoteOptions& remote);
 
 }  // namespace specula::cli

@@ -1,0 +1,101 @@
+// specula-cli serve: an OpenAI-compatible HTTP server (POST /v1/completions, GET /v1/models,
+// GET /health) over the local models; the n choices of a request are one batched
+// speculative decode. Stops on SIGINT or SIGTERM. See docs/scale-out.md.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#include "model_options.h"
+#include "serve/completion_server.h"
+
+namespace specula::cli {
+
+namespace {
+
+struct ServeArgs {
+  ModelOptions models;
+  serve::ServerOptions server;
+  std::string name;
+};
+
+// The id clients ask for: --name, else the model file's name without its extension.
+std::string model_name(const ServeArgs& a) {
+  if (!a.name.empty()) return a.name;
+  if (a.models.model_path.empty()) return "specula-demo";
+  std::filesystem::path path(a.models.model_path);
+  while (!path.empty() && !path.has_filename()) path = path.parent_path();  // a directory given with a trailing '/'
+  return path.stem().string();
+}
+
+void run(ServeArgs& a) {
+  // Signals go to one thread, which stops the server; every other thread blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server
+
+  LoadedModels loaded = load_models(a.models);
+  a.server.model_name = model_name(a);
+  a.server.draft = loaded.draft;
+  LocalGenerator generator(std::move(loaded.backend), std::move(loaded.target), std::move(loaded.draft.draft_model));
+  serve::CompletionServer server(generator, a.server);
+  const int port = server.listen();
+  std::fprintf(stderr, "%s; drafter %s, policy %s\n", loaded.backend_note.c_str(), a.server.draft.kind.c_str(),
+               a.server.draft.policy.c_str());
+  std::printf("specula-cli serve: model %s listening on http://%s:%d\n", a.server.model_name.c_str(),
+              a.server.host.c_str(), port);
+  std::fflush(stdout);
+
+  std::atomic<bool> signalled{false};
+  std::thread waiter([&] {
+    int received = 0;
+    sigwait(&signals, &received);
+    signalled = true;
+    server.stop();
+  });
+  server.serve();
+  if (!signalled) kill(getpid(), SIGTERM);  // wakes the waiter: serve() ended on its own
+  waiter.join();
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over OpenAI's completions API (HTTP)");
+  add_model_options(cmd, a->models);
+  cmd->add_option("--host", a->server.host, "Address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--port", a->server.port, "Port (default 8080; 0: any free port, printed on stdout)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", a->server.api_key, "Require this key as \"Authorization: Bearer KEY\" on /v1/");
+  cmd->add_option("--max-queue", a->server.max_queue,
+                  "Requests that may wait behind the one generating; more get 503 (default 16)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes; larger get 413 (default 1 MiB)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-kv-tokens", a->server.max_kv_tokens,
+                  "KV positions one request may need (n, prompt and max_tokens); more get 400 (default 131072)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--name", a->name, "Model id the server lists and answers to (default: the model file's name)");
+  cmd->callback([a] {
+    try {
+      run(*a);
+    } catch (const std::invalid_argument& e) {
+      throw CommandFailed(e.what(), 2);
+    } catch (const ModelError& e) {
+      throw CommandFailed(e.what(), 2);
+    }
+  });
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,115 @@
+// specula-cli generate and eval with --remote, run as a user would against `specula-cli serve`
+// on loopback: the same text and --json output as a local run of the same model, drafter and
+// seed; the same Pass@All for eval on the demo problems; and clear messages with their exit
+// codes for options that do not fit a server and for a server that is not there.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+
+#include "cli_run.h"
+#include "serve_process.h"
+#include "shared_data.h"
+
+using namespace specula::test;
+
+namespace {
+
+const QString kDemoProblems = QStringLiteral(SPECULA_SOURCE_DIR "/resources/problems/demo.jsonl");
+
+// --json output without what the clock decides.
+QJsonObject without_timing(QJsonObject o) {
+  QJsonObject totals = o["totals"].toObject();
+  for (const char* key : {"wall_s", "tokens_per_s", "ms_per_token_per_seq"}) totals.remove(key);
+  o["totals"] = totals;
+  return o;
+}
+
+}  // namespace
+
+class TestCliRemote : public QObject {
+  Q_OBJECT
+
+  QStringList model;
+  std::unique_ptr<ServeProcess> server;
+
+ private slots:
+  void initTestCase() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    model = {"-m", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--device", "cpu"};
+    server = std::make_unique<ServeProcess>(model + QStringList{"--draft", "layers:2", "--draft-policy", "bass"});
+    QVERIFY2(server->started(), qPrintable(server->errors()));
+  }
+
+  void sameTextAsLocal() {
+    const QStringList args{"-p", "Once upon a time", "--max-tokens", "80", "--temp", "0"};
+    const CliRun local = run_cli(QStringList{"generate"} + model + QStringList{"--draft", "layers:2"} + args);
+    const CliRun remote = run_cli(QStringList{"generate", "--remote", server->url()} + args);
+    QVERIFY2(local.code == 0, local.err.constData());
+    QVERIFY2(remote.code == 0, remote.err.constData());
+    QCOMPARE(remote.out, local.out);
+    QVERIFY2(remote.err.contains("server: stories260K at " + server->url().toUtf8()), remote.err.constData());
+  }
+
+  void sameJsonAsLocal() {
+    const QStringList args{"-p", "Lily", "--max-tokens", "40", "--temp", "0.8", "--seed", "5", "-n", "3",
+                           "--stop", "\n", "--json"};
+    const CliRun local = run_cli(QStringList{"generate"} + model + QStringList{"--draft", "layers:2", "--draft-policy", "bass"} + args);
+    const CliRun remote = run_cli(QStringList{"generate", "--remote", server->url()} + args);
+    QVERIFY2(local.code == 0, local.err.constData());
+    QVERIFY2(remote.code == 0, remote.err.constData());
+    const QJsonObject l = without_timing(QJsonDocument::fromJson(local.out).object());
+    const QJsonObject r = without_timing(QJsonDocument::fromJson(remote.out).object());
+    QCOMPARE(r["candidates"].toArray().size(), 3);
+    QCOMPARE(r, l);  // texts, token counts, finish reasons, log-probabilities, acceptance and totals
+  }
+
+  void optionsThatDoNotFitAServer() {
+    CliRun r = run_cli(QStringList{"generate", "--remote", server->url()} + model + QStringList{"-p", "x"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("do not apply"), r.err.constData());
+    r = run_cli({"generate", "--remote", server->url(), "--steps", "20"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--steps"), r.err.constData());
+    r = run_cli({"generate", "--remote", "localhost:8000", "-p", "x"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("http://"), r.err.constData());
+    r = run_cli({"generate", "--remote", server->url(), "--remote-model", "gpt-4", "-p", "x"});
+    QCOMPARE(r.code, 6);
+    QVERIFY2(r.err.contains("'gpt-4'") && r.err.contains("stories260K"), r.err.constData());
+  }
+
+  void absentServerIsAMessage() {
+    ServeProcess gone(model);
+    QVERIFY(gone.started());
+    const QString url = gone.url();
+    QVERIFY(gone.stopsCleanly());
+    const CliRun r = run_cli({"generate", "--remote", url, "-p", "x"});
+    QCOMPARE(r.code, 6);
+    QVERIFY2(r.err.contains("cannot connect"), r.err.constData());
+  }
+
+  void evalPassAllEqualsLocal() {
+    ServeProcess demo({"--device", "cpu"});
+    QVERIFY2(demo.started(), qPrintable(demo.errors()));
+    const QStringList args{"--problems", kDemoProblems, "-n", "2", "--temp", "0.8", "--seed", "3",
+                           "--max-tokens", "128", "--budget", "120", "--json"};
+    const CliRun local = run_cli(QStringList{"eval", "--device", "cpu"} + args, 600000);
+    const CliRun remote = run_cli(QStringList{"eval", "--remote", demo.url()} + args, 600000);
+    QVERIFY2(local.code == 0, local.err.constData());
+    QVERIFY2(remote.code == 0, remote.err.constData());
+    const QJsonObject l = QJsonDocument::fromJson(local.out).object();
+    const QJsonObject r = QJsonDocument::fromJson(remote.out).object();
+    QCOMPARE(r["summary"].toObject()["problems"].toInt(), 32);
+    QCOMPARE(r["summary"].toObject()["pass_all"].toDouble(), l["summary"].toObject()["pass_all"].toDouble());
+    const QJsonArray lp = l["problems"].toArray(), rp = r["problems"].toArray();
+    for (int i = 0; i < lp.size(); ++i) {  // problem by problem, the same candidates passed
+      QCOMPARE(rp[i].toObject()["n"].toInt(), lp[i].toObject()["n"].toInt());
+      QCOMPARE(rp[i].toObject()["c"].toInt(), lp[i].toObject()["c"].toInt());
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliRemote)
+#include "test_cli_remote.moc"

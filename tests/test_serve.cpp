@@ -1,0 +1,369 @@
+// `specula-cli serve` over real HTTP on loopback, on stories260K and on the demo pair: the
+// endpoints and their errors, candidates equal to a local session token for token (greedy
+// and seeded sampling, through the remote generator), eight indexed streams from one
+// request, and hostile input: malformed JSON, huge n and max_tokens, negative temperature, a
+// 10 MB body, 64 concurrent clients against --max-queue 4, clients that hang up mid-stream,
+// and a remote Stop, after which /health shows the generation cancelled, nothing failed and
+// no KV block left held.
+#include <QtTest>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "decode/generator.h"
+#include "model/demo_models.h"
+#include "serve/openai_api.h"
+#include "serve/remote_generator.h"
+#include "serve/sse.h"
+#include "serve_process.h"
+#include "shared_data.h"
+
+using namespace specula;
+using namespace specula::test;
+using nlohmann::json;
+
+namespace {
+
+const char* kJson = "application/json";
+
+json post(int port, const json& body, int* status = nullptr, httplib::Headers headers = {}) {
+  auto client = http_client(port);
+  const auto res = client.Post("/v1/completions", headers, body.dump(), kJson);
+  if (status) *status = res ? res->status : -1;
+  return res ? json::parse(res->body, nullptr, false) : json();
+}
+
+// The events of a streamed completion, parsed; "[DONE]" kept as a string.
+std::vector<json> stream_events(int port, const json& body) {
+  std::vector<json> events;
+  serve::SseParser parser([&](const std::string& data) {
+    events.push_back(data == "[DONE]" ? json(data) : json::parse(data, nullptr, false));
+  });
+  auto client = http_client(port);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", kJson);
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    parser.feed(std::string_view(data, n));
+    return true;
+  };
+  client.send(req);
+  parser.finish();
+  return events;
+}
+
+std::unique_ptr<LocalGenerator> local_stories(const std::string& bin, const std::string& tok) {
+  LoadOptions o;
+  o.tokenizer_path = tok;
+  return std::make_unique<LocalGenerator>(create_cpu_backend(), load_model(bin, o));
+}
+
+GenerationRequest story_request(int n, float temperature, uint64_t seed) {
+  GenerationRequest r;
+  r.prompt = "Once upon a time";
+  r.n_candidates = n;
+  r.max_new_tokens = 60;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  r.draft.kind = "ngram";  // what the server runs
+  r.draft.policy = "adaptive";
+  return r;
+}
+
+void compare_sessions(const SessionResult& remote, const SessionResult& local) {
+  QCOMPARE(remote.candidates.size(), local.candidates.size());
+  for (size_t i = 0; i < local.candidates.size(); ++i) {
+    const Candidate& r = remote.candidates[i];
+    const Candidate& l = local.candidates[i];
+    QCOMPARE(r.tokens, l.tokens);  // token for token
+    QCOMPARE(r.text, l.text);
+    QCOMPARE(r.logprobs, l.logprobs);
+    QCOMPARE(finish_reason_name(r.finish), finish_reason_name(l.finish));
+  }
+}
+
+bool is_error_object(const json& body) {
+  return body.is_object() && body.contains("error") && body["error"]["message"].is_string() &&
+         !body["error"]["message"].get<std::string>().empty();
+}
+
+}  // namespace
+
+class TestServe : public QObject {
+  Q_OBJECT
+
+  std::string bin, tok;
+  std::unique_ptr<ServeProcess> stories;  // --draft ngram --max-queue 4
+  std::unique_ptr<LocalGenerator> local;
+
+ private slots:
+  void initTestCase() {
+    SPECULA_SHARED_FILE(b, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(t, "models/stories260K/tok512.bin");
+    bin = b;
+    tok = t;
+    stories = std::make_unique<ServeProcess>(QStringList{"-m", QString::fromStdString(bin), "--tokenizer",
+                                                         QString::fromStdString(tok), "--device", "cpu", "--draft",
+                                                         "ngram", "--max-queue", "4"});
+    QVERIFY2(stories->started(), qPrintable(stories->errors()));
+    local = local_stories(bin, tok);
+  }
+
+  void endpointsAndTheirErrors() {
+    auto client = http_client(stories->port());
+    auto res = client.Get("/v1/models");
+    QVERIFY(res && res->status == 200);
+    const json models = json::parse(res->body);
+    QCOMPARE(models["data"][0]["id"].get<std::string>(), std::string("stories260K"));
+    QCOMPARE(models["data"][0]["max_model_len"].get<int>(), 512);
+    QCOMPARE(health(stories->port())["status"].get<std::string>(), std::string("ok"));
+
+    res = client.Post("/v1/chat/completions", R"({"messages":[]})", kJson);
+    QVERIFY(res && res->status == 404);
+    QVERIFY(json::parse(res->body)["error"]["message"].get<std::string>().find("chat") != std::string::npos);
+    res = client.Get("/v1/nothing");
+    QVERIFY(res && res->status == 404 && is_error_object(json::parse(res->body)));
+
+    int status = 0;
+    json body = post(stories->port(), {{"model", "gpt-4"}, {"prompt", "x"}}, &status);
+    QCOMPARE(status, 404);
+    QCOMPARE(body["error"]["code"].get<std::string>(), std::string("model_not_found"));
+    body = post(stories->port(), {{"prompt", "def f("}, {"suffix", "    return 1\n"}}, &status);
+    QCOMPARE(status, 400);
+    QVERIFY(body["error"]["message"].get<std::string>().find("fill-in-the-middle") != std::string::npos);
+  }
+
+  void remoteCandidatesEqualLocalTokenForToken() {
+    serve::RemoteGenerator remote(serve::RemoteOptions{stories->url().toStdString()});
+    for (const auto& [n, temperature, seed] : {std::tuple{4, 0.0f, uint64_t(0)}, std::tuple{3, 0.8f, uint64_t(11)}}) {
+      const GenerationRequest r = story_request(n, temperature, seed);
+      compare_sessions(remote.generate(r), local->generate(r));
+    }
+  }
+
+  void eightIndexedStreams() {
+    const json body = {{"prompt", "Once upon a time"}, {"n", 8}, {"max_tokens", 24}, {"temperature", 0.8},
+                       {"seed", 3}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+    const std::vector<json> events = stream_events(stories->port(), body);
+    QVERIFY(events.size() >= 10);
+    QCOMPARE(events.back(), json("[DONE]"));
+    std::map<int, std::string> texts;
+    std::map<int, int> finishes;
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+      const json& e = events[i];
+      QVERIFY2(e.is_object() && e["object"] == "text_completion", e.dump().c_str());
+      for (const json& c : e["choices"]) {
+        texts[c["index"].get<int>()] += c["text"].get<std::string>();
+        if (!c["finish_reason"].is_null()) ++finishes[c["index"].get<int>()];
+      }
+    }
+    QCOMPARE(int(texts.size()), 8);
+    for (int i = 0; i < 8; ++i) QCOMPARE(finishes[i], 1);
+    const json& last = events[events.size() - 2];  // include_usage: usage and the session's totals
+    QVERIFY(last["choices"].empty());
+    QVERIFY(last["usage"]["completion_tokens"].get<int>() > 0);
+    QVERIFY(last["specula"]["totals"].contains("ms_per_token_per_seq"));
+    QCOMPARE(last["specula"]["drafter"].get<std::string>(), std::string("ngram"));
+
+    // the same request not streamed gives the same eight texts
+    json whole = body;
+    whole["stream"] = false;
+    int status = 0;
+    const json response = post(stories->port(), whole, &status);
+    QCOMPARE(status, 200);
+    for (const json& c : response["choices"]) QCOMPARE(c["text"].get<std::string>(), texts[c["index"].get<int>()]);
+  }
+
+  void wholeResponseShape() {
+    int status = 0;
+    const json r = post(stories->port(), {{"prompt", "Lily"}, {"n", 2}, {"max_tokens", 20}, {"temperature", 0},
+                                          {"logprobs", 0}}, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(r["object"].get<std::string>(), std::string("text_completion"));
+    QVERIFY(r["id"].get<std::string>().rfind("cmpl-", 0) == 0);
+    int completion_tokens = 0;
+    for (int i = 0; i < 2; ++i) {
+      const json& c = r["choices"][size_t(i)];
+      QCOMPARE(c["index"].get<int>(), i);
+      const int tokens = c["specula"]["tokens"].get<int>();
+      completion_tokens += tokens;
+      QCOMPARE(int(c["logprobs"]["token_logprobs"].size()), tokens);
+      std::string joined;  // each token's text, in order, makes the completion
+      for (const json& t : c["logprobs"]["tokens"]) joined += t.get<std::string>();
+      if (c["finish_reason"] == "length") QCOMPARE(joined, c["text"].get<std::string>());
+    }
+    QCOMPARE(r["usage"]["completion_tokens"].get<int>(), completion_tokens);
+    QCOMPARE(r["usage"]["total_tokens"].get<int>(), completion_tokens + r["usage"]["prompt_tokens"].get<int>());
+    QVERIFY(r["specula"]["totals"]["acceptance_rate"].is_number());
+  }
+
+  void hostileRequestsGetErrorObjects_data() {
+    QTest::addColumn<QByteArray>("body");
+    QTest::addColumn<int>("status");
+    QTest::newRow("malformed JSON") << QByteArray(R"({"prompt": "x", "n": )") << 400;
+    QTest::newRow("huge n") << QByteArray(R"({"prompt": "x", "n": 100000})") << 400;
+    QTest::newRow("n = 64, long") << QByteArray(R"({"prompt": "x", "n": 64, "max_tokens": 200})") << 200;
+    QTest::newRow("huge max_tokens") << QByteArray(R"({"prompt": "x", "max_tokens": 1000000000})") << 400;
+    QTest::newRow("negative temperature") << QByteArray(R"({"prompt": "x", "temperature": -1})") << 400;
+    QTest::newRow("binary garbage") << QByteArray("\x00\xff\xfe{{{", 6) << 400;
+    QTest::newRow("10 MB body") << QByteArray(10 << 20, 'x') << 413;
+  }
+  void hostileRequestsGetErrorObjects() {
+    QFETCH(QByteArray, body);
+    QFETCH(int, status);
+    auto client = http_client(stories->port());
+    const auto res = client.Post("/v1/completions", body.toStdString(), kJson);
+    QVERIFY(res);
+    const json answer = json::parse(res->body, nullptr, false);
+    QCOMPARE(res->status, status);
+    if (status == 200) {  // the most candidates a request may have, within --max-kv-tokens: served
+      QCOMPARE(int(answer["choices"].size()), 64);
+      return;
+    }
+    QVERIFY2(is_error_object(answer), res->body.c_str());
+  }
+
+  void sixtyFourClientsAgainstAQueueOfFour() {
+    const json before = health(stories->port());
+    constexpr int kClients = 64;
+    std::vector<int> statuses(kClients);
+    std::vector<bool> valid(kClients);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < kClients; ++i) {
+      clients.emplace_back([&, i] {
+        auto client = http_client(stories->port());
+        const json body = {{"prompt", "Tom"}, {"n", 2}, {"max_tokens", 48}, {"temperature", 0.8}, {"seed", i}};
+        const auto res = client.Post("/v1/completions", body.dump(), kJson);
+        statuses[size_t(i)] = res ? res->status : -int(res.error());
+        if (!res) return;
+        const json answer = json::parse(res->body, nullptr, false);
+        valid[size_t(i)] = res->status == 200 ? answer["choices"].size() == 2
+                                              : res->status == 503 && is_error_object(answer) &&
+                                                    res->get_header_value("Retry-After") == "1";
+      });
+    }
+    for (auto& t : clients) t.join();
+    int served = 0, rejected = 0;
+    for (int i = 0; i < kClients; ++i) {
+      QVERIFY2(valid[size_t(i)], qPrintable(QString("client %1 got %2").arg(i).arg(statuses[size_t(i)])));
+      served += statuses[size_t(i)] == 200;
+      rejected += statuses[size_t(i)] == 503;
+    }
+    qInfo("%d served, %d answered 503", served, rejected);
+    const json after = health(stories->port());
+    QCOMPARE(after["completed"].get<int>() - before["completed"].get<int>(), served);
+    QCOMPARE(after["rejected"].get<int>() - before["rejected"].get<int>(), rejected);
+  }
+
+  void clientsThatHangUpMidStream() {
+    const json before = health(stories->port());
+    constexpr int kClients = 5;  // one generating, four waiting: none turned away
+    std::vector<std::thread> clients;
+    std::atomic<int> hung_up{0};
+    for (int i = 0; i < kClients; ++i) {
+      clients.emplace_back([&, i] {
+        auto client = http_client(stories->port());
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = json{{"prompt", "Once"}, {"n", 64}, {"max_tokens", 500}, {"seed", i}, {"stream", true}}.dump();
+        req.set_header("Content-Type", kJson);
+        req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+          ++hung_up;
+          return false;  // the first bytes, then the client closes the connection
+        };
+        client.send(req);
+      });
+    }
+    for (auto& t : clients) t.join();
+    QCOMPARE(hung_up.load(), kClients);
+    // every one of them ends, one way or the other, and nothing is left waiting or running
+    QTRY_VERIFY_WITH_TIMEOUT(health(stories->port())["completed"].get<int>() + health(stories->port())["cancelled"].get<int>() -
+                                     before["completed"].get<int>() - before["cancelled"].get<int>() ==
+                                 kClients,
+                             60000);
+    QTRY_VERIFY_WITH_TIMEOUT(!health(stories->port())["generating"].get<bool>(), 60000);
+    QCOMPARE(health(stories->port())["waiting"].get<int>(), 0);
+  }
+
+  void remoteStopCancelsTheServersGeneration() {
+    const int cancelled = health(stories->port())["cancelled"].get<int>();
+    serve::RemoteGenerator remote(serve::RemoteOptions{stories->url().toStdString()});
+    GenerationRequest r = story_request(64, 1.0f, 5);
+    r.max_new_tokens = 500;
+    std::atomic<bool> stop{false};
+    SessionCallbacks cb;
+    cb.on_delta = [&](const CandidateDelta&) { stop = true; };  // Stop at the first text
+    const SessionResult result = remote.generate(r, cb, &stop);
+    for (const Candidate& c : result.candidates) QVERIFY(c.finish == FinishReason::Cancelled || c.finish == FinishReason::Eos);
+    QTRY_VERIFY_WITH_TIMEOUT(health(stories->port())["cancelled"].get<int>() == cancelled + 1, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(!health(stories->port())["generating"].get<bool>(), 30000);
+  }
+
+  void keysAreChecked() {
+    ServeProcess keyed({"-m", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--device",
+                        "cpu", "--api-key", "s3cret"});
+    QVERIFY2(keyed.started(), qPrintable(keyed.errors()));
+    const json body = {{"prompt", "x"}, {"max_tokens", 2}};
+    int status = 0;
+    QVERIFY(is_error_object(post(keyed.port(), body, &status)));
+    QCOMPARE(status, 401);
+    QCOMPARE(post(keyed.port(), body, &status, {{"Authorization", "Bearer s3cre"}})["error"]["code"].get<std::string>(),
+             std::string("invalid_api_key"));
+    QCOMPARE(status, 401);
+    post(keyed.port(), body, &status, {{"Authorization", "Bearer s3cret"}});
+    QCOMPARE(status, 200);
+    QCOMPARE(health(keyed.port())["status"].get<std::string>(), std::string("ok"));  // for load balancers
+
+    serve::RemoteOptions wrong{keyed.url().toStdString(), "guess"};
+    try {
+      serve::RemoteGenerator(wrong).generate(story_request(1, 0.0f, 0));
+      QFAIL("a wrong key was accepted");
+    } catch (const serve::RemoteError& e) {
+      QVERIFY2(QString(e.what()).contains("API key"), e.what());
+    }
+    serve::RemoteOptions right{keyed.url().toStdString(), "s3cret"};
+    QVERIFY(!serve::RemoteGenerator(right).generate(story_request(1, 0.0f, 0)).candidates[0].tokens.empty());
+    QVERIFY(keyed.stopsCleanly());  // SIGTERM ends it with status 0
+  }
+
+  void demoPairEqualsLocal() {
+    ServeProcess demo({"--device", "cpu"});
+    QVERIFY2(demo.started(), qPrintable(demo.errors()));
+    serve::RemoteGenerator remote(serve::RemoteOptions{demo.url().toStdString()});
+    QCOMPARE(remote.probe().model, std::string("specula-demo"));
+    LocalGenerator local_demo = [] {
+      const auto pair = find_demo_models(SPECULA_SOURCE_DIR);
+      return LocalGenerator(create_cpu_backend(), load_model(pair->target), load_model(pair->draft));
+    }();
+    GenerationRequest r;
+    r.prompt = "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n";
+    r.n_candidates = 3;
+    r.max_new_tokens = 48;
+    r.code_stops = true;
+    r.draft.kind = "model";  // the demo pair's drafter, on both sides
+    r.draft.policy = "adaptive";
+    compare_sessions(remote.generate(r), local_demo.generate(r));
+    r.sampling = SamplingParams{0.8f, 0, 0.95f, 0.0f, 9};
+    compare_sessions(remote.generate(r), local_demo.generate(r));
+  }
+
+  void cleanupTestCase() {
+    if (!stories) return;
+    const json h = health(stories->port());  // after everything above, the server still answers
+    QCOMPARE(h["status"].get<std::string>(), std::string("ok"));
+    QCOMPARE(h["failed"].get<int>(), 0);
+    QCOMPARE(h["kv_blocks_left"].get<int>(), 0);  // every session released its cache blocks
+    int status = 0;
+    post(stories->port(), {{"prompt", "The end"}, {"max_tokens", 8}}, &status);
+    QCOMPARE(status, 200);
+    QVERIFY(stories->stopsCleanly());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestServe)
+#include "test_serve.moc"
