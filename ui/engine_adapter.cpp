@@ -1,8 +1,9 @@
-// The real engine behind the window: load_model + create_backend, run_session, and the
-// sandboxed test runner. A thin layer: every decision lives in the engine.
+// The real engine behind the window: load_model + create_backend or a server, a Generator,
+// and the sandboxed test runner. A thin layer: every decision lives in the engine.
 #include <memory>
 #include <stdexcept>
 
+#include "decode/generator.h"
 #include "engine_port.h"
 #include "eval/evaluation.h"
 #include "eval/problems.h"
@@ -39,38 +40,34 @@ class SpeculaEngine final : public EnginePort {
       options.progress = [&](double f) { return progress(target_share + f * (1.0 - target_share)); };
       draft = load_model(paths.draft, options);
     }
-    if (!runner_) {
-      try {
-        sandbox_ = std::make_unique<Sandbox>();
-        runner_ = std::make_unique<TestRunner>(*sandbox_, SandboxLimits{}, kTestJobs);
-      } catch (const SandboxError& e) {
-        isolation_ = std::string("no tests: ") + e.what();
-      }
-    }
-    if (sandbox_) {
-      isolation_ = std::string("isolation: ") + isolation_name(sandbox_->isolation());
-      if (!sandbox_->isolation_note().empty()) isolation_ += " (" + sandbox_->isolation_note() + ")";
-    }
     // the goodput policy's cost model: measured now (or read from the cost cache) rather
     // than at the first generation
     backend->forward_cost(*target);
     if (draft) backend->forward_cost(*draft);
-    backend_ = std::move(backend);
-    target_ = std::move(target);
-    draft_ = std::move(draft);
-    std::string summary = describe(*target_);
-    if (draft_) summary += "; draft " + describe(*draft_);
-    return {summary, backend_->name(), isolation_};
+    std::string summary = describe(*target);
+    if (draft) summary += "; draft " + describe(*draft);
+    generator_ = std::make_unique<LocalGenerator>(std::move(backend), std::move(target), std::move(draft));
+    return {summary, generator_->describe(), open_sandbox()};
+  }
+
+  LoadedModels connect(const serve::RemoteOptions& server) override {
+    auto remote = std::make_unique<serve::RemoteGenerator>(server);
+    const serve::ServerInfo info = remote->probe();
+    generator_ = std::move(remote);
+    return {info.summary, generator_->describe(), open_sandbox()};
+  }
+
+  std::string probe(const serve::RemoteOptions& server) override {
+    const serve::ServerInfo info = serve::RemoteGenerator(server).probe();
+    std::string models;
+    for (const std::string& m : info.models) models += (models.empty() ? "" : ", ") + m;
+    return info.url + " answers; it serves " + models;
   }
 
   SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                          const std::atomic<bool>* stop) override {
-    GenerationRequest with_draft = request;
-    if (with_draft.draft.kind == "model") {
-      if (!draft_) throw std::invalid_argument("the \"draft model\" drafter needs a draft model file");
-      with_draft.draft.draft_model = draft_;
-    }
-    return run_session(*backend_, *target_, with_draft, callbacks, stop);
+    if (!generator_) throw std::invalid_argument("no model is loaded");
+    return generator_->generate(request, callbacks, stop);
   }
 
   TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
@@ -80,7 +77,7 @@ class SpeculaEngine final : public EnginePort {
 
   ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,
                              const std::atomic<bool>* stop) override {
-    // run_session keeps the budget itself, so the user's stop flag is the only one it needs.
+    // the generator keeps the budget itself, so the user's stop flag is the only one it needs.
     const CandidateGenerator generate = [&](const Problem& p, double budget_seconds, const CandidateSink& emit,
                                             const std::atomic<bool>&) {
       GenerationRequest r = request;
@@ -97,13 +94,28 @@ class SpeculaEngine final : public EnginePort {
   }
 
  private:
-  std::unique_ptr<Backend> backend_;
-  std::shared_ptr<const Model> target_, draft_;
+  // The sandbox, opened once; returns how candidate tests are confined, or why there are none.
+  std::string open_sandbox() {
+    if (!runner_) {
+      try {
+        sandbox_ = std::make_unique<Sandbox>();
+        runner_ = std::make_unique<TestRunner>(*sandbox_, SandboxLimits{}, kTestJobs);
+      } catch (const SandboxError& e) {
+        isolation_ = std::string("no tests: ") + e.what();
+      }
+    }
+    if (sandbox_) {
+      isolation_ = std::string("isolation: ") + isolation_name(sandbox_->isolation());
+      if (!sandbox_->isolation_note().empty()) isolation_ += " (" + sandbox_->isolation_note() + ")";
+    }
+    return isolation_;
+  }
   TestRunner& runner() {
     if (!runner_) throw SandboxError(isolation_);
     return *runner_;
   }
 
+  std::unique_ptr<Generator> generator_;
   std::unique_ptr<Sandbox> sandbox_;
   std::unique_ptr<TestRunner> runner_;
   std::string isolation_;

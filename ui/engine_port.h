@@ -1,5 +1,5 @@
-// The narrow surface through which the engine worker drives an engine: load models, run a
-// generation session, test one candidate, evaluate a problem within its budget.
+// The narrow surface through which the engine worker drives an engine: load models or connect
+// to a server, run a generation session, test one candidate, evaluate a problem within its budget.
 //
 // The application uses the real engine (engine_adapter.cpp); the GUI tests substitute a
 // small controlled engine so that timing and verdicts are predictable. Everything here is
@@ -17,6 +17,7 @@
 #include "eval/problems.h"
 #include "decode/session.h"
 #include "eval/test_runner.h"
+#include "serve/remote_generator.h"
 
 namespace specula::ui {
 
@@ -41,7 +42,15 @@ class EnginePort {
   // returns false to cancel. Throws std::exception with a readable message on failure.
   virtual LoadedModels load(const ModelPaths& paths, const std::function<bool(double)>& progress) = 0;
 
-  // Runs one session with the loaded models (run_session's contract, draft model filled in).
+  // Generates on an OpenAI-compatible server from now on, once probe() says it answers;
+  // candidates are still tested here. Throws std::exception with a readable message.
+  virtual LoadedModels connect(const serve::RemoteOptions& server) = 0;
+
+  // The connection test: what `server` answers (its model), without switching to it.
+  // Throws std::exception with a readable message.
+  virtual std::string probe(const serve::RemoteOptions& server) = 0;
+
+  // Runs one session with the loaded models or on the server (run_session's contract, draft model filled in).
   virtual SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                                  const std::atomic<bool>* stop) = 0;
 
@@ -57,7 +66,7 @@ class EnginePort {
                                      const std::atomic<bool>* stop) = 0;
 };
 
-// The real engine: load_model, create_backend, run_session and the sandboxed test runner.
+// The real engine: load_model, create_backend, a Generator (local or remote) and the sandboxed test runner.
 std::unique_ptr<EnginePort> make_engine();
 
 }  // namespace specula::ui

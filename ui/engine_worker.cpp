@@ -115,6 +115,15 @@ GenerationRequest generation_request(const RunRequest& request) {
   return generation;
 }
 
+serve::RemoteOptions remote_options(const QString& url, const QString& api_key, const QString& model, bool insecure) {
+  serve::RemoteOptions options;
+  options.url = url.trimmed().toStdString();
+  options.api_key = api_key.toStdString();
+  options.model = model.trimmed().toStdString();
+  options.insecure = insecure;
+  return options;
+}
+
 }  // namespace
 
 EngineWorker::EngineWorker(std::unique_ptr<EnginePort> engine, QObject* parent)
@@ -157,6 +166,28 @@ void EngineWorker::loadModels(const QString& target, const QString& tokenizer, c
                       QString::fromStdString(loaded.isolation));
   } catch (const std::exception& e) {
     Q_EMIT error(QStringLiteral("Could not load the model: %1").arg(QString::fromStdString(e.what())));
+  }
+}
+
+void EngineWorker::connectServer(const QString& url, const QString& apiKey, const QString& model, bool insecure,
+                                 int ticket) {
+  if (!begin(ticket)) return;
+  loaded_ = false;
+  try {
+    const LoadedModels loaded = engine_->connect(remote_options(url, apiKey, model, insecure));
+    loaded_ = true;
+    Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),
+                        QString::fromStdString(loaded.isolation));
+  } catch (const std::exception& e) {
+    Q_EMIT error(QStringLiteral("Could not use the server: %1").arg(QString::fromStdString(e.what())));
+  }
+}
+
+void EngineWorker::testServer(const QString& url, const QString& apiKey, const QString& model, bool insecure) {
+  try {
+    Q_EMIT serverTested(true, QString::fromStdString(engine_->probe(remote_options(url, apiKey, model, insecure))));
+  } catch (const std::exception& e) {
+    Q_EMIT serverTested(false, QString::fromStdString(e.what()));
   }
 }
 

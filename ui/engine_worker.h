@@ -38,6 +38,10 @@ class EngineWorker : public QObject {
  public Q_SLOTS:
   // device: 0 auto, 1 cpu, 2 cuda (DeviceChoice order).
   void loadModels(const QString& target, const QString& tokenizer, const QString& draft, int device, int ticket);
+  // Generation on an OpenAI-compatible server from now on, once it answers (modelsLoaded or error).
+  void connectServer(const QString& url, const QString& apiKey, const QString& model, bool insecure, int ticket);
+  // The connection test: serverTested says what the server answers, nothing else changes.
+  void testServer(const QString& url, const QString& apiKey, const QString& model, bool insecure);
   void start(const specula::ui::RunRequest& request, int ticket);
   // "Run all": each problem in turn, request.candidates candidates within request.budgetSeconds each.
   void evaluateProblems(const std::vector<specula::Problem>& problems, const specula::ui::RunRequest& request,
@@ -55,6 +59,7 @@ class EngineWorker : public QObject {
   void problemEvaluated(const specula::ProblemEvaluation& evaluation);
   void evaluationFinished();
   void error(const QString& message);
+  void serverTested(bool ok, const QString& message);
 
  private:
   std::unique_ptr<EnginePort> engine_;

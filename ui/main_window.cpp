@@ -29,6 +29,7 @@
 #include "file_picker.h"
 #include "model_scanner.h"
 #include "problem_browser.h"
+#include "server_panel.h"
 #ifdef SPECULA_HAVE_CHARTS
 #include "throughput_chart.h"
 #endif
@@ -155,6 +156,15 @@ void MainWindow::buildUi() {
   device_->addItem(tr("CPU"), int(DeviceChoice::Cpu));
   device_->addItem(tr("CUDA"), int(DeviceChoice::Cuda));
   connect(device_, &QComboBox::activated, this, &MainWindow::reloadForDevice);
+  source_ = new QComboBox;
+  source_->setObjectName("sourceCombo");
+  source_->addItem(tr("Model files"), "files");
+  source_->addItem(tr("Server"), "server");
+  source_->setToolTip(tr("Generate with model files on this machine, or on an OpenAI-compatible server"));
+  connect(source_, &QComboBox::activated, this, &MainWindow::showSource);
+  server_panel_ = new ServerPanel;
+  server_panel_->setObjectName("serverPanel");
+  connect(server_panel_, &ServerPanel::connectRequested, this, &MainWindow::connectServer);
 
   generate_button_ = new QPushButton(tr("&Generate"));
   generate_button_->setObjectName("generateButton");
@@ -168,10 +178,12 @@ void MainWindow::buildUi() {
 
   auto* models = new QGroupBox(tr("Models"));
   auto* model_form = new QFormLayout(models);
+  model_form->addRow(buddy_label(tr("So&urce:"), source_), source_);
   model_form->addRow(buddy_label(tr("&Model:"), model_picker_), model_picker_);
   model_form->addRow(buddy_label(tr("To&kenizer:"), tokenizer_picker_), tokenizer_picker_);
   model_form->addRow(buddy_label(tr("D&raft:"), draft_picker_), draft_picker_);
   model_form->addRow(buddy_label(tr("De&vice:"), device_), device_);
+  model_form->addRow(server_panel_);
 
   auto* settings = new QGroupBox(tr("Generation"));
   auto* form = new QFormLayout(settings);
@@ -258,11 +270,20 @@ void MainWindow::buildUi() {
   statusBar()->addPermanentWidget(isolation_label_);
 
   // Tab order: prompt, tests, models, settings, Generate, Stop, then the panes.
-  QWidget* chain[] = {prompt_, tests_, model_picker_, tokenizer_picker_, draft_picker_, device_, candidates_,
+  QWidget* chain[] = {prompt_, tests_, source_, model_picker_, tokenizer_picker_, draft_picker_, device_, candidates_,
                       temperature_, top_p_, max_new_tokens_, budget_, drafter_, policy_, generate_button_,
                       stop_button_};
   for (size_t i = 1; i < std::size(chain); ++i) setTabOrder(chain[i - 1], chain[i]);
+  showSource();
   resize(1280, 800);
+}
+
+void MainWindow::showSource() {
+  const bool server = source_->currentData().toString() == "server";
+  auto* form = static_cast<QFormLayout*>(server_panel_->parentWidget()->layout());
+  for (QWidget* row : std::initializer_list<QWidget*>{model_picker_, tokenizer_picker_, draft_picker_, device_})
+    form->setRowVisible(row, !server);
+  form->setRowVisible(server_panel_, server);
 }
 
 void MainWindow::buildActions() {
@@ -294,6 +315,9 @@ void MainWindow::buildActions() {
 
 void MainWindow::connectWorker() {
   connect(this, &MainWindow::loadRequested, worker_, &EngineWorker::loadModels);
+  connect(this, &MainWindow::connectRequested, worker_, &EngineWorker::connectServer);
+  connect(server_panel_, &ServerPanel::testRequested, worker_, &EngineWorker::testServer);
+  connect(worker_, &EngineWorker::serverTested, server_panel_, &ServerPanel::showResult);
   connect(this, &MainWindow::startRequested, worker_, &EngineWorker::start);
   connect(worker_, &EngineWorker::loadProgress, this, [this](double fraction) {
     if (!loading_) return;
@@ -324,6 +348,8 @@ void MainWindow::connectWorker() {
 void MainWindow::loadModels(const QString& target, const QString& tokenizer, const QString& draft) {
   if (closing_ || target.isEmpty()) return;
   if (running_) worker_->stop();  // the load waits in the worker's queue until the run ends
+  source_->setCurrentIndex(source_->findData("files"));
+  showSource();
   model_picker_->setPath(target);
   tokenizer_picker_->setPath(tokenizer);
   draft_picker_->setPath(draft);
@@ -332,15 +358,28 @@ void MainWindow::loadModels(const QString& target, const QString& tokenizer, con
   // to be used; reloading the same one keeps whatever drafter the user has chosen since.
   if (!draft.isEmpty() && draft != loaded_draft_) drafter_->setCurrentIndex(drafter_->findData("model"));
   loaded_draft_ = draft;
+  beginLoading(tr("loading %p%"), tr("loading %1").arg(QFileInfo(target).fileName()));
+  Q_EMIT loadRequested(target, tokenizer, draft, device_->currentData().toInt(), worker_->issueTicket());
+}
+
+void MainWindow::connectServer(const QString& url, const QString& apiKey, const QString& model, bool insecure) {
+  if (closing_ || url.isEmpty()) return;
+  if (running_) worker_->stop();  // the connection waits in the worker's queue until the run ends
+  source_->setCurrentIndex(source_->findData("server"));
+  showSource();
+  beginLoading(tr("connecting"), tr("connecting to %1").arg(url));
+  Q_EMIT connectRequested(url, apiKey, model, insecure, worker_->issueTicket());
+}
+
+void MainWindow::beginLoading(const QString& progress_format, const QString& what) {
   loading_ = true;
   model_loaded_ = false;
   message_bar_->hide();
   progress_->setValue(0);
-  progress_->setFormat(tr("loading %p%"));
+  progress_->setFormat(progress_format);
   cancel_load_->show();
-  backend_label_->setText(tr("loading %1").arg(QFileInfo(target).fileName()));
+  backend_label_->setText(what);
   updateEnabled();
-  Q_EMIT loadRequested(target, tokenizer, draft, device_->currentData().toInt(), worker_->issueTicket());
 }
 
 void MainWindow::chooseModel() { model_picker_->browse(); }
@@ -383,7 +422,8 @@ void MainWindow::generate() {
     prompt_->setFocus();
     return;
   }
-  if (drafter_->currentData().toString() == "model" && draft_picker_->path().isEmpty()) {
+  if (source_->currentData().toString() == "files" && drafter_->currentData().toString() == "model" &&
+      draft_picker_->path().isEmpty()) {
     showMessage(tr("The drafter \"draft model\" needs a draft model: choose one, or another drafter."));
     return;
   }

@@ -32,6 +32,7 @@ class DiffView;
 class FilePicker;
 class ModelScanner;
 class ProblemBrowser;
+class ServerPanel;
 class ThroughputChart;
 
 class MainWindow : public QMainWindow {
@@ -55,6 +56,8 @@ class MainWindow : public QMainWindow {
  public Q_SLOTS:
   // Loads the target model (and tokenizer / draft when given) on the engine thread.
   void loadModels(const QString& target, const QString& tokenizer = {}, const QString& draft = {});
+  // Generates on an OpenAI-compatible server instead (the Models panel's "Server" choice).
+  void connectServer(const QString& url, const QString& apiKey, const QString& model, bool insecure);
   void chooseModel();  // the file dialog for the target model
   void generate();
   void stop();
@@ -74,6 +77,7 @@ class MainWindow : public QMainWindow {
   void loadFailed();
   // To the worker (queued).
   void loadRequested(const QString& target, const QString& tokenizer, const QString& draft, int device, int ticket);
+  void connectRequested(const QString& url, const QString& apiKey, const QString& model, bool insecure, int ticket);
   void startRequested(const specula::ui::RunRequest& request, int ticket);
   void evaluateRequested(const std::vector<specula::Problem>& problems, const specula::ui::RunRequest& request,
                          int ticket);
@@ -91,6 +95,8 @@ class MainWindow : public QMainWindow {
   void updateEnabled();
   void reloadForDevice();
   void showFoundModels();  // the scan's models in the model picker, the target's drafts in the draft picker
+  void beginLoading(const QString& progress_format, const QString& what);
+  void showSource();  // the file pickers or the server panel
   void shutdownWorker();
   RunRequest currentRequest() const;
 
@@ -122,6 +128,8 @@ class MainWindow : public QMainWindow {
   QComboBox* drafter_;
   QComboBox* policy_;
   QComboBox* device_;
+  QComboBox* source_;  // "files" or "server"
+  ServerPanel* server_panel_;
   QPushButton* generate_button_;
   QPushButton* stop_button_;
   CandidateGrid* grid_;

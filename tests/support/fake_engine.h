@@ -53,6 +53,16 @@ class FakeEngine : public ui::EnginePort {
     return {"fake model", "fake backend", "none (fake)"};
   }
 
+  // A server whose URL names the fake ("http://fake...") answers; any other is refused.
+  ui::LoadedModels connect(const serve::RemoteOptions& server) override {
+    probe(server);
+    return {"fake model at " + server.url, "server " + server.url, "none (fake)"};
+  }
+  std::string probe(const serve::RemoteOptions& server) override {
+    if (server.url.rfind("http://fake", 0) != 0) throw std::runtime_error("cannot connect to " + server.url);
+    return server.url + " answers; it serves fake";
+  }
+
   SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                          const std::atomic<bool>* stop) override {
     if (request.prompt.empty()) throw std::invalid_argument("empty prompt");
