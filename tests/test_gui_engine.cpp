@@ -26,6 +26,7 @@
 #include "fake_engine.h"
 #include "main_window.h"
 #include "problem_browser.h"
+#include "gui_test_main.h"
 #include "shared_data.h"
 
 using specula::ui::CandidateState;
@@ -279,15 +280,6 @@ class GuiEngineTest : public QObject {
   }
 };
 
-int main(int argc, char** argv) {
-  QTemporaryDir home;  // settings and autosave of this run only
-  qputenv("XDG_CONFIG_HOME", (home.path() + "/config").toLocal8Bit());
-  qputenv("XDG_DATA_HOME", (home.path() + "/data").toLocal8Bit());
-  QApplication app(argc, argv);
-  QCoreApplication::setOrganizationName("SpeculaTest");
-  QCoreApplication::setApplicationName("specula-gui-engine-test");
-  GuiEngineTest test;
-  return QTest::qExec(&test, argc, argv);
-}
+SPECULA_GUI_TEST_MAIN(GuiEngineTest, "specula-gui-engine-test")
 
 #include "test_gui_engine.moc"

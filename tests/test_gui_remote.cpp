@@ -23,6 +23,7 @@
 #include "engine_worker.h"
 #include "main_window.h"
 #include "serve_process.h"
+#include "gui_test_main.h"
 #include "shared_data.h"
 
 using specula::ui::CandidateState;
@@ -150,15 +151,6 @@ class GuiRemoteTest : public QObject {
   }
 };
 
-int main(int argc, char** argv) {
-  QTemporaryDir home;  // settings and autosave of this run only
-  qputenv("XDG_CONFIG_HOME", (home.path() + "/config").toLocal8Bit());
-  qputenv("XDG_DATA_HOME", (home.path() + "/data").toLocal8Bit());
-  QApplication app(argc, argv);
-  QCoreApplication::setOrganizationName("SpeculaTest");
-  QCoreApplication::setApplicationName("specula-gui-remote-test");
-  GuiRemoteTest test;
-  return QTest::qExec(&test, argc, argv);
-}
+SPECULA_GUI_TEST_MAIN(GuiRemoteTest, "specula-gui-remote-test")
 
 #include "test_gui_remote.moc"
