@@ -1,5 +1,5 @@
 // `specula-cli serve` run as a user would, on an ephemeral loopback port, for suites built
-// with the CLI keyword of specula_add_test; plus small HTTP helpers for talking to it.
+// with the CLI keyword of specula_add_test, and the few HTTP calls the suites make to it.
 #pragma once
 
 #include <QProcess>
