@@ -2,13 +2,18 @@
 // endpoints and their errors, candidates equal to a local session token for token (greedy
 // and seeded sampling, through the remote generator), eight indexed streams from one
 // request, and hostile input: malformed JSON, huge n and max_tokens, negative temperature, a
-// 10 MB body, 64 concurrent clients against --max-queue 4, clients that hang up mid-stream,
-// and a remote Stop, after which /health shows the generation cancelled, nothing failed and
-// no KV block left held.
+// 10 MB body, 64 concurrent clients against --max-queue 4, clients that hang up mid-stream
+// or before a whole response, clients too slow to finish sending a request, and a remote
+// Stop, after which /health shows the generation cancelled, nothing failed and no KV block
+// left held.
 #include <QtTest>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -85,6 +90,39 @@ void compare_sessions(const SessionResult& remote, const SessionResult& local) {
     QCOMPARE(finish_reason_name(r.finish), finish_reason_name(l.finish));
   }
 }
+
+// A client that connects and sends `start` of a request, then nothing more; reads what the
+// server answers, if anything, until it closes the connection.
+class StalledClient {
+ public:
+  StalledClient(int port, const std::string& start) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                 ::send(fd_, start.data(), start.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(start.size());
+  }
+  ~StalledClient() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  // Everything the server sends until it closes; nullopt if it is still open after a minute.
+  std::optional<std::string> answer() {
+    timeval timeout{60, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    std::string got;
+    char buffer[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n == 0) return got;
+      if (n < 0) return std::nullopt;
+      got.append(buffer, size_t(n));
+    }
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
 
 bool is_error_object(const json& body) {
   return body.is_object() && body.contains("error") && body["error"]["message"].is_string() &&
@@ -287,6 +325,45 @@ class TestServe : public QObject {
                                  kClients,
                              60000);
     QTRY_VERIFY_WITH_TIMEOUT(!health(stories->port())["generating"].get<bool>(), 60000);
+    QCOMPARE(health(stories->port())["waiting"].get<int>(), 0);
+  }
+
+  void clientsThatHangUpBeforeAWholeResponse() {
+    const json before = health(stories->port());
+    httplib::Client client("127.0.0.1", stories->port());
+    client.set_read_timeout(0, 300000);  // gives up long before 64 candidates of 500 tokens are done
+    const json body = {{"prompt", "Once"}, {"n", 64}, {"max_tokens", 500}, {"seed", 2}};
+    QVERIFY(!client.Post("/v1/completions", body.dump(), kJson));
+    // the server notices the closed connection and stops generating: counted cancelled, not completed
+    QTRY_VERIFY_WITH_TIMEOUT(health(stories->port())["cancelled"].get<int>() == before["cancelled"].get<int>() + 1, 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(!health(stories->port())["generating"].get<bool>(), 60000);
+    QCOMPARE(health(stories->port())["completed"].get<int>(), before["completed"].get<int>());
+  }
+
+  void clientsTooSlowToSendARequest() {
+    // More stalled connections than the server has HTTP threads (--max-queue 4: 13): half a
+    // request line, headers without their end, a body shorter than its Content-Length
+    const std::string starts[] = {"GET /hea", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-",
+                                  "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\":"};
+    std::vector<std::unique_ptr<StalledClient>> stalled;
+    for (int i = 0; i < 18; ++i) {
+      stalled.push_back(std::make_unique<StalledClient>(stories->port(), starts[i % 3]));
+      QVERIFY(stalled.back()->connected());
+    }
+    // a client that sends its request whole is still served
+    int status = 0;
+    const json served = post(stories->port(), {{"prompt", "Tim"}, {"n", 2}, {"max_tokens", 8}}, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(int(served["choices"].size()), 2);
+    // and each stalled one is closed: with an error object when its request line had come
+    for (size_t i = 0; i < stalled.size(); ++i) {
+      const std::optional<std::string> answer = stalled[i]->answer();
+      QVERIFY2(answer, "the server kept a stalled connection open");
+      if (answer->empty()) continue;
+      QVERIFY2(answer->rfind("HTTP/1.1 400", 0) == 0, answer->c_str());
+      QVERIFY2(is_error_object(json::parse(answer->substr(answer->find("\r\n\r\n") + 4), nullptr, false)),
+               answer->c_str());
+    }
     QCOMPARE(health(stories->port())["waiting"].get<int>(), 0);
   }
 
