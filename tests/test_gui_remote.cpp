@@ -2,8 +2,9 @@
 // driven as a user would: the Models panel's "Server" choice, its connection test (for a
 // server that is there and one that is not), Connect, candidates that stream into their
 // panes and equal a local session token for token, Stop in mid-stream (after which the
-// server's /health counts the generation cancelled), and the key kept in the settings only
-// when "Remember key" is ticked.
+// server's /health counts the generation cancelled), the key kept in the settings only
+// when "Remember key" is ticked, and a server that checks keys and then goes away: a wrong
+// key and a vanished server are messages in the window, which stays usable.
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
@@ -148,6 +149,35 @@ class GuiRemoteTest : public QObject {
     window->findChild<QCheckBox*>("rememberKeyCheck")->setChecked(false);
     useServer(*window, server->url(), "k-123", "testServerButton");
     QVERIFY(!QSettings().contains("server/apiKey"));  // unticked: forgotten
+  }
+
+  void wrongKeyAndAVanishedServerAreMessages() {
+    specula::test::ServeProcess keyed({"-m", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok),
+                                       "--device", "cpu", "--api-key", "s3cret"});
+    QVERIFY2(keyed.started(), qPrintable(keyed.errors()));
+    auto window = makeWindow();
+    useServer(*window, keyed.url(), "guess", "testServerButton");
+    QTRY_VERIFY_WITH_TIMEOUT(testResult(*window).contains("API key"), kTimeoutMs);
+    useServer(*window, keyed.url(), "s3cret", "connectServerButton");
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    QVERIFY2(window->hasModel(), qPrintable(window->message()));
+
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->clear();
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->findChild<QSpinBox*>("maxTokensSpin")->setValue(20);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    auto* generate = window->findChild<QPushButton*>("generateButton");
+    QTest::mouseClick(generate, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    QCOMPARE(window->grid()->pane(1)->state(), CandidateState::Done);
+
+    QVERIFY(keyed.stopsCleanly());  // the server goes away between two sessions
+    QTest::mouseClick(generate, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QVERIFY2(window->message().contains("cannot connect"), qPrintable(window->message()));
+    QVERIFY(generate->isEnabled());  // ready for the next try
   }
 };
 
