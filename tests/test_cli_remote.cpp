@@ -1,7 +1,8 @@
 // specula-cli generate and eval with --remote, run as a user would against `specula-cli serve`
 // on loopback: the same text and --json output as a local run of the same model, drafter and
-// seed; the same Pass@All for eval on the demo problems; and clear messages with their exit
-// codes for options that do not fit a server and for a server that is not there.
+// seed; the same Pass@All for eval on the demo problems; bench-serve's measurements, one
+// row per n from as many requests as asked; and clear messages with their exit codes for
+// options that do not fit a server and for a server that is not there.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -88,6 +89,28 @@ class TestCliRemote : public QObject {
     const CliRun r = run_cli({"generate", "--remote", url, "-p", "x"});
     QCOMPARE(r.code, 6);
     QVERIFY2(r.err.contains("cannot connect"), r.err.constData());
+    const CliRun bench = run_cli({"bench-serve", "--remote", url});
+    QCOMPARE(bench.code, 6);
+    QVERIFY2(bench.err.contains("cannot connect"), bench.err.constData());
+  }
+
+  void benchServeMeasuresEachN() {
+    const int completed = health(server->port())["completed"].get<int>();
+    const CliRun r = run_cli({"bench-serve", "--remote", server->url(), "--n", "1", "3", "--requests", "4",
+                              "--concurrency", "2", "--max-tokens", "8", "--json"});
+    QVERIFY2(r.code == 0, r.err.constData());
+    const QJsonArray rows = QJsonDocument::fromJson(r.out).array();
+    QCOMPARE(rows.size(), 2);
+    for (int i = 0; i < 2; ++i) {
+      const QJsonObject row = rows[i].toObject();
+      QCOMPARE(row["n"].toInt(), i == 0 ? 1 : 3);
+      QCOMPARE(row["requests"].toInt(), 4);
+      QCOMPARE(row["concurrency"].toInt(), 2);
+      QVERIFY(row["requests_per_s"].toDouble() > 0 && row["tokens_per_s"].toDouble() > 0);
+      QVERIFY(row["median_first_text_ms"].toDouble() > 0);
+      QVERIFY(row["median_first_text_ms"].toDouble() <= row["median_total_ms"].toDouble());
+    }
+    QCOMPARE(health(server->port())["completed"].get<int>(), completed + 8);  // every request, served whole
   }
 
   void evalPassAllEqualsLocal() {
