@@ -22,6 +22,7 @@
 #include "serve/remote_generator.h"
 #include "serve_process.h"
 #include "shared_data.h"
+#include "story_request.h"
 
 using namespace specula;
 using namespace specula::test;
@@ -39,16 +40,6 @@ int free_port() {
                      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
   ::close(fd);
   return bound ? ntohs(address.sin_port) : -1;
-}
-
-GenerationRequest story_request(int n, float temperature, uint64_t seed) {
-  GenerationRequest r;
-  r.prompt = "Once upon a time";
-  r.n_candidates = n;
-  r.max_new_tokens = 60;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  return r;
 }
 
 }  // namespace

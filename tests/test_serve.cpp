@@ -24,6 +24,7 @@
 #include "serve/sse.h"
 #include "serve_process.h"
 #include "shared_data.h"
+#include "story_request.h"
 
 using namespace specula;
 using namespace specula::test;
@@ -65,18 +66,6 @@ std::unique_ptr<LocalGenerator> local_stories(const std::string& bin, const std:
   LoadOptions o;
   o.tokenizer_path = tok;
   return std::make_unique<LocalGenerator>(create_cpu_backend(), load_model(bin, o));
-}
-
-GenerationRequest story_request(int n, float temperature, uint64_t seed) {
-  GenerationRequest r;
-  r.prompt = "Once upon a time";
-  r.n_candidates = n;
-  r.max_new_tokens = 60;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  r.draft.kind = "ngram";  // what the server runs
-  r.draft.policy = "adaptive";
-  return r;
 }
 
 void compare_sessions(const SessionResult& remote, const SessionResult& local) {
