@@ -2,13 +2,20 @@
 // on loopback: the same text and --json output as a local run of the same model, drafter and
 // seed; the same Pass@All for eval on the demo problems; bench-serve's measurements, one
 // row per n from as many requests as asked; and clear messages with their exit codes for
-// options that do not fit a server and for a server that is not there.
+// options that do not fit a server and for a server that is not there; fill in the middle
+// through a server, the same filling as a local run.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTemporaryDir>
 #include <QtTest>
+#include <fstream>
 
 #include "cli_run.h"
+#include "model/gguf.h"
+#include "model/model_export.h"
+#include "model/random_model.h"
+#include "model/tokenizer.h"
 #include "serve_process.h"
 #include "shared_data.h"
 
@@ -64,6 +71,40 @@ class TestCliRemote : public QObject {
     const QJsonObject r = without_timing(QJsonDocument::fromJson(remote.out).object());
     QCOMPARE(r["candidates"].toArray().size(), 3);
     QCOMPARE(r, l);  // texts, token counts, finish reasons, log-probabilities, acceptance and totals
+  }
+
+  // The suffix travels in the request's `suffix` field and the server lays out the model's
+  // fill-in-the-middle prompt: the filling equals a local run's, token for token.
+  void fillInTheMiddleThroughAServer() {
+    SPECULA_SHARED_FILE(deepseek, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf");
+    QTemporaryDir dir;
+    specula::ModelConfig config = specula::random_model_config("tiny");
+    specula::Vocabulary vocab = specula::gguf_vocabulary(specula::GgufFile::open(deepseek));
+    config.vocab_size = vocab.size();
+    auto fim_model = std::make_shared<specula::Model>(*specula::make_random_model(config, specula::TensorType::F32, 7, 1));
+    fim_model->tokenizer = specula::create_tokenizer(std::move(vocab));
+    const QString gguf = dir.filePath("fim.gguf");
+    specula::write_gguf_model(*fim_model, gguf.toStdString(), specula::TensorType::F32);
+    const QString suffix_file = dir.filePath("suffix.py");
+    std::ofstream(suffix_file.toStdString(), std::ios::binary) << "\n\nprint(add(1, 2))\n";
+
+    const QStringList fim_model_args{"-m", gguf, "--device", "cpu", "--draft", "none"};
+    ServeProcess fim_server(fim_model_args);
+    QVERIFY2(fim_server.started(), qPrintable(fim_server.errors()));
+    const QStringList args{"-p", "def add(a, b):\n    return ", "--suffix", suffix_file, "--temp", "0",
+                           "--max-tokens", "6", "-n", "2", "--json"};
+    const CliRun local = run_cli(QStringList{"generate"} + fim_model_args + args);
+    const CliRun remote = run_cli(QStringList{"generate", "--remote", fim_server.url()} + args);
+    QVERIFY2(local.code == 0, local.err.constData());
+    QVERIFY2(remote.code == 0, remote.err.constData());
+    const QJsonObject l = QJsonDocument::fromJson(local.out).object(), r = QJsonDocument::fromJson(remote.out).object();
+    QCOMPARE(r["candidates"], l["candidates"]);
+    QCOMPARE(r["totals"].toObject()["prompt_tokens"], l["totals"].toObject()["prompt_tokens"]);
+
+    // a model without fill-in-the-middle tokens: the server's refusal reaches the user
+    const CliRun refused = run_cli(QStringList{"generate", "--remote", server->url(), "-p", "Hi", "--suffix", suffix_file});
+    QVERIFY(refused.code != 0);
+    QVERIFY2(refused.err.contains("fill-in-the-middle"), refused.err.constData());
   }
 
   void optionsThatDoNotFitAServer() {

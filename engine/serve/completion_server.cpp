@@ -297,8 +297,14 @@ std::shared_ptr<Job> CompletionServer::Impl::accept(const std::string& body) {
     throw ApiError(404, "the model '" + r.model + "' does not exist: this server serves '" + options.model_name + "'",
                    "model", "model_not_found");
   }
-  if (!r.suffix.empty()) throw ApiError(400, "this model has no fill-in-the-middle tokens", "suffix");
-  job->prompt_ids = tokenizer().encode(r.prompt, true);
+  GenerationRequest& g = job->generation;
+  g.prompt = r.prompt;
+  if (!r.suffix.empty()) g.suffix = r.suffix;
+  try {
+    job->prompt_ids = request_prompt_ids(tokenizer(), g);
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, e.what(), "suffix");  // a suffix for a model without fill-in-the-middle tokens
+  }
   if (static_cast<int>(job->prompt_ids.size()) >= context()) {
     throw ApiError(400, "the prompt has " + std::to_string(job->prompt_ids.size()) + " tokens; the model's context holds " +
                             std::to_string(context()), "prompt");
@@ -312,8 +318,6 @@ std::shared_ptr<Job> CompletionServer::Impl::accept(const std::string& body) {
                             std::to_string(kv) + " KV positions; this server allows " +
                             std::to_string(options.max_kv_tokens) + " per request", "n");
   }
-  GenerationRequest& g = job->generation;
-  g.prompt = r.prompt;
   g.allow_empty_prompt = true;
   g.n_candidates = r.n;
   g.sampling = SamplingParams{r.temperature, r.top_k, r.top_p, r.min_p, r.seed ? *r.seed : random_seed()};

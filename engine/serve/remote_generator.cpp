@@ -292,6 +292,7 @@ void RemoteSession::start(Attempt attempt) {
   CompletionRequest r;
   r.model = model_;
   r.prompt = request_.prompt;
+  r.suffix = request_.suffix.value_or("");
   r.n = static_cast<int>(attempt.candidates.size());
   r.max_tokens = request_.max_new_tokens;
   r.temperature = request_.sampling.temperature;
