@@ -1,6 +1,7 @@
 // A sequence's logits are the same bits however it is batched: alone in one call, token by
 // token, in random chunks, inside batches of 8 sequences of different lengths, continued
-// from a forked prefix (copy-on-write), and on 1 or 2 threads.
+// from a forked prefix (copy-on-write), and on 1 or 2 threads; for every weight type and
+// every SIMD level this processor runs (the 16-lane AVX-512 kernels too, emulated on AVX2).
 #include <QtTest>
 #include <cstring>
 #include <random>
@@ -107,22 +108,34 @@ class TestBatchInvariance : public QObject {
  private slots:
   void identicalLogits_data() {
     QTest::addColumn<int>("type");
-    QTest::newRow("f32") << int(TensorType::F32);
-    QTest::newRow("q8_0") << int(TensorType::Q8_0);
-    QTest::newRow("q4_0") << int(TensorType::Q4_0);
+    QTest::addColumn<int>("simd");
+    for (SimdLevel level : testable_simd_levels()) {
+      for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                              TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+        QTest::addRow("%s %s", simd_name(level).data(), type_traits(type).name.data())
+            << int(type) << int(level);
+      }
+    }
   }
 
   void identicalLogits() {
     QFETCH(int, type);
-    const auto model = make_random_model(random_model_config("tiny"), TensorType(type), 9);
+    QFETCH(int, simd);
+    const SimdLevel level = SimdLevel(simd);
+    ModelConfig config = random_model_config("tiny");
+    if (TensorType(type) == TensorType::Q4_K || TensorType(type) == TensorType::Q6_K) {
+      config.dim = 256;  // whole 256-value blocks; head_dim 64 as in real models
+      config.hidden_dim = 512;
+    }
+    const auto model = make_random_model(config, TensorType(type), 9);
     std::mt19937 rng(5);
     const std::vector<int32_t> tokens = random_tokens(rng, kLength, model->config.vocab_size);
-    std::unique_ptr<Backend> one_thread = create_cpu_backend(1);
+    std::unique_ptr<Backend> one_thread = create_cpu_backend(1, level);
     const std::vector<float> reference = run_chunks(*one_thread, *model, tokens, {kLength});
     QCOMPARE(reference.size(), size_t(kLength) * model->config.vocab_size);
 
     for (int threads : {1, 2}) {
-      std::unique_ptr<Backend> backend = create_cpu_backend(threads);
+      std::unique_ptr<Backend> backend = create_cpu_backend(threads, level);
       const auto check = [&](const std::vector<float>& logits, const char* how) {
         QVERIFY2(logits.size() == reference.size(), how);
         QVERIFY2(

@@ -1,10 +1,13 @@
-// The CPU matrix kernels against a float64 reference written here from GGML's block
-// layouts, for every weight type and every SIMD level this processor has; and their
-// batch invariance: a token's outputs are the same bits whatever else is in the call and
-// whatever the thread count.
+// The CPU kernels against float64 references written here (GGML's block layouts for the
+// matrix kernels, softmax attention over a paged cache), for every weight type, every
+// token count from 1 to 17 and every SIMD level this processor runs (the 16-lane AVX-512
+// algorithms too, emulated on AVX2); and their batch invariance: a token's outputs are the
+// same bits whatever else is in the call, however the rows are split and on any thread count.
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -78,7 +81,7 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
       for (int64_t b = 0; b < n / 256; ++b, p += 210) {
         for (int i = 0; i < 192; ++i) p[i] = static_cast<uint8_t>(byte(rng));
         for (int i = 0; i < 16; ++i)
-          p[192 + i] = static_cast<uint8_t>(std::uniform_int_distribution<int>(-64, 64)(rng));
+          p[192 + i] = static_cast<uint8_t>(std::uniform_int_distribution<int>(-128, 127)(rng));
         put16(p + 208, random_half(rng, 0.0005f, 0.002f));
       }
       break;
@@ -165,15 +168,15 @@ bool quantized(TensorType type) {
 // The activations the kernel multiplies: x itself, or x after 8-bit quantization.
 std::vector<double> effective_activations(TensorType type, const std::vector<float>& x) {
   std::vector<double> out(x.begin(), x.end());
+  const int64_t n = static_cast<int64_t>(x.size());
   if (type == TensorType::Q8_0 || type == TensorType::Q4_0) {
-    const int64_t n = static_cast<int64_t>(x.size());
     std::vector<uint8_t> row(q8_row_bytes(n));
-    quantize_activations_q8(x.data(), row.data(), n);
+    quantize_activations_q8(x.data(), row.data(), n, 0);
     const Q8Row a = q8_row(row.data(), n);
-    for (size_t i = 0; i < x.size(); ++i) out[i] = double(a.scales[i / 4]) * a.values[i];
+    for (size_t i = 0; i < x.size(); ++i) out[i] = double(a.scales[i / 32]) * a.values[i];
   } else if (type == TensorType::Q4_K || type == TensorType::Q6_K) {
     std::vector<BlockQ8K> blocks(x.size() / 256);
-    quantize_activations_q8k(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
+    quantize_activations_q8k(x.data(), blocks.data(), n);
     for (size_t i = 0; i < x.size(); ++i) {
       out[i] = double(blocks[i / 256].d) * blocks[i / 256].q[i % 256];
     }
@@ -192,6 +195,75 @@ int64_t test_cols(TensorType type) {
   return 136 + 7;
 }
 
+QString label(SimdLevel level, TensorType type) {
+  return QStringLiteral("%1 %2").arg(QString::fromLatin1(simd_name(level).data(), int(simd_name(level).size())),
+                                     QString::fromLatin1(type_traits(type).name.data(),
+                                                         int(type_traits(type).name.size())));
+}
+
+std::vector<float> normal_values(std::mt19937& rng, size_t n, float sigma = 1.0f) {
+  std::vector<float> x(n);
+  for (float& v : x) v = std::normal_distribution<float>(0.0f, sigma)(rng);
+  return x;
+}
+
+constexpr int kMaxTokens = 17;  // token counts 1..17 cover every tile of every level
+
+// The float64 attention of one query head over positions 0..length-1 of a paged cache.
+std::vector<double> reference_attention(const AttentionArgs& a, int head) {
+  std::vector<double> scores(static_cast<size_t>(a.length)), out(static_cast<size_t>(a.head_dim));
+  const auto row = [&](const float* base, int p) {
+    const int slot = a.block_table[p / a.block_size] * a.block_size + p % a.block_size;
+    return base + static_cast<size_t>(slot) * a.kv_dim + a.kv_offset;
+  };
+  double max_score = -INFINITY;
+  for (int p = 0; p < a.length; ++p) {
+    double s = 0.0;
+    for (int d = 0; d < a.head_dim; ++d) s += double(a.q[head * a.head_dim + d]) * row(a.keys, p)[d];
+    scores[p] = s * a.scale;
+    max_score = std::max(max_score, scores[p]);
+  }
+  double sum = 0.0;
+  for (double& s : scores) sum += (s = std::exp(s - max_score));
+  for (int p = 0; p < a.length; ++p) {
+    for (int d = 0; d < a.head_dim; ++d) out[d] += scores[p] / sum * row(a.values, p)[d];
+  }
+  return out;
+}
+
+// A paged cache of random keys and values with `heads_kv` KV heads and a shuffled block table.
+struct RandomCache {
+  int head_dim, kv_heads, block_size, blocks;
+  std::vector<float> keys, values;
+  std::vector<int32_t> table;
+
+  RandomCache(std::mt19937& rng, int head_dim_, int kv_heads_, int block_size_, int positions)
+      : head_dim(head_dim_), kv_heads(kv_heads_), block_size(block_size_),
+        blocks((positions + block_size_ - 1) / block_size_ + 3) {
+    const size_t floats = static_cast<size_t>(blocks) * block_size * head_dim * kv_heads;
+    keys = normal_values(rng, floats);
+    values = normal_values(rng, floats);
+    table.resize(static_cast<size_t>(blocks));
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+  }
+  AttentionArgs args(const float* q, int kv_head, int heads, int length) const {
+    AttentionArgs a;
+    a.q = q;
+    a.keys = keys.data();
+    a.values = values.data();
+    a.kv_dim = head_dim * kv_heads;
+    a.kv_offset = kv_head * head_dim;
+    a.block_table = table.data();
+    a.block_size = block_size;
+    a.length = length;
+    a.heads = heads;
+    a.head_dim = head_dim;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    return a;
+  }
+};
+
 }  // namespace
 
 class TestCpuKernels : public QObject {
@@ -200,40 +272,44 @@ class TestCpuKernels : public QObject {
  private slots:
   // Each output equals the float64 dot product of the decoded weight row with the
   // activations the kernel sees (quantized ones for quantized weights), up to float32
-  // rounding: |error| <= 1e-5 * sum |w| |x|.
+  // rounding: |error| <= 1e-5 * sum |w| |x|. 37 rows leave partial panels of 8 and 16 rows
+  // and partial row groups; every token count from 1 to 17 runs.
   void matchesFloat64Reference() {
     ThreadPool pool(2);
     std::mt19937 rng(7);
-    for (SimdLevel level : supported_simd_levels()) {
+    for (SimdLevel level : testable_simd_levels()) {
       for (TensorType type : kAllTypes) {
         const int64_t rows = 37, cols = test_cols(type);
-        const int n = 6;
         const RandomMatrix w = random_matrix(type, rows, cols, rng);
-        std::vector<float> x(static_cast<size_t>(n * cols));
-        for (float& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
-        std::vector<float> y(static_cast<size_t>(n * rows));
-        matmul(w.view(), x.data(), n, y.data(), pool, level);
-        for (int t = 0; t < n; ++t) {
+        const PackedMatrix packed = pack_matrix(w.view(), level, pool);
+        const std::vector<float> x = normal_values(rng, static_cast<size_t>(kMaxTokens * cols));
+        std::vector<std::vector<double>> exact(kMaxTokens), magnitude(kMaxTokens);
+        for (int t = 0; t < kMaxTokens; ++t) {
           const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
           const std::vector<double> a = effective_activations(type, xt);
           for (int64_t r = 0; r < rows; ++r) {
             const std::vector<double> wr = decode_row(w, r);
-            double exact = 0.0, magnitude = 0.0;
-            for (int64_t c = 0; c < cols; ++c) {
-              exact += wr[c] * a[c];
-              magnitude += std::fabs(wr[c] * a[c]);
-            }
-            const double error = std::fabs(y[t * rows + r] - exact);
-            if (!(error <= 1e-5 * magnitude)) {
-              QFAIL(qPrintable(QStringLiteral("%1 %2 token %3 row %4: %5 vs %6")
-                                   .arg(QString::fromLatin1(simd_name(level).data(),
-                                                            int(simd_name(level).size())))
-                                   .arg(QString::fromLatin1(type_traits(type).name.data(),
-                                                            int(type_traits(type).name.size())))
-                                   .arg(t)
-                                   .arg(r)
-                                   .arg(y[t * rows + r])
-                                   .arg(exact)));
+            double e = 0.0, m = 0.0;
+            for (int64_t c = 0; c < cols; ++c) e += wr[c] * a[c], m += std::fabs(wr[c] * a[c]);
+            exact[t].push_back(e);
+            magnitude[t].push_back(m);
+          }
+        }
+        for (int n = 1; n <= kMaxTokens; ++n) {
+          std::vector<float> y(static_cast<size_t>(n * rows));
+          matmul(packed, x.data(), n, y.data(), pool);
+          for (int t = 0; t < n; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const double error = std::fabs(y[t * rows + r] - exact[t][r]);
+              if (!(error <= 1e-5 * magnitude[t][r])) {
+                QFAIL(qPrintable(QStringLiteral("%1, %2 tokens, token %3 row %4: %5 vs %6")
+                                     .arg(label(level, type))
+                                     .arg(n)
+                                     .arg(t)
+                                     .arg(r)
+                                     .arg(y[t * rows + r])
+                                     .arg(exact[t][r])));
+              }
             }
           }
         }
@@ -244,8 +320,7 @@ class TestCpuKernels : public QObject {
   // Quantizing activations to 8 bits costs at most half a step per value.
   void activationQuantizationIsWithinHalfAStep() {
     std::mt19937 rng(3);
-    std::vector<float> x(512);
-    for (float& v : x) v = std::normal_distribution<float>(0.0f, 2.0f)(rng);
+    std::vector<float> x = normal_values(rng, 512, 2.0f);
     x[5] = 0.0f;
     const std::vector<double> q8 = effective_activations(TensorType::Q8_0, x);
     const std::vector<double> q8k = effective_activations(TensorType::Q6_K, x);
@@ -260,27 +335,61 @@ class TestCpuKernels : public QObject {
     }
   }
 
-  // A token's outputs are the same bits alone, within 1..13 tokens, and on 1 or 2 threads.
+  // Every level quantizes activations to the same bits, and the sums and offsets are
+  // those of the values.
+  void activationQuantizationIsTheSameOnEveryLevel() {
+    std::mt19937 rng(4);
+    const int64_t n = 1024;
+    std::vector<float> x = normal_values(rng, n, 3.0f);
+    std::fill(x.begin() + 256, x.begin() + 288, 0.0f);  // an all-zero block
+    std::vector<uint8_t> q8(q8_row_bytes(n)), q8_reference(q8_row_bytes(n));
+    std::vector<BlockQ8K> q8k(n / 256), q8k_reference(n / 256);
+    quantize_activations_q8(x.data(), q8_reference.data(), n, 8, SimdLevel::Portable);
+    quantize_activations_q8k(x.data(), q8k_reference.data(), n, SimdLevel::Portable);
+    const Q8Row a = q8_row(q8_reference.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) sum += a.values[32 * b + i];
+      QCOMPARE(a.offsets[b], -8 * sum);
+    }
+    for (const BlockQ8K& block : q8k_reference) {
+      for (int j = 0; j < 16; ++j) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += block.q[16 * j + i];
+        QCOMPARE(int(block.sums16[j]), sum);
+        if (j % 2 == 1) QCOMPARE(int(block.sums32[j / 2]), block.sums16[j - 1] + sum);
+      }
+    }
+    for (SimdLevel level : testable_simd_levels()) {
+      quantize_activations_q8(x.data(), q8.data(), n, 8, level);
+      quantize_activations_q8k(x.data(), q8k.data(), n, level);
+      QVERIFY2(q8 == q8_reference, simd_name(level).data());
+      QVERIFY2(std::memcmp(q8k.data(), q8k_reference.data(), q8k.size() * sizeof(BlockQ8K)) == 0,
+               simd_name(level).data());
+    }
+  }
+
+  // A token's outputs are the same bits alone, within 1..17 tokens from any start, and on
+  // 1 or 2 threads (which split the rows differently).
   void batchInvariant() {
     ThreadPool one(1), two(2);
     std::mt19937 rng(11);
-    for (SimdLevel level : supported_simd_levels()) {
+    for (SimdLevel level : testable_simd_levels()) {
       for (TensorType type : kAllTypes) {
-        const int64_t rows = 45, cols = test_cols(type);
-        const int n = 13;
+        const int64_t rows = 75, cols = test_cols(type);
         const RandomMatrix w = random_matrix(type, rows, cols, rng);
-        std::vector<float> x(static_cast<size_t>(n * cols));
-        for (float& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+        const PackedMatrix packed = pack_matrix(w.view(), level, two);
+        const int n = kMaxTokens;
+        const std::vector<float> x = normal_values(rng, static_cast<size_t>(n * cols));
         std::vector<float> all(static_cast<size_t>(n * rows));
-        matmul(w.view(), x.data(), n, all.data(), two, level);
-        for (int count : {1, 2, 3, 5, 8}) {
-          for (int start = 0; start + count <= n; start += count) {
+        matmul(packed, x.data(), n, all.data(), two);
+        for (int count = 1; count <= n; ++count) {
+          for (int start = 0; start + count <= n; start += std::max(1, count / 2)) {
             std::vector<float> part(static_cast<size_t>(count * rows));
-            matmul(w.view(), x.data() + start * cols, count, part.data(), count % 2 ? one : two,
-                   level);
+            matmul(packed, x.data() + start * cols, count, part.data(), count % 2 ? one : two);
             QVERIFY2(std::memcmp(part.data(), all.data() + start * rows, part.size() * 4) == 0,
-                     qPrintable(QStringLiteral("type %1, %2 tokens from %3")
-                                    .arg(int(type))
+                     qPrintable(QStringLiteral("%1, %2 tokens from %3")
+                                    .arg(label(level, type))
                                     .arg(count)
                                     .arg(start)));
           }
@@ -289,13 +398,87 @@ class TestCpuKernels : public QObject {
     }
   }
 
+  // Attention equals the float64 softmax attention within float rounding, for group sizes
+  // 1..8, head sizes with and without a partial vector, and lengths across block edges.
+  void attentionMatchesFloat64Reference() {
+    std::mt19937 rng(13);
+    for (SimdLevel level : testable_simd_levels()) {
+      for (int head_dim : {8, 12, 64}) {
+        for (int heads : {1, 3, 8}) {
+          const RandomCache cache(rng, head_dim, 2, 4, 41);
+          const std::vector<float> q = normal_values(rng, static_cast<size_t>(heads * head_dim));
+          for (int length : {1, 2, 7, 8, 9, 41}) {
+            std::vector<float> scores(static_cast<size_t>(heads * length));
+            std::vector<float> out(static_cast<size_t>(heads * head_dim));
+            AttentionArgs a = cache.args(q.data(), 1, heads, length);
+            a.scores = scores.data();
+            a.out = out.data();
+            attend(a, level);
+            for (int h = 0; h < heads; ++h) {
+              const std::vector<double> exact = reference_attention(a, h);
+              for (int d = 0; d < head_dim; ++d) {
+                const double error = std::fabs(out[h * head_dim + d] - exact[d]);
+                QVERIFY2(error <= 1e-5 * (1.0 + std::fabs(exact[d])),
+                         qPrintable(QStringLiteral("%1: head_dim %2, %3 heads, length %4, head %5 "
+                                                   "dim %6: %7 vs %8")
+                                        .arg(simd_name(level).data())
+                                        .arg(head_dim)
+                                        .arg(heads)
+                                        .arg(length)
+                                        .arg(h)
+                                        .arg(d)
+                                        .arg(out[h * head_dim + d])
+                                        .arg(exact[d])));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // A head's attention is the same bits whether its group is computed together or each
+  // head alone (the heads of a group share accumulator tiles).
+  void attentionIsTheSameForEachHeadAlone() {
+    std::mt19937 rng(17);
+    for (SimdLevel level : testable_simd_levels()) {
+      for (int head_dim : {12, 64}) {
+        const int heads = 6, length = 23;
+        const RandomCache cache(rng, head_dim, 1, 4, length);
+        const std::vector<float> q = normal_values(rng, static_cast<size_t>(heads * head_dim));
+        std::vector<float> scores(static_cast<size_t>(heads * length));
+        std::vector<float> together(static_cast<size_t>(heads * head_dim)), alone(together.size());
+        AttentionArgs a = cache.args(q.data(), 0, heads, length);
+        a.scores = scores.data();
+        a.out = together.data();
+        attend(a, level);
+        for (int h = 0; h < heads; ++h) {
+          AttentionArgs b = cache.args(q.data() + h * head_dim, 0, 1, length);
+          b.scores = scores.data();
+          b.out = alone.data() + h * head_dim;
+          attend(b, level);
+        }
+        QVERIFY2(std::memcmp(together.data(), alone.data(), alone.size() * 4) == 0,
+                 simd_name(level).data());
+      }
+    }
+  }
+
   void rejectsPartialBlocks() {
     ThreadPool pool(1);
     std::vector<uint8_t> bytes(34 * 4);
     const TensorView w{TensorType::Q8_0, 48, 2, bytes.data()};
-    std::vector<float> x(48), y(2);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             matmul(w, x.data(), 1, y.data(), pool, SimdLevel::Scalar));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_matrix(w, SimdLevel::Portable, pool));
+  }
+
+  // The register-only loops run and report a positive rate for every type and level.
+  void peakLoopsRun() {
+    for (SimdLevel level : testable_simd_levels()) {
+      for (TensorType type : kAllTypes) {
+        const double rate = peak_multiply_adds_per_second(type, level, 0.001);
+        QVERIFY2(rate > 0 && std::isfinite(rate), qPrintable(label(level, type)));
+      }
+    }
   }
 };
 

@@ -1,8 +1,9 @@
 // The CPU backend's forward pass against a naive float64 forward written here, on random
 // models with odd sizes, grouped-query attention and an untied output matrix, over a
-// multi-step sequence through the paged cache; and on the qwen2 (q, k, v biases), qwen3
-// (per-head q/k norms, heads wider than dim / n_heads, rotation of halves) and scaled-rope
-// variants, whose reference computes each frequency here from its definition.
+// multi-step sequence through the paged cache, on every SIMD level this processor runs;
+// and on the qwen2 (q, k, v biases), qwen3 (per-head q/k norms, heads wider than
+// dim / n_heads, rotation of halves) and scaled-rope variants, whose reference computes
+// each frequency here from its definition.
 #include <QtTest>
 #include <algorithm>
 #include <cmath>
@@ -213,8 +214,9 @@ ModelConfig odd_config() {
 
 // Runs an 12-token sequence through the engine in chunks of 5, 1, 1, 1, 4 tokens (all
 // logits wanted) and returns the worst relative error against the reference.
-double worst_error(const Model& model, int n_layers, int threads, std::vector<double> llama3 = {}) {
-  std::unique_ptr<Backend> backend = create_cpu_backend(threads);
+double worst_error_at(const Model& model, int n_layers, int threads, SimdLevel level,
+                      std::vector<double> llama3) {
+  std::unique_ptr<Backend> backend = create_cpu_backend(threads, level);
   std::unique_ptr<KvCache> cache = backend->create_cache(model, 64, n_layers, 4);
   ReferenceModel reference(model, n_layers < 0 ? model.config.n_layers : n_layers, std::move(llama3));
   const int seq = cache->create();
@@ -234,6 +236,15 @@ double worst_error(const Model& model, int n_layers, int threads, std::vector<do
                                              reference.step(tokens[next + i])));
     }
     next += chunk;
+  }
+  return worst;
+}
+
+// The worst of worst_error_at over every SIMD level.
+double worst_error(const Model& model, int n_layers, int threads, std::vector<double> llama3 = {}) {
+  double worst = 0.0;
+  for (SimdLevel level : testable_simd_levels()) {
+    worst = std::max(worst, worst_error_at(model, n_layers, threads, level, llama3));
   }
   return worst;
 }
@@ -338,6 +349,21 @@ class TestForwardReference : public QObject {
     // the same weights without the scaling are measurably another model
     const double unscaled_error = worst_error(*llama3, -1, 2, {});
     QVERIFY2(unscaled_error > 1e-3, qPrintable(QString::number(unscaled_error)));
+  }
+
+  // Q4_K / Q6_K weights meet activations rounded to 8 bits per 256 values: a coarser step
+  // than Q8_0's, so the same reasoning allows 10% (a layout or scale mistake gives ~100%).
+  void kQuantWeightsMatchFloat64() {
+    ModelConfig config = odd_config();
+    config.dim = 256;
+    config.hidden_dim = 512;
+    config.n_heads = 4;
+    for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+      const auto model = make_random_model(config, type, 6);
+      const double error = worst_error(*model, -1, 2);
+      qInfo("%s worst relative error %.3g", type_traits(type).name.data(), error);
+      QVERIFY2(error < 1e-1, qPrintable(QString::number(error)));
+    }
   }
 
   void rejectsBadInput() {

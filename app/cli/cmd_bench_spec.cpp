@@ -17,6 +17,7 @@
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "compute/cpu_kernels.h"
+#include "compute/simd_level.h"
 #include "decode/decoder.h"
 #include "model/model.h"
 #include "model/random_model.h"
@@ -187,11 +188,10 @@ std::string load_average() {
 // "best", "portable", "avx2" or "avx512": the CPU backend's kernels.
 std::unique_ptr<Backend> cpu_backend(const std::string& simd, int threads) {
   if (simd == "best") return create_cpu_backend(threads);
-  SimdLevel level = SimdLevel::Scalar;
-  if (simd == "avx2") level = SimdLevel::Avx2;
-  if (simd == "avx512") level = SimdLevel::Avx512;
+  const std::optional<SimdLevel> level = simd_level_from_name(simd);
+  if (!level) throw CommandFailed("--simd " + simd + ": not a SIMD level (best, portable, avx2, avx512)", 2);
   try {
-    return create_cpu_backend(threads, level);
+    return create_cpu_backend(threads, *level);
   } catch (const std::invalid_argument& e) {
     throw CommandFailed(std::string("--simd ") + simd + ": " + e.what(), 2);
   }
@@ -201,8 +201,7 @@ std::unique_ptr<Backend> cpu_backend(const std::string& simd, int threads) {
 std::string simd_label(const BenchArgs& a) {
   if (a.device != "cpu") return "-";
   if (a.simd != "best") return a.simd;
-  const SimdLevel best = best_simd_level();
-  return best == SimdLevel::Scalar ? "portable" : std::string(simd_name(best));
+  return std::string(simd_name(best_simd_level()));
 }
 
 void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::string& backend) {

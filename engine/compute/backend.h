@@ -11,6 +11,7 @@
 #include "compute/batch.h"
 #include "compute/cost_model.h"
 #include "compute/kv_cache.h"
+#include "compute/simd_level.h"
 #include "model/model.h"
 #include "decode/sampler.h"
 
@@ -74,11 +75,12 @@ enum class DeviceChoice { Auto, Cpu, Cuda };
 // std::runtime_error with the reason when no GPU can be used. `note` receives a line
 // saying what was chosen and why.
 std::unique_ptr<Backend> create_backend(DeviceChoice choice, std::string* note = nullptr);
-std::unique_ptr<Backend> create_cpu_backend(int threads = 0);  // 0: one per core
-enum class SimdLevel;  // compute/cpu_kernels.h
-// The CPU backend with its kernels at `simd` (which this processor must support), for
-// benchmarks that compare the levels.
-std::unique_ptr<Backend> create_cpu_backend(int threads, SimdLevel simd);
+// The CPU backend on `threads` threads (0: one per core) with the kernels of `simd`
+// (default: the best this processor has; simd_level_from_name parses "portable", "avx2",
+// "avx512"); throws std::invalid_argument when the processor cannot run that level. It
+// repacks quantized weight matrices at their first use and keeps the copies (about the
+// size of those matrices, see docs/cpu_backend.md) while the model lives.
+std::unique_ptr<Backend> create_cpu_backend(int threads = 0, SimdLevel simd = best_simd_level());
 // Defined by the CUDA backend when the build has one: a backend on the first usable GPU,
 // or null with the reason in `why_not` ("this build has no CUDA support" otherwise).
 std::unique_ptr<Backend> create_cuda_backend(std::string* why_not);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "compute/backend.h"
 #include "compute/cpu_kernels.h"
@@ -76,21 +77,6 @@ void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) 
   for (int i = 0; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
 }
 
-// q · k for one head. Eight partial sums in a fixed order (lane i takes elements i, i+8,
-// ...), then a fixed pairwise sum: the same bits for every caller, and a loop the compiler
-// vectorizes without reordering anything.
-float dot(const float* a, const float* b, int n) {
-  constexpr int kLanes = 8;
-  float partial[kLanes] = {};
-  int i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) partial[l] += a[i + l] * b[i + l];
-  }
-  for (int l = 0; i < n; ++i, ++l) partial[l] += a[i] * b[i];
-  return ((partial[0] + partial[4]) + (partial[2] + partial[6])) +
-         ((partial[1] + partial[5]) + (partial[3] + partial[7]));
-}
-
 // rows[t][i] += bias[i] for n rows of `width` values; nothing when the model has no bias.
 void add_bias(float* rows, int n, int width, const TensorView& bias) {
   if (bias.empty()) return;
@@ -116,9 +102,69 @@ void rope(float* x, int n_heads, int head_dim, RopeStyle style, const float* cos
   }
 }
 
+// The weight matrices repacked for the kernels (cpu_kernels.h), made at first use and kept
+// for every later forward, keyed by the matrix's data pointer: a draft that runs the first
+// layers of its target (layers:K) reads the target's own matrices and so shares their
+// repacked copies. Each model's storage is held while its matrices are, so no address can
+// be reused by another model meanwhile; a model that nobody else holds any more has its
+// matrices dropped at the next forward. Float matrices are used in place (no copy).
+class PackedWeights {
+ public:
+  const PackedMatrix& get(const Model& model, const TensorView& w, SimdLevel level,
+                          ThreadPool& pool) {
+    auto it = packed_.find(w.data);
+    if (it != packed_.end() && it->second.type == w.type && it->second.rows == w.rows &&
+        it->second.cols == w.cols) {
+      return it->second;
+    }
+    PackedMatrix m = pack_matrix(w, level, pool);
+    pin(model).matrices.push_back(w.data);
+    return packed_.insert_or_assign(w.data, std::move(m)).first->second;
+  }
+
+  // Drops the matrices of models whose storage only this cache still holds.
+  void release_unused() {
+    for (size_t i = 0; i < pins_.size();) {
+      const auto& storage = pins_[i].storage;
+      if (std::all_of(storage.begin(), storage.end(),
+                      [](const std::shared_ptr<const void>& s) { return s.use_count() == 1; })) {
+        for (const void* key : pins_[i].matrices) packed_.erase(key);
+        pins_.erase(pins_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+
+ private:
+  struct ModelPin {
+    std::vector<std::shared_ptr<const void>> storage;  // copies of Model::storage
+    std::vector<const void*> matrices;                  // keys of its packed matrices
+  };
+
+  ModelPin& pin(const Model& model) {
+    for (ModelPin& p : pins_) {
+      if (!model.storage.empty() && p.storage.size() == model.storage.size() &&
+          p.storage.front() == model.storage.front()) {
+        return p;
+      }
+    }
+    pins_.push_back({model.storage, {}});
+    return pins_.back();
+  }
+
+  std::unordered_map<const void*, PackedMatrix> packed_;
+  std::vector<ModelPin> pins_;
+};
+
 class CpuBackend : public Backend {
  public:
-  CpuBackend(int threads, SimdLevel simd) : pool_(threads), simd_(simd) {}
+  CpuBackend(int threads, SimdLevel simd) : pool_(threads), simd_(simd) {
+    if (!simd_supported(simd)) {
+      throw std::invalid_argument("cpu backend: this processor cannot run the " +
+                                  std::string(simd_name(simd)) + " kernels");
+    }
+  }
 
   std::string name() const override {
     return "cpu (" + std::string(simd_name(simd_)) + ", " + std::to_string(pool_.size()) +
@@ -160,6 +206,10 @@ class CpuBackend : public Backend {
                                     " outside the vocabulary of " + std::to_string(c.vocab_size));
       }
     }
+    weights_.release_unused();
+    const auto matmul = [&](const TensorView& w, const float* x, int rows, float* y) {
+      specula::matmul(weights_.get(model, w, simd_, pool_), x, rows, y, pool_);
+    };
     const BatchPlan plan =
         plan_batch(cache, batch, c.context_length > 0 ? c.context_length : INT_MAX);
 
@@ -197,7 +247,8 @@ class CpuBackend : public Backend {
 
     const int block_size = cache.block_size();
     const float attn_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    scores_.resize(static_cast<size_t>(pool_.size()) * std::max(1, plan.max_context));
+    const size_t scores_per_thread = static_cast<size_t>(heads_per_kv) * std::max(1, plan.max_context);
+    scores_.resize(static_cast<size_t>(pool_.size()) * scores_per_thread);
 
     for (int l = 0; l < n_layers; ++l) {
       const LayerWeights& lw = w.layers[l];
@@ -207,9 +258,9 @@ class CpuBackend : public Backend {
       for (int t = 0; t < n; ++t) {
         rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, attn_norm, dim, c.norm_eps);
       }
-      matmul(lw.wq, xb_.data(), n, q_.data(), pool_, simd_);
-      matmul(lw.wk, xb_.data(), n, k_.data(), pool_, simd_);
-      matmul(lw.wv, xb_.data(), n, v_.data(), pool_, simd_);
+      matmul(lw.wq, xb_.data(), n, q_.data());
+      matmul(lw.wk, xb_.data(), n, k_.data());
+      matmul(lw.wv, xb_.data(), n, v_.data());
 
       // biases of q, k, v (qwen2; llama with attention biases)
       add_bias(q_.data(), n, q_dim, lw.bq);
@@ -245,43 +296,32 @@ class CpuBackend : public Backend {
         std::memcpy(values + slot * kv_dim, v_.data() + t * kv_dim, kv_dim * sizeof(float));
       }
 
-      // each (token, head) attends over its sequence's positions 0..its own
+      // each token's query heads attend, one KV head's group at a time, over its
+      // sequence's positions 0..its own
       pool_.parallel_for(
-          static_cast<int64_t>(n) * n_heads, [&](int64_t begin, int64_t end, int thread) {
-            float* scores =
-                scores_.data() + static_cast<size_t>(thread) * std::max(1, plan.max_context);
+          static_cast<int64_t>(n) * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
+            AttentionArgs args;
+            args.keys = keys;
+            args.values = values;
+            args.kv_dim = kv_dim;
+            args.block_size = block_size;
+            args.heads = heads_per_kv;
+            args.head_dim = head_dim;
+            args.scale = attn_scale;
+            args.scores = scores_.data() + static_cast<size_t>(thread) * scores_per_thread;
             for (int64_t item = begin; item < end; ++item) {
-              const int t = static_cast<int>(item / n_heads), h = static_cast<int>(item % n_heads);
-              const int seq = plan.token_seq[t];
-              const int32_t* table = plan.block_tables.data() + plan.table_offsets[seq];
-              const int kv_offset = (h / heads_per_kv) * head_dim;
-              const float* q = q_.data() + static_cast<size_t>(t) * q_dim + h * head_dim;
-              const int length = plan.positions[t] + 1;
-              float max_score = -INFINITY;
-              for (int p = 0; p < length; ++p) {
-                const size_t slot =
-                    static_cast<size_t>(table[p / block_size]) * block_size + p % block_size;
-                const float* k = keys + slot * kv_dim + kv_offset;
-                scores[p] = dot(q, k, head_dim) * attn_scale;
-                max_score = std::max(max_score, scores[p]);
-              }
-              float sum = 0.0f;
-              for (int p = 0; p < length; ++p) {
-                scores[p] = std::exp(scores[p] - max_score);
-                sum += scores[p];
-              }
-              float* out = attn_.data() + static_cast<size_t>(t) * q_dim + h * head_dim;
-              std::fill(out, out + head_dim, 0.0f);
-              for (int p = 0; p < length; ++p) {
-                const size_t slot =
-                    static_cast<size_t>(table[p / block_size]) * block_size + p % block_size;
-                const float* v = values + slot * kv_dim + kv_offset;
-                const float a = scores[p] / sum;
-                for (int i = 0; i < head_dim; ++i) out[i] += a * v[i];
-              }
+              const int t = static_cast<int>(item / c.n_kv_heads);
+              const int g = static_cast<int>(item % c.n_kv_heads);
+              const size_t first = static_cast<size_t>(t) * q_dim + g * heads_per_kv * head_dim;
+              args.q = q_.data() + first;
+              args.out = attn_.data() + first;
+              args.kv_offset = g * head_dim;
+              args.block_table = plan.block_tables.data() + plan.table_offsets[plan.token_seq[t]];
+              args.length = plan.positions[t] + 1;
+              attend(args, simd_);
             }
           });
-      matmul(lw.wo, attn_.data(), n, xb_.data(), pool_, simd_);
+      matmul(lw.wo, attn_.data(), n, xb_.data());
       add_bias(xb_.data(), n, dim, lw.bo);
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
 
@@ -290,8 +330,8 @@ class CpuBackend : public Backend {
       for (int t = 0; t < n; ++t) {
         rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, ffn_norm, dim, c.norm_eps);
       }
-      matmul(lw.w_gate, xb_.data(), n, gate_.data(), pool_, simd_);
-      matmul(lw.w_up, xb_.data(), n, up_.data(), pool_, simd_);
+      matmul(lw.w_gate, xb_.data(), n, gate_.data());
+      matmul(lw.w_up, xb_.data(), n, up_.data());
       pool_.parallel_for(
           static_cast<int64_t>(gate_.size()),
           [&](int64_t begin, int64_t end, int) {
@@ -301,7 +341,7 @@ class CpuBackend : public Backend {
             }
           },
           1024);
-      matmul(lw.w_down, gate_.data(), n, xb_.data(), pool_, simd_);
+      matmul(lw.w_down, gate_.data(), n, xb_.data());
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
     }
 
@@ -313,12 +353,13 @@ class CpuBackend : public Backend {
               final_norm, dim, c.norm_eps);
     }
     logits.resize(static_cast<size_t>(rows) * c.vocab_size);
-    if (rows > 0) matmul(w.output, xb_.data(), rows, logits.data(), pool_, simd_);
+    if (rows > 0) matmul(w.output, xb_.data(), rows, logits.data());
   }
 
  private:
   ThreadPool pool_;
   SimdLevel simd_;
+  PackedWeights weights_;
   // Activations of the current batch, reused across calls.
   std::vector<float> x_;       // (n_tokens, dim) residual stream
   std::vector<float> xb_;      // (n_tokens, dim) normed input / projection output
@@ -330,20 +371,12 @@ class CpuBackend : public Backend {
   std::vector<float> up_;      // (n_tokens, hidden_dim)
   std::vector<float> cos_;     // (n_tokens, head_dim / 2)
   std::vector<float> sin_;     // (n_tokens, head_dim / 2)
-  std::vector<float> scores_;  // (threads, max_context)
+  std::vector<float> scores_;  // (threads, heads per KV head, max_context)
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> create_cpu_backend(int threads) {
-  return std::make_unique<CpuBackend>(threads, best_simd_level());
-}
-
 std::unique_ptr<Backend> create_cpu_backend(int threads, SimdLevel simd) {
-  const std::vector<SimdLevel> levels = supported_simd_levels();
-  if (std::find(levels.begin(), levels.end(), simd) == levels.end()) {
-    throw std::invalid_argument("this processor cannot run the " + std::string(simd_name(simd)) + " kernels");
-  }
   return std::make_unique<CpuBackend>(threads, simd);
 }
 

@@ -1,134 +1,191 @@
-// Portable kernels, activation quantization, SIMD detection and the matmul driver.
+// The kernel driver: SIMD detection, repacking into panels, activation quantization and
+// the matmul entry point; and the portable kernels (the templates on PortableVec).
 #include "compute/cpu_kernels.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
-#include <cmath>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
-#include "compute/cpu_kernels_impl.h"
+#include "compute/cpu_kernel_table.h"
+#include "compute/cpu_vec_portable.h"
+#include "compute/cpu_kernel_templates.h"
 #include "compute/thread_pool.h"
 
 namespace specula {
 
 namespace kernels {
-namespace {
-
-// Portable tiles: one float accumulator per token, updated in column order.
-
-template <int T>
-void f32_tile(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t cols, float* out) {
-  const auto* wf = reinterpret_cast<const float*>(w);
-  float acc[T] = {};
-  for (int64_t c = 0; c < cols; ++c) {
-    for (int t = 0; t < T; ++t)
-      acc[t] += wf[c] * reinterpret_cast<const float*>(x + t * x_stride)[c];
-  }
-  for (int t = 0; t < T; ++t) out[t] = acc[t];
-}
-
-template <int T>
-void f16_tile(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t cols, float* out) {
-  const auto* wh = reinterpret_cast<const uint16_t*>(w);
-  float acc[T] = {};
-  for (int64_t c = 0; c < cols; ++c) {
-    const float wc = half_to_float(wh[c]);
-    for (int t = 0; t < T; ++t) acc[t] += wc * reinterpret_cast<const float*>(x + t * x_stride)[c];
-  }
-  for (int t = 0; t < T; ++t) out[t] = acc[t];
-}
-
-template <int T>
-void bf16_tile(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t cols, float* out) {
-  const auto* wh = reinterpret_cast<const uint16_t*>(w);
-  float acc[T] = {};
-  for (int64_t c = 0; c < cols; ++c) {
-    const uint32_t bits = static_cast<uint32_t>(wh[c]) << 16;
-    float wc;
-    std::memcpy(&wc, &bits, 4);
-    for (int t = 0; t < T; ++t) acc[t] += wc * reinterpret_cast<const float*>(x + t * x_stride)[c];
-  }
-  for (int t = 0; t < T; ++t) out[t] = acc[t];
-}
-
-template <int T>
-void q8_0_tile(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t cols, float* out) {
-  const auto* wb = reinterpret_cast<const BlockQ8_0*>(w);
-  float acc[T] = {};
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    const float d = half_to_float(wb[b].d);
-    for (int t = 0; t < T; ++t) {
-      const Q8Row a = q8_row(x + t * x_stride, cols);
-      acc[t] += (d * a.scales[8 * b]) * static_cast<float>(dot_i8(wb[b].q, a.values + 32 * b, 32));
-    }
-  }
-  for (int t = 0; t < T; ++t) out[t] = acc[t];
-}
-
-template <int T>
-void q4_0_tile(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t cols, float* out) {
-  const auto* wb = reinterpret_cast<const BlockQ4_0*>(w);
-  float acc[T] = {};
-  int8_t values[32];
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    for (int j = 0; j < 16; ++j) {
-      values[j] = static_cast<int8_t>((wb[b].q[j] & 0xF) - 8);
-      values[j + 16] = static_cast<int8_t>((wb[b].q[j] >> 4) - 8);
-    }
-    const float d = half_to_float(wb[b].d);
-    for (int t = 0; t < T; ++t) {
-      const Q8Row a = q8_row(x + t * x_stride, cols);
-      acc[t] += (d * a.scales[8 * b]) * static_cast<float>(dot_i8(values, a.values + 32 * b, 32));
-    }
-  }
-  for (int t = 0; t < T; ++t) out[t] = acc[t];
-}
-
-#define SPECULA_PORTABLE
-SPECULA_ROWS_KERNEL(SPECULA_PORTABLE, f32_rows, f32_tile)
-SPECULA_ROWS_KERNEL(SPECULA_PORTABLE, f16_rows, f16_tile)
-SPECULA_ROWS_KERNEL(SPECULA_PORTABLE, bf16_rows, bf16_tile)
-SPECULA_ROWS_KERNEL(SPECULA_PORTABLE, q8_0_rows, q8_0_tile)
-SPECULA_ROWS_KERNEL(SPECULA_PORTABLE, q4_0_rows, q4_0_tile)
-SPECULA_ROWS_KERNEL(SPECULA_PORTABLE, q4_k_rows, q4_k_tile)
-SPECULA_ROWS_KERNEL(SPECULA_PORTABLE, q6_k_rows, q6_k_tile)
-#undef SPECULA_PORTABLE
-
-}  // namespace
 
 const KernelTable& portable_kernels() {
-  static const KernelTable table{f32_rows,  f16_rows,  bf16_rows, q8_0_rows,
-                                 q4_0_rows, q4_k_rows, q6_k_rows};
+  static const KernelTable table = make_kernel_table<PortableVec>();
   return table;
 }
 
+namespace {
+
+const KernelTable& kernel_table(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::Portable:
+      return portable_kernels();
+    case SimdLevel::Avx2:
+      return avx2_kernels();
+    case SimdLevel::Avx512:
+      return avx512_kernels();
+    case SimdLevel::Avx512Emulated:
+      return avx512_emulated_kernels();
+  }
+  return portable_kernels();
+}
+
+// Unpacks a Q4_K block's eight (scale, minimum) pairs, as GGML's get_scale_min_k4.
+void q4_k_scales(const uint8_t* s, uint8_t* scale, uint8_t* minimum) {
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      scale[j] = s[j] & 63;
+      minimum[j] = s[j + 4] & 63;
+    } else {
+      scale[j] = static_cast<uint8_t>((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+      minimum[j] = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+  }
+}
+
+// A Q6_K block's 256 values as unsigned 6-bit numbers (the value plus 32), in order.
+void q6_k_values(const BlockQ6_K& block, uint8_t* q) {
+  for (int i = 0; i < 256; ++i) {
+    const int half = i / 128, l = i % 32, quarter = (i % 128) / 32;
+    const uint8_t ql = block.ql[64 * half + l + (quarter % 2) * 32];
+    const int low = quarter < 2 ? (ql & 0xF) : (ql >> 4);
+    const int high = (block.qh[32 * half + l] >> (2 * quarter)) & 3;
+    q[i] = static_cast<uint8_t>(low | (high << 4));
+  }
+}
+
+void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// Writes block column b of a panel for row r (of P) from `row`, the row's bytes in GGML's
+// layout; `out` is the panel's block column (the layouts of cpu_kernel_table.h).
+void pack_q4_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ4_0*>(row)[b];
+  put16(out + 2 * r, block.d);
+  for (int v = 0; v < 4; ++v) std::memcpy(out + 2 * P + 4 * P * v + 4 * r, block.q + 4 * v, 4);
+}
+
+template <bool kBiased>
+void pack_q8_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
+  put16(out + 2 * r, block.d);
+  for (int c = 0; c < 8; ++c) {
+    uint8_t* dst = out + 2 * P + 4 * P * c + 4 * r;
+    std::memcpy(dst, block.q + 4 * c, 4);
+    if (kBiased) {
+      for (int i = 0; i < 4; ++i) dst[i] ^= 0x80;  // w + 128 as an unsigned byte
+    }
+  }
+}
+
+void pack_q4_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ4_K*>(row)[b];
+  put16(out + 2 * r, block.d);
+  put16(out + 2 * P + 2 * r, static_cast<uint16_t>(block.dmin ^ 0x8000));  // -dmin
+  uint8_t scale[8], minimum[8];
+  q4_k_scales(block.scales, scale, minimum);
+  for (int k = 0; k < 4; ++k) {
+    out[4 * P + 2 * P * k + 2 * r] = scale[2 * k];
+    out[4 * P + 2 * P * k + 2 * r + 1] = scale[2 * k + 1];
+    out[12 * P + 2 * P * k + 2 * r] = minimum[2 * k];
+    out[12 * P + 2 * P * k + 2 * r + 1] = minimum[2 * k + 1];
+  }
+  for (int v = 0; v < 32; ++v) std::memcpy(out + 20 * P + 4 * P * v + 4 * r, block.q + 4 * v, 4);
+}
+
+void pack_q6_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ6_K*>(row)[b];
+  put16(out + 2 * r, block.d);
+  for (int k = 0; k < 8; ++k) {
+    out[2 * P + 2 * P * k + 2 * r] = static_cast<uint8_t>(block.scales[2 * k]);
+    out[2 * P + 2 * P * k + 2 * r + 1] = static_cast<uint8_t>(block.scales[2 * k + 1]);
+  }
+  uint8_t q[256];
+  q6_k_values(block, q);
+  for (int j = 0; j < 16; ++j) {  // chunks a, b, c, d of the sub-block: values 16j + 4i ..
+    uint8_t* v = out + 18 * P + 12 * P * j + 4 * r;
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t qa = q[16 * j + i], qb = q[16 * j + 4 + i];
+      const uint8_t qc = q[16 * j + 8 + i], qd = q[16 * j + 12 + i];
+      v[i] = static_cast<uint8_t>((qa & 0xF) | (qb & 0xF) << 4);
+      v[4 * P + i] = static_cast<uint8_t>((qc & 0xF) | (qd & 0xF) << 4);
+      v[8 * P + i] = static_cast<uint8_t>((qa >> 4) | (qb >> 4) << 2 | (qc >> 4) << 4 | (qd >> 4) << 6);
+    }
+  }
+}
+
+// 64-byte aligned, zeroed storage for repacked panels, backed by transparent huge pages
+// where the system offers them (fewer TLB misses while streaming the weights).
+std::shared_ptr<uint8_t[]> allocate_panels(size_t bytes) {
+  const size_t size = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, size);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) / kPage * kPage;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + size) / kPage * kPage;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#endif
+  std::memset(p, 0, size);
+  return std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+}  // namespace
 }  // namespace kernels
 
 std::string_view simd_name(SimdLevel level) {
   switch (level) {
-    case SimdLevel::Scalar:
-      return "scalar";
+    case SimdLevel::Portable:
+      return "portable";
     case SimdLevel::Avx2:
       return "avx2";
     case SimdLevel::Avx512:
       return "avx512";
+    case SimdLevel::Avx512Emulated:
+      return "avx512-emulated";
   }
   return "?";
 }
 
+std::optional<SimdLevel> simd_level_from_name(std::string_view name) {
+  for (SimdLevel level : {SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512,
+                          SimdLevel::Avx512Emulated}) {
+    if (simd_name(level) == name) return level;
+  }
+  return std::nullopt;
+}
+
 std::vector<SimdLevel> supported_simd_levels() {
-  std::vector<SimdLevel> levels{SimdLevel::Scalar};
+  std::vector<SimdLevel> levels{SimdLevel::Portable};
 #if defined(__x86_64__)
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c");
   if (avx2) levels.push_back(SimdLevel::Avx2);
   if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vnni")) {
     levels.push_back(SimdLevel::Avx512);
   }
 #endif
   return levels;
+}
+
+bool simd_supported(SimdLevel level) {
+  static const std::vector<SimdLevel> levels = testable_simd_levels();
+  return std::find(levels.begin(), levels.end(), level) != levels.end();
 }
 
 SimdLevel best_simd_level() {
@@ -136,59 +193,99 @@ SimdLevel best_simd_level() {
   return best;
 }
 
-void quantize_activations_q8(const float* x, uint8_t* out, int64_t n) {
-  auto* values = reinterpret_cast<int8_t*>(out);
-  auto* scales = reinterpret_cast<float*>(out + n);
-  auto* offsets = reinterpret_cast<int32_t*>(out + 2 * n);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float* v = x + 32 * b;
-    int8_t* q = values + 32 * b;
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
-    for (int i = 0; i < 8; ++i) {
-      scales[8 * b + i] = d;
-      offsets[8 * b + i] = -8 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
-    }
+std::vector<SimdLevel> testable_simd_levels() {
+  std::vector<SimdLevel> levels = supported_simd_levels();
+  if (std::find(levels.begin(), levels.end(), SimdLevel::Avx2) != levels.end()) {
+    levels.push_back(SimdLevel::Avx512Emulated);
   }
+  return levels;
 }
 
-void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n) {
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const float* v = x + 256 * b;
-    float amax = 0.0f;
-    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out[b].d = d;
-    for (int i = 0; i < 256; ++i) out[b].q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
-    for (int j = 0; j < 16; ++j) {
-      int sum = 0;
-      for (int i = 0; i < 16; ++i) sum += out[b].q[16 * j + i];
-      out[b].sums[j] = static_cast<int16_t>(sum);
-    }
-  }
-}
-
-void matmul(const TensorView& w, const float* x, int n, float* y, ThreadPool& pool,
-            SimdLevel level) {
+PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool) {
   using namespace kernels;
-  const KernelTable& table = level == SimdLevel::Avx512 ? avx512_kernels()
-                             : level == SimdLevel::Avx2 ? avx2_kernels()
-                                                        : portable_kernels();
-  const int64_t cols = w.cols;
-  if (cols % type_traits(w.type).block_elements != 0) {
-    throw std::invalid_argument("matmul: " + std::to_string(cols) + " columns are not whole " +
-                                std::string(type_traits(w.type).name) + " blocks");
+  const TypeTraits& traits = type_traits(w.type);
+  if (w.cols % traits.block_elements != 0) {
+    throw std::invalid_argument("matmul: " + std::to_string(w.cols) + " columns are not whole " +
+                                std::string(traits.name) + " blocks");
   }
+  if (!simd_supported(level)) {
+    throw std::invalid_argument("this processor cannot run the " + std::string(simd_name(level)) +
+                                " kernels");
+  }
+  PackedMatrix m;
+  m.type = w.type;
+  m.rows = w.rows;
+  m.cols = w.cols;
+  m.level = level;
+  if (w.type == TensorType::F32 || w.type == TensorType::F16 || w.type == TensorType::BF16) {
+    m.panel_bytes = w.row_size();
+    m.data = static_cast<const uint8_t*>(w.data);
+    return m;
+  }
+  const KernelTable& table = kernel_table(level);
+  const int P = table.lanes;
+  const int64_t blocks = w.cols / traits.block_elements;
+  size_t block_bytes = 0;
+  void (*pack)(const uint8_t*, int64_t, int, int, uint8_t*) = nullptr;
+  switch (w.type) {
+    case TensorType::Q4_0:
+      block_bytes = q4_0_panel_block(P), pack = pack_q4_0;
+      break;
+    case TensorType::Q8_0:
+      block_bytes = q8_0_panel_block(P);
+      pack = table.vnni ? pack_q8_0<true> : pack_q8_0<false>;
+      break;
+    case TensorType::Q4_K:
+      block_bytes = q4_k_panel_block(P), pack = pack_q4_k;
+      break;
+    case TensorType::Q6_K:
+      block_bytes = q6_k_panel_block(P), pack = pack_q6_k;
+      break;
+    default:
+      break;
+  }
+  m.panel_rows = P;
+  m.panel_bytes = block_bytes * static_cast<size_t>(blocks);
+  m.owned_bytes = m.panel_bytes * static_cast<size_t>(m.panels());
+  m.owned = allocate_panels(m.owned_bytes);
+  uint8_t* out = m.owned.get();
+  pool.parallel_for(m.panels(), [&](int64_t begin, int64_t end, int) {
+    for (int64_t p = begin; p < end; ++p) {
+      for (int r = 0; r < P && p * P + r < w.rows; ++r) {  // rows past the end stay zero
+        const uint8_t* row = w.row(p * P + r);
+        for (int64_t b = 0; b < blocks; ++b) {
+          pack(row, b, r, P, out + p * m.panel_bytes + b * block_bytes);
+        }
+      }
+    }
+  });
+  m.data = out;
+  return m;
+}
+
+void quantize_activations_q8(const float* x, uint8_t* out, int64_t n, int32_t bias,
+                             SimdLevel level) {
+  kernels::kernel_table(level).quantize_q8(x, out, n, bias);
+}
+
+void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n, SimdLevel level) {
+  kernels::kernel_table(level).quantize_q8k(x, out, n);
+}
+
+void attend(const AttentionArgs& args, SimdLevel level) {
+  kernels::kernel_table(level).attend(args);
+}
+
+void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& pool) {
+  using namespace kernels;
+  const KernelTable& table = kernel_table(w.level);
+  const int64_t cols = w.cols;
   // Activations in the weight type's input format. One buffer per calling thread,
   // reused across calls.
   thread_local std::vector<uint8_t> scratch;
   const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
   size_t x_stride = static_cast<size_t>(cols) * sizeof(float);
-  RowsKernel kernel = nullptr;
+  MatrixKernel kernel = nullptr;
   switch (w.type) {
     case TensorType::F32:
       kernel = table.f32;
@@ -201,11 +298,12 @@ void matmul(const TensorView& w, const float* x, int n, float* y, ThreadPool& po
       break;
     case TensorType::Q8_0:
     case TensorType::Q4_0: {
-      kernel = w.type == TensorType::Q8_0 ? table.q8_0 : table.q4_0;
+      const bool q8 = w.type == TensorType::Q8_0;
+      kernel = q8 ? table.q8_0 : table.q4_0;
+      const int32_t bias = q8 ? (table.vnni ? 128 : 0) : 8;
       x_stride = q8_row_bytes(cols);
       scratch.resize(x_stride * static_cast<size_t>(n));
-      for (int t = 0; t < n; ++t)
-        quantize_activations_q8(x + t * cols, scratch.data() + t * x_stride, cols);
+      for (int t = 0; t < n; ++t) table.quantize_q8(x + t * cols, scratch.data() + t * x_stride, cols, bias);
       xa = scratch.data();
       break;
     }
@@ -215,23 +313,43 @@ void matmul(const TensorView& w, const float* x, int n, float* y, ThreadPool& po
       x_stride = static_cast<size_t>(cols / 256) * sizeof(BlockQ8K);
       scratch.resize(x_stride * static_cast<size_t>(n));
       for (int t = 0; t < n; ++t) {
-        quantize_activations_q8k(x + t * cols,
-                                 reinterpret_cast<BlockQ8K*>(scratch.data() + t * x_stride), cols);
+        table.quantize_q8k(x + t * cols, reinterpret_cast<BlockQ8K*>(scratch.data() + t * x_stride),
+                           cols);
       }
       xa = scratch.data();
       break;
     }
   }
-  const size_t w_stride = w.row_size();
-  const auto* w0 = static_cast<const uint8_t*>(w.data);
-  const int64_t out_stride = w.rows;
+  // Rows of float matrices in chunks of 16, whole panels of repacked ones.
+  const int64_t units = w.panel_rows == 1 ? w.rows : w.panels();
   pool.parallel_for(
-      w.rows,
-      [&](int64_t begin, int64_t end, int) {
-        kernel(w0 + static_cast<size_t>(begin) * w_stride, w_stride, end - begin, cols, xa,
-               x_stride, n, y + begin, out_stride);
-      },
-      16);
+      units, [&](int64_t begin, int64_t end, int) { kernel(w, begin, end, xa, x_stride, n, y); },
+      w.panel_rows == 1 ? 16 : 1);
+}
+
+double peak_multiply_adds_per_second(TensorType type, SimdLevel level, double seconds) {
+  const kernels::PeakLoop loop = kernels::kernel_table(level).peak;
+  const auto thread_seconds = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  // Grow the round count until one run takes a tenth of the time, then run for the rest.
+  int64_t rounds = 1024;
+  for (;;) {
+    const double start = thread_seconds();
+    loop(type, rounds);
+    if (thread_seconds() - start >= seconds / 10 || rounds > (int64_t{1} << 40)) break;
+    rounds *= 4;
+  }
+  double best = 0.0;
+  const double deadline = thread_seconds() + seconds;
+  do {
+    const double start = thread_seconds();
+    const double macs = loop(type, rounds);
+    best = std::max(best, macs / (thread_seconds() - start));
+  } while (thread_seconds() < deadline);
+  return best;
 }
 
 }  // namespace specula

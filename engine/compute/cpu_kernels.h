@@ -1,69 +1,106 @@
-// Matrix kernels of the CPU backend: y = x · Wᵀ for a batch of activation rows.
+// Kernels of the CPU backend: y = x · Wᵀ for a batch of activation rows, and attention over
+// the paged cache.
 //
-// Every weight type is multiplied block by block, without dequantizing whole matrices:
-// float weights (F32, F16, BF16) meet f32 activations; quantized weights (Q8_0, Q4_0,
-// Q4_K, Q6_K) meet activations quantized to 8 bits per row (llama.cpp's q8_0 / q8_K),
-// with integer dot products inside each block.
+// Float weights (F32, F16, BF16) are used in place and meet f32 activations. Quantized
+// weights (Q8_0, Q4_0, Q4_K, Q6_K) are repacked once (pack_matrix) into panels of as many
+// rows as the SIMD level has 32-bit lanes, interleaved so that one vector load holds 4
+// consecutive values of every row of the panel; they meet activations quantized to 8 bits
+// (per 32 values for Q8_0 / Q4_0, per 256 with 16- and 32-value sums for the K-quants),
+// with exact integer dot products inside each block and one float update per block, row
+// lane and token. docs/cpu_backend.md describes the layouts.
 //
-// Batch invariance: each output element y[t][r] is computed by one call of the same
-// per-(row, token) sequence of operations, whatever the number of tokens in the call and
-// whatever the thread count. Tokens are processed in tiles that share each loaded weight
-// block (that is what makes a forward of k tokens cheap), but a tile only changes how
-// many accumulators run side by side, never the order of any one of them.
+// Batch invariance: each output element y[t][r] is computed by one fixed sequence of
+// operations, whatever the number of tokens in the call, the tile it falls in, the split
+// of the rows across threads and the thread count. Tiles (several rows × several tokens)
+// only share loaded weights and activations between accumulators; they never change the
+// order of operations of any one of them.
 //
-// SIMD is chosen at run time; each variant is compiled with a per-function target
-// attribute so the binary runs on any x86-64.
+// SIMD is chosen at run time; each variant is compiled for its own instruction set in its
+// own translation unit, so the binary runs on any x86-64.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
-#include <vector>
+#include <memory>
 
+#include "compute/simd_level.h"
 #include "model/tensor.h"
 
 namespace specula {
 
 class ThreadPool;
 
-enum class SimdLevel { Scalar, Avx2, Avx512 };
+// A weight matrix in the form the kernels of one SIMD level read.
+struct PackedMatrix {
+  TensorType type = TensorType::F32;
+  int64_t rows = 0;          // output rows
+  int64_t cols = 0;          // values per row (the reduction length)
+  SimdLevel level = SimdLevel::Portable;
+  int panel_rows = 1;        // rows per panel: the level's lanes when repacked, 1 for float types
+  size_t panel_bytes = 0;    // bytes from one panel to the next
+  const uint8_t* data = nullptr;      // first panel (the original rows for float types)
+  std::shared_ptr<uint8_t[]> owned;   // the repacked panels; null for float types used in place
+  size_t owned_bytes = 0;             // size of `owned`
 
-std::string_view simd_name(SimdLevel level);
-// The best level this processor supports.
-SimdLevel best_simd_level();
-// Every level this processor supports, from Scalar up.
-std::vector<SimdLevel> supported_simd_levels();
-
-// y (n, w.rows) = x (n, w.cols) · wᵀ. `x` and `y` are row-major with w.cols and w.rows
-// floats per row. Throws std::invalid_argument when w.cols is not a whole number of blocks.
-void matmul(const TensorView& w, const float* x, int n, float* y, ThreadPool& pool,
-            SimdLevel level);
-
-// Activations for quantized weights (the kernels' input format, public for tests).
-//
-// For Q8_0 and Q4_0 weights, a row of n activations becomes 3n bytes in three sections,
-// each block of 32 values taking 32 bytes of each, so that consecutive blocks lie side by
-// side for wide vector loads:
-//   values   (n int8)       q in [-127, 127]; value = scale * q
-//   scales   (n / 4 float)  each block's scale, repeated 8 times (one per VNNI lane)
-//   offsets  (n / 4 int32)  -8 * (sum of q over each 4 consecutive values): Q4_0's offset
-struct Q8Row {
-  const int8_t* values;
-  const float* scales;
-  const int32_t* offsets;
+  int64_t panels() const { return (rows + panel_rows - 1) / panel_rows; }
 };
-inline size_t q8_row_bytes(int64_t n) { return static_cast<size_t>(3 * n); }
+
+// `w` in the layout of `level`, repacked by `pool`'s threads where the type is quantized
+// (the result then owns its panels), or referring to `w`'s memory for float types.
+// Throws std::invalid_argument when w.cols is not a whole number of blocks.
+PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool);
+
+// y (n, w.rows) = x (n, w.cols) · wᵀ with the kernels of w.level. `x` and `y` are row-major.
+void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& pool);
+
+// Activations for Q8_0 and Q4_0 weights (the kernels' input format, public for tests). A row
+// of n values becomes n int8 values q (value ≈ scale · q, q in [-127, 127]), then one float
+// scale per 32-value block, then one int32 offset per block: -bias · (sum of the block's q),
+// which turns a dot product with unsigned weights (w + bias) into the signed one.
+struct Q8Row {
+  const int8_t* values;    // (n)
+  const float* scales;     // (n / 32)
+  const int32_t* offsets;  // (n / 32)
+};
+inline size_t q8_row_bytes(int64_t n) { return static_cast<size_t>(n + n / 32 * 8); }
 inline Q8Row q8_row(const uint8_t* row, int64_t n) {
   return {reinterpret_cast<const int8_t*>(row), reinterpret_cast<const float*>(row + n),
-          reinterpret_cast<const int32_t*>(row + 2 * n)};
+          reinterpret_cast<const int32_t*>(row + n + n / 32 * 4)};
 }
-void quantize_activations_q8(const float* x, uint8_t* out, int64_t n);
+void quantize_activations_q8(const float* x, uint8_t* out, int64_t n, int32_t bias,
+                             SimdLevel level = SimdLevel::Portable);
 
-struct BlockQ8K {    // 256 activations for Q4_K and Q6_K weights
-  float d;           // scale: value = d * q
-  int16_t sums[16];  // sum of q over each 16 values (for the K-quants' minimums)
-  int8_t q[256];     // quantized values in [-127, 127]
+struct BlockQ8K {      // 256 activations for Q4_K and Q6_K weights
+  float d;             // scale: value ≈ d · q
+  int16_t sums16[16];  // sum of q over each 16 values (Q6_K's offsets)
+  int16_t sums32[8];   // sum of q over each 32 values (Q4_K's minimums)
+  int8_t q[256];       // quantized values in [-127, 127]
 };
-void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n);
+void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n,
+                              SimdLevel level = SimdLevel::Portable);
+
+// One token's attention for the query heads that share one KV head, over positions
+// 0 .. length-1 of its sequence in the paged cache: out_h = Σ_p softmax_p(q_h·k_p · scale) v_p.
+struct AttentionArgs {
+  const float* q = nullptr;              // (heads, head_dim): the group's query heads
+  const float* keys = nullptr;           // the layer's cache keys: (slots, kv_dim)
+  const float* values = nullptr;         // the layer's cache values: (slots, kv_dim)
+  int kv_dim = 0;                        // floats per cache slot
+  int kv_offset = 0;                     // the KV head's first float within a slot
+  const int32_t* block_table = nullptr;  // the sequence's cache blocks (position / block_size)
+  int block_size = 0;                    // positions per cache block
+  int length = 0;                        // positions attended
+  int heads = 0;                         // query heads sharing the KV head
+  int head_dim = 0;                      // floats per head
+  float scale = 0.0f;                    // score scale, 1 / sqrt(head_dim)
+  float* scores = nullptr;               // scratch of heads · length floats
+  float* out = nullptr;                  // (heads, head_dim) results
+};
+void attend(const AttentionArgs& args, SimdLevel level);
+
+// Multiply-adds per second one core sustains for the arithmetic of `type`'s kernel at
+// `level` with every operand in registers (the kernel's instruction mix, without its
+// loads): the peak its many-token tiles can approach. Runs for about `seconds` of CPU time.
+double peak_multiply_adds_per_second(TensorType type, SimdLevel level, double seconds = 0.2);
 
 }  // namespace specula

@@ -1,6 +1,8 @@
 #include "model/random_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "compute/thread_pool.h"
@@ -39,6 +41,84 @@ float uniform_pm1(uint64_t bits) {
   return static_cast<float>(bits >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
+// A plain encoder for the K-quants of random models (tensor.h has no quantizer for them):
+// per 32-value sub-block a scale and minimum spanning its range, quantized to 6 bits
+// against the block's f16 scales, then the nearest code. Valid blocks of every field,
+// which is all the benchmarks and tests need; llama.cpp's quantizer searches for better ones.
+void encode_q4_k(const float* x, uint8_t* block) {
+  float scale[8], minimum[8];
+  for (int j = 0; j < 8; ++j) {
+    const float lo = std::min(0.0f, *std::min_element(x + 32 * j, x + 32 * j + 32));
+    const float hi = *std::max_element(x + 32 * j, x + 32 * j + 32);
+    scale[j] = (hi - lo) / 15.0f;
+    minimum[j] = -lo;
+  }
+  const uint16_t d = fp32_to_fp16(*std::max_element(scale, scale + 8) / 63.0f);
+  const uint16_t dmin = fp32_to_fp16(*std::max_element(minimum, minimum + 8) / 63.0f);
+  const float fd = fp16_to_fp32(d), fdmin = fp16_to_fp32(dmin);
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = static_cast<uint8_t>(fd > 0 ? std::clamp(std::lround(scale[j] / fd), 0L, 63L) : 0);
+    mn[j] = static_cast<uint8_t>(fdmin > 0 ? std::clamp(std::lround(minimum[j] / fdmin), 0L, 63L) : 0);
+  }
+  std::memcpy(block, &d, 2);
+  std::memcpy(block + 2, &dmin, 2);
+  uint8_t* s = block + 4;  // the inverse of GGML's get_scale_min_k4
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
+    s[j + 4] = static_cast<uint8_t>(mn[j] | (mn[j + 4] >> 4) << 6);
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | (mn[j + 4] & 0xF) << 4);
+  }
+  uint8_t* q = block + 16;
+  std::memset(q, 0, 128);
+  for (int j = 0; j < 8; ++j) {
+    const float step = fd * sc[j], offset = fdmin * mn[j];
+    for (int l = 0; l < 32; ++l) {
+      const long code = step > 0 ? std::clamp(std::lround((x[32 * j + l] + offset) / step), 0L, 15L) : 0;
+      q[32 * (j / 2) + l] |= static_cast<uint8_t>(code << (4 * (j % 2)));
+    }
+  }
+}
+
+// Q6_K likewise: per 16 values a scale for codes -32..31, quantized to 8 bits against the
+// block's f16 scale.
+void encode_q6_k(const float* x, uint8_t* block) {
+  float scale[16];
+  for (int j = 0; j < 16; ++j) {
+    float amax = 0.0f;
+    for (int i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(x[16 * j + i]));
+    scale[j] = amax / 31.0f;
+  }
+  const uint16_t d = fp32_to_fp16(*std::max_element(scale, scale + 16) / 127.0f);
+  const float fd = fp16_to_fp32(d);
+  uint8_t* ql = block;
+  uint8_t* qh = block + 128;
+  auto* sc = reinterpret_cast<int8_t*>(block + 192);
+  std::memset(block, 0, 192);
+  for (int j = 0; j < 16; ++j) {
+    sc[j] = static_cast<int8_t>(fd > 0 ? std::clamp(std::lround(scale[j] / fd), 0L, 127L) : 0);
+  }
+  for (int i = 0; i < 256; ++i) {
+    const float step = fd * sc[i / 16];
+    const long q = step > 0 ? std::clamp(std::lround(x[i] / step) + 32, 0L, 63L) : 32;
+    const int half = i / 128, l = i % 32, quarter = (i % 128) / 32;
+    ql[64 * half + l + (quarter % 2) * 32] |= static_cast<uint8_t>((q & 0xF) << (quarter < 2 ? 0 : 4));
+    qh[32 * half + l] |= static_cast<uint8_t>((q >> 4) << (2 * quarter));
+  }
+  std::memcpy(block + 208, &d, 2);
+}
+
+void encode_row(TensorType type, const float* x, uint8_t* out, int64_t n) {
+  if (type == TensorType::Q4_K || type == TensorType::Q6_K) {
+    const size_t bytes = type_traits(type).block_bytes;
+    for (int64_t b = 0; b < n / 256; ++b) {
+      (type == TensorType::Q4_K ? encode_q4_k : encode_q6_k)(x + 256 * b, out + b * bytes);
+    }
+  } else {
+    quantize_row(type, x, out, n);
+  }
+}
+
 class Builder {
  public:
   Builder(Model& model, uint64_t seed, int threads) : model_(model), seed_(seed), pool_(threads) {}
@@ -57,7 +137,7 @@ class Builder {
           state = mix(state);
           v = amplitude * uniform_pm1(state);
         }
-        quantize_row(type, values.data(), buffer->data() + static_cast<size_t>(r) * row_size, cols);
+        encode_row(type, values.data(), buffer->data() + static_cast<size_t>(r) * row_size, cols);
       }
     });
     view.data = buffer->data();
@@ -107,10 +187,6 @@ ModelConfig random_model_config(std::string_view shape) {
 
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,
                                                uint64_t seed, int threads) {
-  if (type == TensorType::Q4_K || type == TensorType::Q6_K) {
-    throw std::invalid_argument("random models cannot be stored as " +
-                                std::string(type_traits(type).name) + " (no quantizer for it)");
-  }
   if (config.dim <= 0 || config.n_heads <= 0 || config.n_kv_heads <= 0 ||
       (config.explicit_head_dim == 0 && config.dim % config.n_heads != 0) ||
       config.n_heads % config.n_kv_heads != 0 || config.head_dim() <= 0 || config.head_dim() % 2 != 0) {

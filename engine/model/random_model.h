@@ -22,8 +22,10 @@ ModelConfig random_model_config(std::string_view shape);
 // untied output matrix, no tokenizer, and the optional tensors of its architecture:
 // q, k, v biases for qwen2 (uniform in ±0.5), q/k norms for qwen3. Weights are uniform in ±sqrt(3 / cols) (unit
 // variance outputs for unit variance inputs), norms near 1, embeddings uniform in ±1;
-// the same seed gives the same model. Quantized types are encoded with quantize_row, so
-// only types it can write are accepted (std::invalid_argument otherwise). `threads`
+// the same seed gives the same model. Quantized types are encoded with quantize_row; Q4_K
+// and Q6_K, which it cannot write, with a plain encoder of this file (valid blocks, not
+// llama.cpp's search for the best ones). Matrices whose width is not a whole number of
+// blocks throw std::invalid_argument. `threads`
 // workers generate rows in parallel (0: one per core); the result does not depend on it.
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,
                                                uint64_t seed, int threads = 0);

@@ -1,0 +1,72 @@
+// What each SIMD level's translation unit provides to the kernel driver (cpu_kernels.cpp):
+// one table of entry points per level, and GGML's block layouts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "compute/cpu_kernels.h"
+
+namespace specula::kernels {
+
+// Rows [begin, end) of a float matrix used in place (panel_rows 1), or panels [begin, end) of
+// a repacked one, times n activation rows in the type's activation format (x_stride bytes
+// apart): y[t · w.rows + r] for every row r of the range.
+using MatrixKernel = void (*)(const PackedMatrix& w, int64_t begin, int64_t end,
+                              const uint8_t* x, size_t x_stride, int n, float* y);
+// The register-only loop of a type's kernel arithmetic: runs `iterations` rounds and
+// returns the multiply-adds they did.
+using PeakLoop = double (*)(TensorType type, int64_t iterations);
+
+struct KernelTable {
+  int lanes;           // 32-bit lanes per vector: rows per repacked panel
+  bool vnni;           // Q8_0 weights are stored biased by 128 for the VNNI product
+  MatrixKernel f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
+  void (*quantize_q8)(const float* x, uint8_t* out, int64_t n, int32_t bias);
+  void (*quantize_q8k)(const float* x, BlockQ8K* out, int64_t n);
+  void (*attend)(const AttentionArgs& args);
+  PeakLoop peak;
+};
+
+const KernelTable& portable_kernels();
+const KernelTable& avx2_kernels();
+const KernelTable& avx512_kernels();
+const KernelTable& avx512_emulated_kernels();
+
+// GGML's block layouts.
+struct BlockQ8_0 {
+  uint16_t d;     // f16 scale
+  int8_t q[32];
+};
+struct BlockQ4_0 {
+  uint16_t d;     // f16 scale
+  uint8_t q[16];  // value j in the low nibble of q[j], value j + 16 in the high nibble; minus 8
+};
+struct BlockQ4_K {
+  uint16_t d;          // f16 scale of the sub-block scales
+  uint16_t dmin;       // f16 scale of the sub-block minimums
+  uint8_t scales[12];  // 8 six-bit scales and 8 six-bit minimums, packed
+  uint8_t q[128];      // 64-value groups of 32 bytes: sub-block 2g in low nibbles, 2g + 1 high
+};
+struct BlockQ6_K {
+  uint8_t ql[128];    // low 4 bits
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // one per 16 values
+  uint16_t d;         // f16 super-block scale
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
+
+// Bytes of one block column of a repacked panel of P rows (docs/cpu_backend.md):
+//   Q4_0  per 32 values:  f16 d[P], then 4 vectors of P × 4 nibble bytes
+//   Q8_0  per 32 values:  f16 d[P], then 8 vectors of P × 4 bytes (+128 on VNNI levels)
+//   Q4_K  per 256 values: f16 d[P], f16 -dmin[P], u8 scale pairs [4][P][2], u8 minimum
+//                         pairs [4][P][2], then 32 vectors of P × 4 nibble bytes
+//   Q6_K  per 256 values: f16 d[P], s8 scale pairs [8][P][2], then per 16-value sub-block
+//                         3 vectors of P × 4 bytes (two of low nibbles, one of high bits)
+constexpr size_t q4_0_panel_block(int P) { return 18 * static_cast<size_t>(P); }
+constexpr size_t q8_0_panel_block(int P) { return 34 * static_cast<size_t>(P); }
+constexpr size_t q4_k_panel_block(int P) { return 148 * static_cast<size_t>(P); }
+constexpr size_t q6_k_panel_block(int P) { return 210 * static_cast<size_t>(P); }
+
+}  // namespace specula::kernels

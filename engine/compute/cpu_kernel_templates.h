@@ -1,0 +1,657 @@
+// The kernel algorithms, written once over a thin vector layer V and compiled by each SIMD
+// level's translation unit with its own V (cpu_vec_portable.h, cpu_vec_avx2.h,
+// cpu_vec_avx512.h) under its own target options. Everything here is in an unnamed
+// namespace: each translation unit gets its own copy, so code compiled for AVX-512 can
+// never be merged with, or called in place of, its baseline twin.
+//
+// V provides kLanes (8 or 16 lanes of 32 bits), kRegisters (16 or 32 vector registers),
+// kVnni (whether dpbusd is the fast product), float vectors F, integer vectors I and
+// primitives named after the instruction each maps to. Rows of a repacked panel sit in
+// the lanes; every per-lane operation is independent of the lane count, so the 16-lane
+// algorithms can run (and be tested) on pairs of AVX2 registers.
+//
+// Batch invariance: an output element is one accumulator, updated by the same sequence of
+// operations in every tile shape (rows × tokens) and every split; integer sums inside a
+// block are exact, so the order in which the products of a block are added is free.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "compute/cpu_kernel_table.h"
+
+namespace specula::kernels {
+namespace {
+
+// Calls tile.template operator()<T>(t) for tiles of `Max`, then one smaller tile, covering
+// tokens 0..n-1.
+template <int T, class Tile>
+inline void run_token_tile(int count, int t, Tile& tile) {
+  if constexpr (T > 1) {
+    if (count < T) return run_token_tile<T - 1>(count, t, tile);
+  }
+  tile.template operator()<T>(t);
+}
+template <int Max, class Tile>
+inline void each_token_tile(int n, Tile&& tile) {
+  for (int t = 0; t < n;) {
+    const int count = std::min(n - t, Max);
+    run_token_tile<Max>(count, t, tile);
+    t += count;
+  }
+}
+
+// ---- float weights: used in place, dot products along the row ---------------------------
+//
+// Accumulator (r, t) is a vector whose lane i sums columns i, i + L, ... with fused
+// multiply-adds in column order; the last partial vector is read through zero-padded
+// copies; one fixed tree (V::hsum) gives the result. R rows × T tokens run side by side:
+// each weight vector is loaded once for T tokens, each activation vector once for R rows.
+
+struct F32Load {
+  static constexpr int kBytes = 4;
+  template <class V>
+  static typename V::F load(const uint8_t* p) {
+    return V::fload(reinterpret_cast<const float*>(p));
+  }
+};
+struct F16Load {
+  static constexpr int kBytes = 2;
+  template <class V>
+  static typename V::F load(const uint8_t* p) {
+    return V::fload_f16(reinterpret_cast<const uint16_t*>(p));
+  }
+};
+struct BF16Load {
+  static constexpr int kBytes = 2;
+  template <class V>
+  static typename V::F load(const uint8_t* p) {
+    return V::fload_bf16(reinterpret_cast<const uint16_t*>(p));
+  }
+};
+
+template <class V, class Load, int R, int T>
+inline void float_tile(const uint8_t* w, size_t w_stride, const float* x, size_t x_stride,
+                       int64_t cols, float* y, int64_t y_stride) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  F acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = V::fzero();
+  }
+  const auto step = [&](const uint8_t* const* wr, const float* const* xt, int64_t c) {
+    F wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = Load::template load<V>(wr[r] + c * Load::kBytes);
+    for (int t = 0; t < T; ++t) {
+      const F xv = V::fload(xt[t] + c);
+      for (int r = 0; r < R; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+    }
+  };
+  const uint8_t* wr[R];
+  const float* xt[T];
+  for (int r = 0; r < R; ++r) wr[r] = w + r * w_stride;
+  for (int t = 0; t < T; ++t) xt[t] = x + t * x_stride;
+  const int64_t full = cols / L * L;
+  for (int64_t c = 0; c < full; c += L) step(wr, xt, c);
+  if (full < cols) {
+    const size_t rest = static_cast<size_t>(cols - full);
+    alignas(64) uint8_t w_tail[R][L * 4] = {};
+    alignas(64) float x_tail[T][L] = {};
+    const uint8_t* wp[R];
+    const float* xp[T];
+    for (int r = 0; r < R; ++r) {
+      std::memcpy(w_tail[r], wr[r] + full * Load::kBytes, rest * Load::kBytes);
+      wp[r] = w_tail[r];
+    }
+    for (int t = 0; t < T; ++t) {
+      std::memcpy(x_tail[t], xt[t] + full, rest * sizeof(float));
+      xp[t] = x_tail[t];
+    }
+    step(wp, xp, 0);
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = V::hsum(acc[r][t]);
+  }
+}
+
+// Rows in groups (4 for one token: four independent chains hide the multiply-add latency;
+// 3 or 4 with more tokens, in tiles of up to 4 tokens), the rest one at a time.
+template <class V, class Load>
+void float_rows(const PackedMatrix& w, int64_t begin, int64_t end, const uint8_t* xb,
+                size_t x_stride, int n, float* y) {
+  constexpr int kRows = V::kRegisters >= 32 ? 4 : 3;
+  constexpr int kTokens = 4;
+  const auto* x = reinterpret_cast<const float*>(xb);
+  const size_t xs = x_stride / sizeof(float);
+  const size_t ws = w.panel_bytes;
+  const auto rows = [&]<int R>(int64_t r) {
+    each_token_tile<kTokens>(n, [&]<int T>(int t) {
+      float_tile<V, Load, R, T>(w.data + r * ws, ws, x + t * xs, xs, w.cols, y + t * w.rows + r,
+                                w.rows);
+    });
+  };
+  int64_t r = begin;
+  if (n == 1) {
+    for (; r + 4 <= end; r += 4) rows.template operator()<4>(r);
+  } else {
+    for (; r + kRows <= end; r += kRows) rows.template operator()<kRows>(r);
+  }
+  for (; r < end; ++r) rows.template operator()<1>(r);
+}
+
+// ---- quantized weights: repacked panels, rows in lanes ---------------------------------
+//
+// Each integer vector of a panel holds 4 consecutive values of each of its P rows (row r in
+// bytes 4r..4r+3); the matching 4 activation bytes are broadcast to every lane. An
+// unsigned-by-signed product of the two (maddubs into 16 bits, then madd into 32; or VNNI's
+// dpbusd) gives every row's partial dot at once. A block's integer sums are exact, then
+// acc[t] (lane r) += float(sum) · (row scale · token scale): one update per block.
+
+// pshufb patterns: the low (high) 16-bit half of each 32-bit lane, copied to both halves.
+alignas(64) constexpr uint8_t kDupLow[64] = {
+    0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5,
+    8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+    0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13};
+alignas(64) constexpr uint8_t kDupHigh[64] = {
+    2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7,
+    10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
+    2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15};
+
+// Tokens per tile: what the vector registers hold with the weights of one step.
+template <class V>
+constexpr int kQuantTokens = V::kRegisters >= 32 ? 8 : 4;
+
+// Q4_0: weights as unsigned nibbles (w + 8); the activation offsets subtract 8 · Σq.
+template <class V>
+struct Q4_0Panel {
+  static constexpr int kBias = 8;
+  static constexpr int kMaxTokens = kQuantTokens<V>;
+
+  template <int T>
+  static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
+                   float* out) {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int P = V::kLanes;
+    Q8Row a[T];
+    F acc[T];
+    for (int t = 0; t < T; ++t) a[t] = q8_row(x + t * x_stride, cols), acc[t] = V::fzero();
+    const I low = V::set8(0x0F);
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* block = panel + b * q4_0_panel_block(P);
+      I sum[T];
+      if constexpr (V::kVnni) {
+        for (int t = 0; t < T; ++t) sum[t] = V::bcast32(a[t].offsets + b);
+      }
+      I pairs[T];
+      for (int t = 0; t < T; ++t) pairs[t] = V::izero();
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {  // values 4v..4v+3 (low nibbles), 16+4v.. (high)
+        const I raw = V::iload(block + 2 * P + v * 4 * P);
+        const I lo = V::and_(raw, low);
+        const I hi = V::and_(V::template srl16<4>(raw), low);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* q = a[t].values + 32 * b + 4 * v;
+          if constexpr (V::kVnni) {
+            sum[t] = V::dpbusd(V::dpbusd(sum[t], lo, V::bcast32(q)), hi, V::bcast32(q + 16));
+          } else {
+            const I p = V::add16(V::maddubs(lo, V::bcast32(q)), V::maddubs(hi, V::bcast32(q + 16)));
+            pairs[t] = V::add16(pairs[t], p);
+          }
+        }
+      }
+      if constexpr (!V::kVnni) {
+        for (int t = 0; t < T; ++t) {
+          sum[t] = V::add32(V::madd16(pairs[t], V::set16(1)), V::bcast32(a[t].offsets + b));
+        }
+      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      for (int t = 0; t < T; ++t) {
+        acc[t] = V::fma(V::cvt(sum[t]), V::fmul(d, V::fset1(a[t].scales[b])), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
+  }
+};
+
+// Q8_0: VNNI multiplies weights biased to unsigned (w + 128, undone by the offsets);
+// otherwise |w| times the activations signed like w (maddubs), which cannot saturate.
+template <class V>
+struct Q8_0Panel {
+  static constexpr int kBias = V::kVnni ? 128 : 0;
+  static constexpr int kMaxTokens = kQuantTokens<V>;
+
+  template <int T>
+  static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
+                   float* out) {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int P = V::kLanes;
+    Q8Row a[T];
+    F acc[T];
+    for (int t = 0; t < T; ++t) a[t] = q8_row(x + t * x_stride, cols), acc[t] = V::fzero();
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* block = panel + b * q8_0_panel_block(P);
+      I sum[T];
+      for (int t = 0; t < T; ++t) sum[t] = V::kVnni ? V::bcast32(a[t].offsets + b) : V::izero();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {  // values 4c..4c+3
+        const I w = V::iload(block + 2 * P + c * 4 * P);
+        if constexpr (V::kVnni) {
+          for (int t = 0; t < T; ++t) {
+            sum[t] = V::dpbusd(sum[t], w, V::bcast32(a[t].values + 32 * b + 4 * c));
+          }
+        } else {
+          const I abs_w = V::abs8(w);
+          for (int t = 0; t < T; ++t) {
+            const I xs = V::sign8(V::bcast32(a[t].values + 32 * b + 4 * c), w);
+            const I p = V::madd16(V::maddubs(abs_w, xs), V::set16(1));
+            sum[t] = V::add32(sum[t], p);
+          }
+        }
+      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      for (int t = 0; t < T; ++t) {
+        acc[t] = V::fma(V::cvt(sum[t]), V::fmul(d, V::fset1(a[t].scales[b])), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
+  }
+};
+
+// Q4_K: per 32-value sub-block, nibbles · activations summed in 16 bits (at most 8 · 3810),
+// times the sub-block scale with madd into 32 bits; the minimums meet the activations'
+// 32-value sums with madd. Then acc += main · (d · dx) + mins · (-dmin · dx).
+template <class V>
+struct Q4_KPanel {
+  static constexpr int kMaxTokens = kQuantTokens<V>;
+
+  template <int T>
+  static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
+                   float* out) {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int P = V::kLanes;
+    const BlockQ8K* a[T];
+    F acc[T];
+    for (int t = 0; t < T; ++t) {
+      a[t] = reinterpret_cast<const BlockQ8K*>(x + t * x_stride);
+      acc[t] = V::fzero();
+    }
+    const I low = V::set8(0x0F);
+    const I dup_low = V::iload(kDupLow), dup_high = V::iload(kDupHigh);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* block = panel + b * q4_k_panel_block(P);
+      const uint8_t* scales = block + 4 * P;
+      const uint8_t* minimums = block + 12 * P;
+      const uint8_t* nibbles = block + 20 * P;
+      I main[T], mins[T];
+      for (int t = 0; t < T; ++t) main[t] = V::izero(), mins[t] = V::izero();
+      for (int g = 0; g < 4; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high)
+        const I pair = V::widen_u8_16(scales + 2 * P * g);
+        const I scale_low = V::shuffle8(pair, dup_low), scale_high = V::shuffle8(pair, dup_high);
+        I sum_low[T], sum_high[T];
+        for (int t = 0; t < T; ++t) sum_low[t] = V::izero(), sum_high[t] = V::izero();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) {
+          const I raw = V::iload(nibbles + (8 * g + c) * 4 * P);
+          const I lo = V::and_(raw, low);
+          const I hi = V::and_(V::template srl16<4>(raw), low);
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = a[t][b].q + 64 * g + 4 * c;
+            const I pl = V::maddubs(lo, V::bcast32(q));
+            const I ph = V::maddubs(hi, V::bcast32(q + 32));
+            sum_low[t] = V::add16(sum_low[t], pl);
+            sum_high[t] = V::add16(sum_high[t], ph);
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          const I m = V::add32(V::madd16(sum_low[t], scale_low), V::madd16(sum_high[t], scale_high));
+          main[t] = V::add32(main[t], m);
+        }
+      }
+      for (int k = 0; k < 4; ++k) {  // minimum pairs (2k, 2k + 1)
+        const I pair = V::widen_u8_16(minimums + 2 * P * k);
+        for (int t = 0; t < T; ++t) {
+          const I p = V::madd16(pair, V::bcast32(a[t][b].sums32 + 2 * k));
+          mins[t] = V::add32(mins[t], p);
+        }
+      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      const F neg_dmin = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));
+      for (int t = 0; t < T; ++t) {
+        const F dx = V::fset1(a[t][b].d);
+        acc[t] = V::fma(V::cvt(main[t]), V::fmul(d, dx), acc[t]);
+        acc[t] = V::fma(V::cvt(mins[t]), V::fmul(neg_dmin, dx), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
+  }
+};
+
+// Q6_K: 6-bit values (w + 32) from a low-nibble vector and a high-bit vector; per 16-value
+// sub-block two 16-bit sums of two products each (at most 4 · 63 · 127), times the signed
+// scale with madd; the offsets 32 · scale · (16-value activation sums) come off with madd.
+template <class V>
+struct Q6_KPanel {
+  static constexpr int kMaxTokens = kQuantTokens<V>;
+
+  template <int T>
+  static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
+                   float* out) {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int P = V::kLanes;
+    const BlockQ8K* a[T];
+    F acc[T];
+    for (int t = 0; t < T; ++t) {
+      a[t] = reinterpret_cast<const BlockQ8K*>(x + t * x_stride);
+      acc[t] = V::fzero();
+    }
+    const I nibble = V::set8(0x0F), top = V::set8(0x30);
+    const I dup_low = V::iload(kDupLow), dup_high = V::iload(kDupHigh);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* block = panel + b * q6_k_panel_block(P);
+      const auto* scales = reinterpret_cast<const int8_t*>(block + 2 * P);
+      const uint8_t* values = block + 18 * P;
+      I total[T];
+      for (int t = 0; t < T; ++t) total[t] = V::izero();
+      for (int k = 0; k < 8; ++k) {  // sub-blocks 2k and 2k + 1
+        const I pair = V::widen_s8_16(scales + 2 * P * k);
+        const I pair32 = V::template sll16<5>(pair);
+        for (int t = 0; t < T; ++t) {
+          const I offset = V::madd16(pair32, V::bcast32(a[t][b].sums16 + 2 * k));
+          total[t] = V::sub32(total[t], offset);
+        }
+        for (int half = 0; half < 2; ++half) {
+          const int j = 2 * k + half;
+          const I scale = V::shuffle8(pair, half == 0 ? dup_low : dup_high);
+          const uint8_t* v = values + j * 12 * P;
+          const I l1 = V::iload(v), l2 = V::iload(v + 4 * P), h = V::iload(v + 8 * P);
+          const I qa = V::or_(V::and_(l1, nibble), V::and_(V::template sll16<4>(h), top));
+          const I qb = V::or_(V::and_(V::template srl16<4>(l1), nibble),
+                              V::and_(V::template sll16<2>(h), top));
+          const I qc = V::or_(V::and_(l2, nibble), V::and_(h, top));
+          const I qd = V::or_(V::and_(V::template srl16<4>(l2), nibble),
+                              V::and_(V::template srl16<2>(h), top));
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = a[t][b].q + 16 * j;
+            const I p1 = V::add16(V::maddubs(qa, V::bcast32(q)), V::maddubs(qb, V::bcast32(q + 4)));
+            const I p2 = V::add16(V::maddubs(qc, V::bcast32(q + 8)), V::maddubs(qd, V::bcast32(q + 12)));
+            total[t] = V::add32(total[t], V::add32(V::madd16(p1, scale), V::madd16(p2, scale)));
+          }
+        }
+      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      for (int t = 0; t < T; ++t) {
+        acc[t] = V::fma(V::cvt(total[t]), V::fmul(d, V::fset1(a[t][b].d)), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
+  }
+};
+
+// Panels [begin, end) against every token, tile by tile; rows past the matrix's end (the
+// zero padding of its last panel) are computed and dropped.
+template <class V, class Panel>
+void panel_rows(const PackedMatrix& w, int64_t begin, int64_t end, const uint8_t* x,
+                size_t x_stride, int n, float* y) {
+  constexpr int P = V::kLanes;
+  alignas(64) float out[Panel::kMaxTokens * P];
+  for (int64_t p = begin; p < end; ++p) {
+    const uint8_t* panel = w.data + p * w.panel_bytes;
+    const int64_t row0 = p * P;
+    const size_t valid = static_cast<size_t>(std::min<int64_t>(P, w.rows - row0));
+    each_token_tile<Panel::kMaxTokens>(n, [&]<int T>(int t0) {
+      Panel::template tile<T>(panel, w.cols, x + t0 * x_stride, x_stride, out);
+      for (int t = 0; t < T; ++t) {
+        std::memcpy(y + (t0 + t) * w.rows + row0, out + t * P, valid * sizeof(float));
+      }
+    });
+  }
+}
+
+// ---- activation quantization -----------------------------------------------------------
+//
+// q = nearbyint(x · (127 / amax)) as llama.cpp's q8_0 / q8_K: the vector multiply and
+// round-to-nearest-even give the same bits on every level.
+
+template <class V>
+float quantize_block(const float* x, int n, int8_t* q) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  F amax = V::fzero();
+  for (int i = 0; i < n; i += L) amax = V::fmax(amax, V::fabs(V::fload(x + i)));
+  const float d = V::hmax(amax) / 127.0f;
+  const F id = V::fset1(d != 0.0f ? 1.0f / d : 0.0f);
+  for (int i = 0; i < n; i += L) V::store_i8(q + i, V::cvt_f2i(V::fround(V::fmul(V::fload(x + i), id))));
+  return d;
+}
+
+inline int block_sum(const int8_t* q, int n) {
+  int sum = 0;
+  for (int i = 0; i < n; ++i) sum += q[i];
+  return sum;
+}
+
+template <class V>
+void quantize_q8(const float* x, uint8_t* out, int64_t n, int32_t bias) {
+  auto* values = reinterpret_cast<int8_t*>(out);
+  auto* scales = reinterpret_cast<float*>(out + n);
+  auto* offsets = reinterpret_cast<int32_t*>(out + n + n / 32 * 4);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    int8_t* q = values + 32 * b;
+    scales[b] = quantize_block<V>(x + 32 * b, 32, q);
+    offsets[b] = -bias * block_sum(q, 32);
+  }
+}
+
+template <class V>
+void quantize_q8k(const float* x, BlockQ8K* out, int64_t n) {
+  for (int64_t b = 0; b < n / 256; ++b) {
+    BlockQ8K& block = out[b];
+    block.d = quantize_block<V>(x + 256 * b, 256, block.q);
+    for (int j = 0; j < 16; ++j) block.sums16[j] = static_cast<int16_t>(block_sum(block.q + 16 * j, 16));
+    for (int j = 0; j < 8; ++j) {
+      block.sums32[j] = static_cast<int16_t>(block.sums16[2 * j] + block.sums16[2 * j + 1]);
+    }
+  }
+}
+
+// ---- attention (8-lane vectors) ---------------------------------------------------------
+//
+// Scores: each (head, position) pair is one accumulator over the head dimension (lane i
+// takes elements i, i + 8, ...), 8 pairs side by side in position-major order (the heads
+// of a group share each key row), summed by the fixed 8-lane tree; elements past the last
+// whole vector are added after it, in order. Softmax per head in order. Values: each
+// (head, 8 dimensions) is one accumulator over the positions in order, 8 side by side.
+// A token's result depends on nothing but its own queries and its sequence's cache.
+
+template <class V>
+void attend(const AttentionArgs& a) {
+  static_assert(V::kLanes == 8);
+  using F = typename V::F;
+  const int heads = a.heads, dim = a.head_dim, length = a.length;
+  const int whole = dim / 8 * 8;
+  const auto row = [&](const float* base, int p) {
+    const size_t slot = static_cast<size_t>(a.block_table[p / a.block_size]) * a.block_size +
+                        p % a.block_size;
+    return base + slot * a.kv_dim + a.kv_offset;
+  };
+
+  const int64_t pairs = static_cast<int64_t>(heads) * length;
+  for (int64_t i0 = 0; i0 < pairs; i0 += 8) {
+    const int count = static_cast<int>(std::min<int64_t>(8, pairs - i0));
+    const float* q[8];
+    const float* k[8];
+    int head[8], position[8];
+    for (int j = 0; j < 8; ++j) {  // lanes past the end repeat the last pair
+      const int64_t i = i0 + std::min(j, count - 1);
+      head[j] = static_cast<int>(i % heads);
+      position[j] = static_cast<int>(i / heads);
+      q[j] = a.q + head[j] * dim;
+      k[j] = row(a.keys, position[j]);
+    }
+    F acc[8];
+    for (F& v : acc) v = V::fzero();
+    for (int d = 0; d < whole; d += 8) {
+      for (int j = 0; j < 8; ++j) acc[j] = V::fma(V::fload(q[j] + d), V::fload(k[j] + d), acc[j]);
+    }
+    float s[8];
+    V::hsums8(acc, s);
+    for (int d = whole; d < dim; ++d) {
+      for (int j = 0; j < 8; ++j) s[j] += q[j][d] * k[j][d];
+    }
+    for (int j = 0; j < count; ++j) a.scores[head[j] * length + position[j]] = s[j] * a.scale;
+  }
+
+  for (int h = 0; h < heads; ++h) {
+    float* s = a.scores + static_cast<size_t>(h) * length;
+    float max_score = -INFINITY;
+    for (int p = 0; p < length; ++p) max_score = std::max(max_score, s[p]);
+    float sum = 0.0f;
+    for (int p = 0; p < length; ++p) {
+      s[p] = std::exp(s[p] - max_score);
+      sum += s[p];
+    }
+    for (int p = 0; p < length; ++p) s[p] = s[p] / sum;
+  }
+
+  const int chunks = whole / 8;
+  const int64_t items = static_cast<int64_t>(heads) * chunks;
+  for (int64_t i0 = 0; i0 < items; i0 += 8) {
+    const int count = static_cast<int>(std::min<int64_t>(8, items - i0));
+    const float* probability[8];
+    int offset[8];
+    float* out[8];
+    for (int j = 0; j < 8; ++j) {
+      const int64_t i = i0 + std::min(j, count - 1);
+      const int h = static_cast<int>(i / chunks), c = static_cast<int>(i % chunks);
+      probability[j] = a.scores + static_cast<size_t>(h) * length;
+      offset[j] = 8 * c;
+      out[j] = a.out + h * dim + 8 * c;
+    }
+    F acc[8];
+    for (F& v : acc) v = V::fzero();
+    for (int p = 0; p < length; ++p) {
+      const float* v = row(a.values, p);
+      for (int j = 0; j < 8; ++j) acc[j] = V::fma(V::fset1(probability[j][p]), V::fload(v + offset[j]), acc[j]);
+    }
+    for (int j = 0; j < count; ++j) V::fstore(out[j], acc[j]);
+  }
+  for (int h = 0; h < heads; ++h) {
+    for (int d = whole; d < dim; ++d) {
+      float o = 0.0f;
+      for (int p = 0; p < length; ++p) o += a.scores[static_cast<size_t>(h) * length + p] * row(a.values, p)[d];
+      a.out[h * dim + d] = o;
+    }
+  }
+}
+
+// ---- peak multiply-add rate ------------------------------------------------------------
+//
+// The arithmetic of each kernel's inner step for two tokens, with every operand in a
+// register (V::opaque hides the activations from the optimizer each round, so nothing is
+// hoisted and no load is issued): the rate a core reaches for that instruction mix. The
+// kernels' own work on top (loads, broadcasts, unpacking) is left out, so the kernels
+// stay below it. Returns the multiply-adds done.
+
+template <class V>
+double peak_float(int64_t rounds) {  // fused multiply-adds into 12 independent chains
+  using F = typename V::F;
+  F acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = V::fset1(static_cast<float>(i));
+  F w = V::fset1(0.999f), x = V::fset1(1e-3f);
+  for (int64_t i = 0; i < rounds; ++i) {
+    V::opaque(w);
+    V::opaque(x);
+    for (F& a : acc) a = V::fma(w, x, a);
+  }
+  float sink = 0.0f;
+  for (F& a : acc) sink += V::hsum(a);
+  V::keep(sink);
+  return 12.0 * V::kLanes * static_cast<double>(rounds);
+}
+
+// One block of 32 values per token and round: the integer products of the kernel
+// (maddubs + adds or dpbusd), then its float update.
+template <class V, bool kSigned>
+double peak_block32(int64_t rounds) {
+  using F = typename V::F;
+  using I = typename V::I;
+  constexpr int T = 2;
+  I w[4];
+  for (int c = 0; c < 4; ++c) w[c] = V::set8(3 + c);
+  I x[T][2];
+  F acc[T];
+  for (int t = 0; t < T; ++t) x[t][0] = V::set8(5 + t), x[t][1] = V::set8(-7 - t), acc[t] = V::fzero();
+  const F d = V::fset1(1e-6f);
+  for (int64_t i = 0; i < rounds; ++i) {
+    for (int t = 0; t < T; ++t) V::opaque(x[t][0]), V::opaque(x[t][1]);
+    for (int t = 0; t < T; ++t) {
+      I sum;
+      if constexpr (V::kVnni) {
+        sum = V::izero();
+        for (int c = 0; c < 8; ++c) sum = V::dpbusd(sum, w[c % 4], x[t][c / 4]);
+      } else if constexpr (kSigned) {  // Q8_0: sign, maddubs and madd per 4 values
+        sum = V::izero();
+        for (int c = 0; c < 8; ++c) {
+          sum = V::add32(sum, V::madd16(V::maddubs(w[c % 4], V::sign8(x[t][c / 4], w[(c + 1) % 4])),
+                                        V::set16(1)));
+        }
+      } else {  // Q4_0 / the K-quants: maddubs summed in 16 bits, one madd per block
+        I pairs = V::maddubs(w[0], x[t][0]);
+        for (int c = 1; c < 8; ++c) pairs = V::add16(pairs, V::maddubs(w[c % 4], x[t][c / 4]));
+        sum = V::madd16(pairs, V::set16(1));
+      }
+      acc[t] = V::fma(V::cvt(sum), V::fmul(d, d), acc[t]);
+    }
+  }
+  float sink = 0.0f;
+  for (F& a : acc) sink += V::hsum(a);
+  V::keep(sink);
+  return static_cast<double>(T) * 32.0 * V::kLanes * static_cast<double>(rounds);
+}
+
+template <class V>
+double peak_loop(TensorType type, int64_t rounds) {
+  switch (type) {
+    case TensorType::F32:
+    case TensorType::F16:
+    case TensorType::BF16:
+      return peak_float<V>(rounds);
+    case TensorType::Q8_0:
+      return peak_block32<V, true>(rounds);
+    case TensorType::Q4_0:
+    case TensorType::Q4_K:
+    case TensorType::Q6_K:
+      return peak_block32<V, false>(rounds);
+  }
+  return 0.0;
+}
+
+// ---- the level's table ------------------------------------------------------------------
+
+template <class V>
+KernelTable make_kernel_table() {
+  KernelTable table{};
+  table.lanes = V::kLanes;
+  table.vnni = V::kVnni;
+  table.f32 = float_rows<V, F32Load>;
+  table.f16 = float_rows<V, F16Load>;
+  table.bf16 = float_rows<V, BF16Load>;
+  table.q8_0 = panel_rows<V, Q8_0Panel<V>>;
+  table.q4_0 = panel_rows<V, Q4_0Panel<V>>;
+  table.q4_k = panel_rows<V, Q4_KPanel<V>>;
+  table.q6_k = panel_rows<V, Q6_KPanel<V>>;
+  table.quantize_q8 = quantize_q8<V>;
+  table.quantize_q8k = quantize_q8k<V>;
+  if constexpr (V::kLanes == 8) table.attend = attend<V>;
+  table.peak = peak_loop<V>;
+  return table;
+}
+
+}  // namespace
+}  // namespace specula::kernels
