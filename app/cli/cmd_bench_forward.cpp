@@ -2,16 +2,20 @@
 // bandwidth. One-token decoding is bound by reading every weight once, so its weight
 // GB/s over the measured read bandwidth says how close the kernels come to the limit;
 // forwards of k tokens (one sequence of k, or k sequences of 1) show what batching and
-// speculation buy.
+// speculation buy, and their multiply-add rate against the core's peak for the kernels'
+// instruction mix (a register-only loop) says how close many-token forwards come to the
+// compute limit. Every figure names the SIMD level it ran at (--simd).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <numeric>
 #include <thread>
 
 #include "compute/backend.h"
+#include "compute/cpu_kernels.h"
 #include "commands.h"
 #include "model/model_export.h"
 #include "model/random_model.h"
@@ -30,6 +34,7 @@ struct BenchOptions {
   int repeats = 5;
   int threads = 0;
   int prefix = 8;  // cached positions of every sequence before the timed forwards
+  std::string simd;  // kernel level; empty: the best this processor has
   bool json = false;
 };
 
@@ -94,6 +99,41 @@ double streamed_weight_bytes(const Model& model) {
   return bytes;
 }
 
+// The weight matrices a forward multiplies (every layer matrix and the output matrix).
+std::vector<const TensorView*> streamed_matrices(const Model& model) {
+  std::vector<const TensorView*> matrices{&model.weights.output};
+  for (const LayerWeights& l : model.weights.layers) {
+    for (const TensorView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      matrices.push_back(v);
+    }
+  }
+  return matrices;
+}
+
+// The peak multiply-add rate of one core for each weight type of the model, and for the
+// model's mix: its multiply-adds over the time they take when every matrix runs at its
+// type's peak.
+struct Peak {
+  std::map<std::string, double> per_type;  // type name → multiply-adds per second
+  double mix = 0.0;                        // the model's blend, multiply-adds per second
+};
+Peak measure_peak(const Model& model, SimdLevel level) {
+  Peak peak;
+  double macs = 0.0, seconds = 0.0;
+  std::map<TensorType, double> rate;
+  for (const TensorView* v : streamed_matrices(model)) {
+    if (!rate.count(v->type)) {
+      rate[v->type] = peak_multiply_adds_per_second(v->type, level);
+      peak.per_type[std::string(type_traits(v->type).name)] = rate[v->type];
+    }
+    const double m = static_cast<double>(v->rows) * static_cast<double>(v->cols);
+    macs += m;
+    seconds += m / rate[v->type];
+  }
+  peak.mix = macs / seconds;
+  return peak;
+}
+
 struct Timing {
   double seconds;  // median time of one forward
   double best;     // fastest run: on a shared machine, the least disturbed one
@@ -151,7 +191,16 @@ void run_bench(const BenchOptions& o) {
   const int max_k = *std::max_element(o.tokens.begin(), o.tokens.end());
   if (max_k < 1) throw CommandFailed("--tokens must be positive", 2);
 
-  std::unique_ptr<Backend> backend = create_cpu_backend(o.threads);
+  SimdLevel level = best_simd_level();
+  if (!o.simd.empty()) {
+    const std::optional<SimdLevel> chosen = simd_level_from_name(o.simd);
+    if (!chosen) throw CommandFailed("unknown SIMD level '" + o.simd + "' (portable, avx2, avx512)", 2);
+    if (!simd_supported(*chosen)) {
+      throw CommandFailed("this processor cannot run the " + o.simd + " kernels", 2);
+    }
+    level = *chosen;
+  }
+  std::unique_ptr<Backend> backend = create_cpu_backend(o.threads, level);
   Bandwidth bandwidth;
   {
     ThreadPool pool(o.threads);
@@ -174,10 +223,23 @@ void run_bench(const BenchOptions& o) {
   const double backend_threads =
       o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   const Timing one = time_forward(*backend, *model, *cache, prefilled, 1, 1, o.repeats);
+  const Peak peak = measure_peak(*model, level);
+  double macs_per_token = 0.0;
+  for (const TensorView* v : streamed_matrices(*model)) {
+    macs_per_token += static_cast<double>(v->rows) * static_cast<double>(v->cols);
+  }
+  // Multiply-adds per second of one thread against one core's peak: by wall time (each
+  // thread's share of the forward) and by process CPU time (unaffected by other programs'
+  // turns on the cores; spinning workers count, so it errs low).
+  const auto fraction_of_peak = [&](double macs, const Timing& t) {
+    return std::pair{macs / (t.seconds * backend_threads) / peak.mix, macs / t.cpu / peak.mix};
+  };
   nlohmann::json report{
       {"model", model->config.name.empty() ? model->path : model->config.name},
       {"type", type_name},
       {"backend", backend->name()},
+      {"simd", simd_name(level)},
+      {"peak_multiply_adds_per_s", {{"per_type", peak.per_type}, {"mix", peak.mix}}},
       {"layers", c.n_layers},
       {"dim", c.dim},
       {"weight_bytes_per_forward", weight_bytes},
@@ -199,12 +261,15 @@ void run_bench(const BenchOptions& o) {
   for (int k : o.tokens) {
     const Timing seq = time_forward(*backend, *model, *cache, prefilled, 1, k, o.repeats);
     const Timing seqs = time_forward(*backend, *model, *cache, prefilled, k, 1, o.repeats);
+    const auto [seq_peak, seq_peak_cpu] = fraction_of_peak(k * macs_per_token, seq);
     rows.push_back({{"tokens", k},
                     {"one_sequence_ms", seq.seconds * 1e3},
                     {"one_sequence_best_ms", seq.best * 1e3},
                     {"one_sequence_cpu_ms", seq.cpu * 1e3},
                     {"one_sequence_tokens_per_s", k / seq.seconds},
                     {"one_sequence_cost_vs_1", seq.seconds / one.seconds},
+                    {"one_sequence_fraction_of_peak", seq_peak},
+                    {"one_sequence_cpu_fraction_of_peak", seq_peak_cpu},
                     {"k_sequences_ms", seqs.seconds * 1e3},
                     {"k_sequences_best_ms", seqs.best * 1e3},
                     {"k_sequences_cpu_ms", seqs.cpu * 1e3},
@@ -217,8 +282,8 @@ void run_bench(const BenchOptions& o) {
     std::printf("%s\n", report.dump(2).c_str());
     return;
   }
-  std::printf("model %s (%s), %s\n", report["model"].get<std::string>().c_str(), type_name.c_str(),
-              backend->name().c_str());
+  std::printf("model %s (%s), %s, SIMD %s\n", report["model"].get<std::string>().c_str(),
+              type_name.c_str(), backend->name().c_str(), std::string(simd_name(level)).c_str());
   std::printf(
       "weights read per forward: %.3f GB; read bandwidth: %.2f GB/s (%.2f GB/s of CPU time)\n",
       weight_bytes / 1e9, bandwidth.wall / 1e9, bandwidth.cpu / 1e9);
@@ -230,16 +295,22 @@ void run_bench(const BenchOptions& o) {
   std::printf("  by CPU time: weights at %.2f GB/s = %.0f%% of bandwidth\n",
               report["decode"]["cpu_weight_gb_s"].get<double>(),
               100.0 * report["decode"]["cpu_fraction_of_bandwidth"].get<double>());
-  std::printf("%6s | %38s | %38s\n", "k", "one sequence of k tokens", "k sequences of 1 token");
-  std::printf("%6s | %9s %9s %9s %8s | %9s %9s %9s %8s\n", "", "ms", "best ms", "tok/s", "x 1 tok",
-              "ms", "best ms", "tok/s", "x 1 tok");
+  std::printf("peak multiply-adds of one core (%s, register-only loop of each kernel's mix):",
+              std::string(simd_name(level)).c_str());
+  for (const auto& [name, rate] : peak.per_type) std::printf(" %s %.1f G/s", name.c_str(), rate / 1e9);
+  std::printf("; this model's mix %.1f G/s\n", peak.mix / 1e9);
+  std::printf("%6s | %56s | %38s\n", "k", "one sequence of k tokens", "k sequences of 1 token");
+  std::printf("%6s | %9s %9s %9s %8s %8s %8s | %9s %9s %9s %8s\n", "", "ms", "best ms", "tok/s",
+              "x 1 tok", "% peak", "cpu %pk", "ms", "best ms", "tok/s", "x 1 tok");
   for (const nlohmann::json& r : rows) {
-    std::printf("%6d | %9.2f %9.2f %9.1f %8.2f | %9.2f %9.2f %9.1f %8.2f\n", r["tokens"].get<int>(),
-                r["one_sequence_ms"].get<double>(), r["one_sequence_best_ms"].get<double>(),
-                r["one_sequence_tokens_per_s"].get<double>(),
-                r["one_sequence_cost_vs_1"].get<double>(), r["k_sequences_ms"].get<double>(),
-                r["k_sequences_best_ms"].get<double>(), r["k_sequences_tokens_per_s"].get<double>(),
-                r["k_sequences_cost_vs_1"].get<double>());
+    std::printf("%6d | %9.2f %9.2f %9.1f %8.2f %7.0f%% %7.0f%% | %9.2f %9.2f %9.1f %8.2f\n",
+                r["tokens"].get<int>(), r["one_sequence_ms"].get<double>(),
+                r["one_sequence_best_ms"].get<double>(), r["one_sequence_tokens_per_s"].get<double>(),
+                r["one_sequence_cost_vs_1"].get<double>(),
+                100.0 * r["one_sequence_fraction_of_peak"].get<double>(),
+                100.0 * r["one_sequence_cpu_fraction_of_peak"].get<double>(),
+                r["k_sequences_ms"].get<double>(), r["k_sequences_best_ms"].get<double>(),
+                r["k_sequences_tokens_per_s"].get<double>(), r["k_sequences_cost_vs_1"].get<double>());
   }
 }
 
@@ -254,7 +325,7 @@ void add_bench_forward_command(CLI::App& app) {
   cmd->add_option("--random", options->random_shape,
                   "Random weights of a named shape: tiny, tiny-qwen2, tiny-qwen3, 110m, 1.1b, 7b");
   cmd->add_option("--type", options->type,
-                  "Weight type of a random model: f32, f16, bf16, q8_0, q4_0");
+                  "Weight type of a random model: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K");
   cmd->add_option("--write-gguf", options->write_gguf,
                   "Also save the random model as this GGUF file");
   cmd->add_option("--tokens", options->tokens, "Forward sizes to time, e.g. 1,2,4,8")
@@ -263,6 +334,8 @@ void add_bench_forward_command(CLI::App& app) {
                   "Timed runs per measurement (the median is reported)");
   cmd->add_option("--threads", options->threads, "Threads (0: one per core)");
   cmd->add_option("--context", options->prefix, "Cached positions before the timed forwards");
+  cmd->add_option("--simd", options->simd,
+                  "Kernel level: portable, avx2 or avx512 (default: the best available)");
   cmd->add_flag("--json", options->json, "Print the results as JSON");
   cmd->callback([options] { run_bench(*options); });
 }

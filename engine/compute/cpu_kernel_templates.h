@@ -181,35 +181,26 @@ struct Q4_0Panel {
     const I low = V::set8(0x0F);
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* block = panel + b * q4_0_panel_block(P);
-      I sum[T];
-      if constexpr (V::kVnni) {
-        for (int t = 0; t < T; ++t) sum[t] = V::bcast32(a[t].offsets + b);
-      }
-      I pairs[T];
-      for (int t = 0; t < T; ++t) pairs[t] = V::izero();
+      I w[8];  // w[c]: values 4c..4c+3 of every row (low nibbles, then high)
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {  // values 4v..4v+3 (low nibbles), 16+4v.. (high)
+      for (int v = 0; v < 4; ++v) {
         const I raw = V::iload(block + 2 * P + v * 4 * P);
-        const I lo = V::and_(raw, low);
-        const I hi = V::and_(V::template srl16<4>(raw), low);
-        for (int t = 0; t < T; ++t) {
-          const int8_t* q = a[t].values + 32 * b + 4 * v;
-          if constexpr (V::kVnni) {
-            sum[t] = V::dpbusd(V::dpbusd(sum[t], lo, V::bcast32(q)), hi, V::bcast32(q + 16));
-          } else {
-            const I p = V::add16(V::maddubs(lo, V::bcast32(q)), V::maddubs(hi, V::bcast32(q + 16)));
-            pairs[t] = V::add16(pairs[t], p);
-          }
-        }
-      }
-      if constexpr (!V::kVnni) {
-        for (int t = 0; t < T; ++t) {
-          sum[t] = V::add32(V::madd16(pairs[t], V::set16(1)), V::bcast32(a[t].offsets + b));
-        }
+        w[v] = V::and_(raw, low);
+        w[v + 4] = V::and_(V::template srl16<4>(raw), low);
       }
       const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
       for (int t = 0; t < T; ++t) {
-        acc[t] = V::fma(V::cvt(sum[t]), V::fmul(d, V::fset1(a[t].scales[b])), acc[t]);
+        const int8_t* q = a[t].values + 32 * b;
+        I sum;
+        if constexpr (V::kVnni) {
+          sum = V::bcast32(a[t].offsets + b);
+          for (int c = 0; c < 8; ++c) sum = V::dpbusd(sum, w[c], V::bcast32(q + 4 * c));
+        } else {
+          I pairs = V::maddubs(w[0], V::bcast32(q));
+          for (int c = 1; c < 8; ++c) pairs = V::add16(pairs, V::maddubs(w[c], V::bcast32(q + 4 * c)));
+          sum = V::add32(V::madd16(pairs, V::set16(1)), V::bcast32(a[t].offsets + b));
+        }
+        acc[t] = V::fma(V::cvt(sum), V::fmul(d, V::fset1(a[t].scales[b])), acc[t]);
       }
     }
     for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
@@ -289,27 +280,20 @@ struct Q4_KPanel {
       const uint8_t* nibbles = block + 20 * P;
       I main[T], mins[T];
       for (int t = 0; t < T; ++t) main[t] = V::izero(), mins[t] = V::izero();
-      for (int g = 0; g < 4; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high)
-        const I pair = V::widen_u8_16(scales + 2 * P * g);
-        const I scale_low = V::shuffle8(pair, dup_low), scale_high = V::shuffle8(pair, dup_high);
-        I sum_low[T], sum_high[T];
-        for (int t = 0; t < T; ++t) sum_low[t] = V::izero(), sum_high[t] = V::izero();
+      for (int j = 0; j < 8; ++j) {  // sub-block j: low nibbles of group j / 2 if j is even
+        const I pair = V::widen_u8_16(scales + 2 * P * (j / 2));
+        const I scale = V::shuffle8(pair, j % 2 == 0 ? dup_low : dup_high);
+        I w[8];  // w[c]: values 4c..4c+3 of the sub-block, every row
 #pragma GCC unroll 8
         for (int c = 0; c < 8; ++c) {
-          const I raw = V::iload(nibbles + (8 * g + c) * 4 * P);
-          const I lo = V::and_(raw, low);
-          const I hi = V::and_(V::template srl16<4>(raw), low);
-          for (int t = 0; t < T; ++t) {
-            const int8_t* q = a[t][b].q + 64 * g + 4 * c;
-            const I pl = V::maddubs(lo, V::bcast32(q));
-            const I ph = V::maddubs(hi, V::bcast32(q + 32));
-            sum_low[t] = V::add16(sum_low[t], pl);
-            sum_high[t] = V::add16(sum_high[t], ph);
-          }
+          const I raw = V::iload(nibbles + (8 * (j / 2) + c) * 4 * P);
+          w[c] = V::and_(j % 2 == 0 ? raw : V::template srl16<4>(raw), low);
         }
         for (int t = 0; t < T; ++t) {
-          const I m = V::add32(V::madd16(sum_low[t], scale_low), V::madd16(sum_high[t], scale_high));
-          main[t] = V::add32(main[t], m);
+          const int8_t* q = a[t][b].q + 32 * j;
+          I s = V::maddubs(w[0], V::bcast32(q));
+          for (int c = 1; c < 8; ++c) s = V::add16(s, V::maddubs(w[c], V::bcast32(q + 4 * c)));
+          main[t] = V::add32(main[t], V::madd16(s, scale));
         }
       }
       for (int k = 0; k < 4; ++k) {  // minimum pairs (2k, 2k + 1)
