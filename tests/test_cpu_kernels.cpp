@@ -410,8 +410,10 @@ class TestCpuKernels : public QObject {
           for (int length : {1, 2, 7, 8, 9, 41}) {
             std::vector<float> scores(static_cast<size_t>(heads * length));
             std::vector<float> out(static_cast<size_t>(heads * head_dim));
+            std::vector<const float*> rows(static_cast<size_t>(2 * length));
             AttentionArgs a = cache.args(q.data(), 1, heads, length);
             a.scores = scores.data();
+            a.rows = rows.data();
             a.out = out.data();
             attend(a, level);
             for (int h = 0; h < heads; ++h) {
@@ -448,13 +450,16 @@ class TestCpuKernels : public QObject {
         const std::vector<float> q = normal_values(rng, static_cast<size_t>(heads * head_dim));
         std::vector<float> scores(static_cast<size_t>(heads * length));
         std::vector<float> together(static_cast<size_t>(heads * head_dim)), alone(together.size());
+        std::vector<const float*> rows(static_cast<size_t>(2 * length));
         AttentionArgs a = cache.args(q.data(), 0, heads, length);
         a.scores = scores.data();
+        a.rows = rows.data();
         a.out = together.data();
         attend(a, level);
         for (int h = 0; h < heads; ++h) {
           AttentionArgs b = cache.args(q.data() + h * head_dim, 0, 1, length);
           b.scores = scores.data();
+          b.rows = rows.data();
           b.out = alone.data() + h * head_dim;
           attend(b, level);
         }

@@ -249,6 +249,8 @@ class CpuBackend : public Backend {
     const float attn_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     const size_t scores_per_thread = static_cast<size_t>(heads_per_kv) * std::max(1, plan.max_context);
     scores_.resize(static_cast<size_t>(pool_.size()) * scores_per_thread);
+    const size_t rows_per_thread = 2 * static_cast<size_t>(std::max(1, plan.max_context));
+    attention_rows_.resize(static_cast<size_t>(pool_.size()) * rows_per_thread);
 
     for (int l = 0; l < n_layers; ++l) {
       const LayerWeights& lw = w.layers[l];
@@ -309,6 +311,7 @@ class CpuBackend : public Backend {
             args.head_dim = head_dim;
             args.scale = attn_scale;
             args.scores = scores_.data() + static_cast<size_t>(thread) * scores_per_thread;
+            args.rows = attention_rows_.data() + static_cast<size_t>(thread) * rows_per_thread;
             for (int64_t item = begin; item < end; ++item) {
               const int t = static_cast<int>(item / c.n_kv_heads);
               const int g = static_cast<int>(item % c.n_kv_heads);
@@ -372,6 +375,7 @@ class CpuBackend : public Backend {
   std::vector<float> cos_;     // (n_tokens, head_dim / 2)
   std::vector<float> sin_;     // (n_tokens, head_dim / 2)
   std::vector<float> scores_;  // (threads, heads per KV head, max_context)
+  std::vector<const float*> attention_rows_;  // (threads, 2, max_context): cache rows attended
 };
 
 }  // namespace

@@ -459,11 +459,16 @@ void attend(const AttentionArgs& a) {
   using F = typename V::F;
   const int heads = a.heads, dim = a.head_dim, length = a.length;
   const int whole = dim / 8 * 8;
-  const auto row = [&](const float* base, int p) {
-    const size_t slot = static_cast<size_t>(a.block_table[p / a.block_size]) * a.block_size +
-                        p % a.block_size;
-    return base + slot * a.kv_dim + a.kv_offset;
-  };
+  // The key and value rows of every position, found once through the block table.
+  const float** keys = a.rows;
+  const float** values = a.rows + length;
+  for (int p = 0, block = 0; p < length; ++block) {
+    const size_t first = static_cast<size_t>(a.block_table[block]) * a.block_size * a.kv_dim + a.kv_offset;
+    for (int o = 0; o < a.block_size && p < length; ++o, ++p) {
+      keys[p] = a.keys + first + static_cast<size_t>(o) * a.kv_dim;
+      values[p] = a.values + first + static_cast<size_t>(o) * a.kv_dim;
+    }
+  }
 
   const int64_t pairs = static_cast<int64_t>(heads) * length;
   for (int64_t i0 = 0; i0 < pairs; i0 += 8) {
@@ -476,7 +481,7 @@ void attend(const AttentionArgs& a) {
       head[j] = static_cast<int>(i % heads);
       position[j] = static_cast<int>(i / heads);
       q[j] = a.q + head[j] * dim;
-      k[j] = row(a.keys, position[j]);
+      k[j] = keys[position[j]];
     }
     F acc[8];
     for (F& v : acc) v = V::fzero();
@@ -520,7 +525,7 @@ void attend(const AttentionArgs& a) {
     F acc[8];
     for (F& v : acc) v = V::fzero();
     for (int p = 0; p < length; ++p) {
-      const float* v = row(a.values, p);
+      const float* v = values[p];
       for (int j = 0; j < 8; ++j) acc[j] = V::fma(V::fset1(probability[j][p]), V::fload(v + offset[j]), acc[j]);
     }
     for (int j = 0; j < count; ++j) V::fstore(out[j], acc[j]);
@@ -528,7 +533,7 @@ void attend(const AttentionArgs& a) {
   for (int h = 0; h < heads; ++h) {
     for (int d = whole; d < dim; ++d) {
       float o = 0.0f;
-      for (int p = 0; p < length; ++p) o += a.scores[static_cast<size_t>(h) * length + p] * row(a.values, p)[d];
+      for (int p = 0; p < length; ++p) o += a.scores[static_cast<size_t>(h) * length + p] * values[p][d];
       a.out[h * dim + d] = o;
     }
   }

@@ -94,6 +94,7 @@ struct AttentionArgs {
   int head_dim = 0;                      // floats per head
   float scale = 0.0f;                    // score scale, 1 / sqrt(head_dim)
   float* scores = nullptr;               // scratch of heads · length floats
+  const float** rows = nullptr;          // scratch of 2 · length pointers
   float* out = nullptr;                  // (heads, head_dim) results
 };
 void attend(const AttentionArgs& args, SimdLevel level);
