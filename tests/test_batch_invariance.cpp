@@ -1,7 +1,9 @@
 // A sequence's logits are the same bits however it is batched: alone in one call, token by
 // token, in random chunks, inside batches of 8 sequences of different lengths, continued
 // from a forked prefix (copy-on-write), and on 1 or 2 threads; for every weight type and
-// every SIMD level this processor runs (the 16-lane AVX-512 kernels too, emulated on AVX2).
+// every SIMD level this processor runs (the 16-lane AVX-512 kernels too, emulated on AVX2),
+// and for the qwen2 (q/k/v biases) and qwen3 (per-head q/k norms, q twice as wide as the
+// model) stages.
 #include <QtTest>
 #include <cstring>
 #include <random>
@@ -107,22 +109,28 @@ class TestBatchInvariance : public QObject {
 
  private slots:
   void identicalLogits_data() {
+    QTest::addColumn<QString>("shape");
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("simd");
     for (SimdLevel level : testable_simd_levels()) {
       for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
                               TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
         QTest::addRow("%s %s", simd_name(level).data(), type_traits(type).name.data())
-            << int(type) << int(level);
+            << QStringLiteral("tiny") << int(type) << int(level);
+      }
+      for (const char* shape : {"tiny-qwen2", "tiny-qwen3"}) {
+        QTest::addRow("%s %s q8_0", simd_name(level).data(), shape)
+            << QString(shape) << int(TensorType::Q8_0) << int(level);
       }
     }
   }
 
   void identicalLogits() {
+    QFETCH(QString, shape);
     QFETCH(int, type);
     QFETCH(int, simd);
     const SimdLevel level = SimdLevel(simd);
-    ModelConfig config = random_model_config("tiny");
+    ModelConfig config = random_model_config(shape.toStdString());
     if (TensorType(type) == TensorType::Q4_K || TensorType(type) == TensorType::Q6_K) {
       config.dim = 256;  // whole 256-value blocks; head_dim 64 as in real models
       config.hidden_dim = 512;
