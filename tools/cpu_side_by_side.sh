@@ -1,63 +1,105 @@
 #!/usr/bin/env bash
-# Specula's CPU forward against llama.cpp's on the same GGUF files, interleaved, for
-# docs/performance.md: one-token decode, 8- and 16-token forwards of one sequence, at every
-# SIMD level this processor has.
+# Specula's CPU forward against llama.cpp's on the same GGUF files, interleaved, and the
+# table of docs/performance.md that reports it: one-token decode and 4-, 8- and 16-token
+# forwards of one sequence, at every SIMD level this processor has.
 #
 #   usage: tools/cpu_side_by_side.sh SPECULA_CLI LLAMA_BIN_DIR MODEL_DIR [THREADS] [ROUNDS] [OUT_DIR]
 #
 # MODEL_DIR holds r11-f16.gguf, r11-Q8_0.gguf, r11-Q4_0.gguf and r11-Q4_K_M.gguf (the 1.1B
-# shape with random weights, quantized by llama.cpp's llama-quantize); LLAMA_BIN_DIR holds a
-# built llama-bench. Each round runs, per file, llama-bench (-p 8,16 -n 32) and then
-# `specula-cli bench-forward --tokens 1,8,16` at each SIMD level; the summary gives the
-# median over rounds of every figure, and Specula's decode as a fraction of the read bandwidth
-# its bench measured in the same run. Run it on a quiet machine: the figures are wall-clock.
+# shape with random weights from `bench-forward --random 1.1b --write-gguf`, quantized by
+# llama.cpp's llama-quantize); LLAMA_BIN_DIR holds a built llama-bench. Each round runs, per
+# file, llama-bench (-p 4,8,16 -n 32) and then `specula-cli bench-forward --tokens 1,4,8,16`
+# at each SIMD level, so both see the same load. The median over rounds of every figure
+# replaces the block between the cpu-side-by-side markers of docs/performance.md, with the
+# machine, date, command, niceness and load; the raw JSON stays in OUT_DIR. The figures are
+# wall-clock: run it on a quiet machine (under `nice`, say so: the table records it).
 set -euo pipefail
 cli=$1; llama=$2; models=$3; threads=${4:-2}; rounds=${5:-3}
 out=${6:-$(mktemp -d)}
+doc=$(cd "$(dirname "$0")/.." && pwd)/docs/performance.md
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$llama${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+types=(f16 Q8_0 Q4_0 Q4_K_M)
 
 levels=(avx2)
 if "$cli" bench-forward --random tiny --type f32 --tokens 1 --repeats 1 --simd avx512 >/dev/null 2>&1; then
   levels+=(avx512)
 fi
-echo "SIMD levels: ${levels[*]}; $threads threads; $rounds rounds; logs in $out"
-uptime
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "SIMD levels: ${levels[*]}; $threads threads; $rounds rounds; niceness $(nice); logs in $out"
 
 for round in $(seq 1 "$rounds"); do
-  for type in f16 Q8_0 Q4_0 Q4_K_M; do
+  for type in "${types[@]}"; do
     model=$models/r11-$type.gguf
-    "$llama/llama-bench" -m "$model" -t "$threads" -p 8,16 -n 32 -r 2 -o json \
+    echo "round $round: $type"
+    "$llama/llama-bench" -m "$model" -t "$threads" -p 4,8,16 -n 32 -r 3 -o json \
       >"$out/llama-$type-$round.json" 2>/dev/null
     for level in "${levels[@]}"; do
-      "$cli" bench-forward -m "$model" --tokens 1,8,16 --threads "$threads" --repeats 5 \
+      "$cli" bench-forward -m "$model" --tokens 1,4,8,16 --threads "$threads" --repeats 5 \
         --simd "$level" --json >"$out/specula-$type-$level-$round.json"
     done
   done
 done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 - "$out" "$rounds" "${levels[@]}" <<'EOF'
-import json, statistics, sys
-out, rounds, levels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-med = statistics.median
-print("| type | llama.cpp decode tok/s | llama.cpp 8 tok/s | llama.cpp 16 tok/s | SIMD | Specula decode tok/s | % of bandwidth | 8 tokens tok/s | 16 tokens tok/s | 16 tokens % of peak | decode vs llama.cpp | 8 tokens vs llama.cpp |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-for t in ["f16", "Q8_0", "Q4_0", "Q4_K_M"]:
-    ll = {"d": [], 8: [], 16: []}
+python3 - "$out" "$rounds" "$threads" "$doc" "$(nice)" "$load_before" "$load_after" \
+  "$(lscpu | sed -n 's/^Model name: *//p')" "$(nproc)" "${levels[@]}" <<'EOF'
+import datetime, json, re, statistics, sys
+out, rounds, threads, doc, niceness, load_before, load_after, cpu, cores = sys.argv[1:10]
+rounds, levels, med = int(rounds), sys.argv[10:], statistics.median
+types = ["f16", "Q8_0", "Q4_0", "Q4_K_M"]
+ks = [4, 8, 16]
+
+rows = []
+for t in types:
+    ll = {"decode": []} | {k: [] for k in ks}
     for r in range(1, rounds + 1):
         for row in json.load(open(f"{out}/llama-{t}-{r}.json")):
-            key = "d" if row["n_gen"] > 0 else row["n_prompt"]
-            ll[key].append(row["avg_ts"])
+            ll["decode" if row["n_gen"] > 0 else row["n_prompt"]].append(row["avg_ts"])
     for level in levels:
-        dec, bw, k8, k16, pk = [], [], [], [], []
+        sp = {"decode": [], "bw": [], "peak": []} | {k: [] for k in ks}
         for r in range(1, rounds + 1):
             s = json.load(open(f"{out}/specula-{t}-{level}-{r}.json"))
-            dec.append(s["decode"]["tokens_per_s"]); bw.append(s["decode"]["fraction_of_bandwidth"])
-            rows = {f["tokens"]: f for f in s["forwards"]}
-            k8.append(rows[8]["one_sequence_tokens_per_s"]); k16.append(rows[16]["one_sequence_tokens_per_s"])
-            pk.append(rows[16]["one_sequence_fraction_of_peak"])
-        print(f"| {t} | {med(ll['d']):.1f} | {med(ll[8]):.1f} | {med(ll[16]):.1f} | {level} | {med(dec):.1f} | "
-              f"{100 * med(bw):.0f}% | {med(k8):.1f} | {med(k16):.1f} | {100 * med(pk):.0f}% | "
-              f"{med(dec) / med(ll['d']):.2f}x | {med(k8) / med(ll[8]):.2f}x |")
+            sp["decode"].append(s["decode"]["tokens_per_s"])
+            sp["bw"].append(s["decode"]["fraction_of_bandwidth"])
+            by_k = {f["tokens"]: f for f in s["forwards"]}
+            for k in ks:
+                sp[k].append(by_k[k]["one_sequence_tokens_per_s"])
+            sp["peak"].append(by_k[16]["one_sequence_fraction_of_peak"])
+        m = {key: med(v) for key, v in sp.items()}
+        l = {key: med(v) for key, v in ll.items()}
+        cells = [t, level, f"{m['decode']:.1f}", f"{l['decode']:.1f}", f"{m['decode'] / l['decode']:.2f}x",
+                 f"{100 * m['bw']:.0f}%"]
+        for k in ks:
+            cells += [f"{m[k]:.1f}", f"{l[k]:.1f}", f"{m[k] / l[k]:.2f}x"]
+        cells.append(f"{100 * m['peak']:.0f}%")
+        rows.append("| " + " | ".join(cells) + " |")
+
+head = ["type", "SIMD", "decode tok/s", "llama.cpp", "ratio", "% of bw"]
+for k in ks:
+    head += [f"{k} tokens tok/s", "llama.cpp", "ratio"]
+head.append("16 tokens % of peak")
+table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + rows)
+block = f"""<!-- cpu-side-by-side:begin (written by tools/cpu_side_by_side.sh) -->
+{cpu}, {cores} cores, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {threads} threads,
+niceness {niceness}, load average {load_before} before and {load_after} after. Medians of
+{rounds} interleaved rounds (llama-bench `-r 3`, bench-forward `--repeats 5` each); "k tokens"
+is a forward of one sequence with k new tokens (llama-bench's `pp k`), "% of bw" the
+one-token decode's weight rate over the read bandwidth bench-forward measured in the same
+run, "% of peak" the 16-token forward's multiply-add rate over the core's register-only
+peak for the model's mix of kernels.
+
+```
+tools/cpu_side_by_side.sh build/app/specula-cli LLAMA_BIN_DIR MODEL_DIR {threads} {rounds}
+```
+
+{table}
+<!-- cpu-side-by-side:end -->"""
+print(block)
+text = open(doc).read()
+pattern = re.compile(r"<!-- cpu-side-by-side:begin.*?<!-- cpu-side-by-side:end -->", re.S)
+if not pattern.search(text):
+    sys.exit(f"{doc} has no cpu-side-by-side markers")
+open(doc, "w").write(pattern.sub(lambda _: block, text))
+print(f"table written to {doc}")
 EOF
-uptime
