@@ -80,17 +80,19 @@ for k in ks:
     head += [f"{k} tokens tok/s", "llama.cpp", "ratio"]
 head.append("16 tokens % of peak")
 table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + rows)
+plural = lambda n, word: f"{n} {word}" + ("" if str(n) == "1" else "s")
+nice_prefix = "" if niceness == "0" else f"nice -n {niceness} "
 block = f"""<!-- cpu-side-by-side:begin (written by tools/cpu_side_by_side.sh) -->
-{cpu}, {cores} cores, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {threads} threads,
+{cpu}, {cores} cores, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {plural(threads, "thread")},
 niceness {niceness}, load average {load_before} before and {load_after} after. Medians of
-{rounds} interleaved rounds (llama-bench `-r 3`, bench-forward `--repeats 5` each); "k tokens"
+{plural(rounds, "interleaved round")} (llama-bench `-r 3`, bench-forward `--repeats 5` each); "k tokens"
 is a forward of one sequence with k new tokens (llama-bench's `pp k`), "% of bw" the
 one-token decode's weight rate over the read bandwidth bench-forward measured in the same
 run, "% of peak" the 16-token forward's multiply-add rate over the core's register-only
 peak for the model's mix of kernels.
 
 ```
-tools/cpu_side_by_side.sh build/app/specula-cli LLAMA_BIN_DIR MODEL_DIR {threads} {rounds}
+{nice_prefix}tools/cpu_side_by_side.sh build/app/specula-cli LLAMA_BIN_DIR MODEL_DIR {threads} {rounds}
 ```
 
 {table}
