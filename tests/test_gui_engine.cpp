@@ -3,8 +3,10 @@
 // every candidate gets a sandbox verdict and a rank; bad model files and an unusable device
 // become messages in the window. Ranking without tests: the demo pair's greedy candidates,
 // all alike, collapse into one pane; fixed texts tested by the real sandbox and harness show
-// their checks, docstring examples, collapsed duplicates and behaviour groups.
+// their checks, docstring examples, collapsed duplicates and behaviour groups, and a
+// fill-in-the-middle candidate that passes only with the code after the cursor.
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFile>
@@ -13,6 +15,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <QTextCursor>
 #include <QtTest>
 #include <mutex>
 
@@ -57,10 +60,9 @@ class FixedTextsEngine : public specula::test::FakeEngine {
       : FakeEngine(std::chrono::milliseconds(2), std::chrono::milliseconds(0), std::move(completions)),
         runner_(sandbox_, specula::SandboxLimits{}, 2) {}
 
-  specula::TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
+  specula::TestResult test(const specula::Problem& problem, const std::string& completion,
                            double timeout_seconds) override {
-    return runner_.run(specula::ranking_program(specula::make_problem(prompt, tests), completion, true),
-                       timeout_seconds);
+    return runner_.run(specula::ranking_program(problem, completion, true), timeout_seconds);
   }
 
  private:
@@ -243,6 +245,46 @@ class GuiEngineTest : public QObject {
     QCOMPARE(view->table()->verticalHeaderItem(0)->text(), QString("add(2, 3)"));
     QCOMPARE(view->table()->item(0, 0)->text(), QString("5"));
     QCOMPARE(view->table()->item(0, 1)->text(), QString("-1"));
+  }
+
+  // A candidate that calls a helper the code after the cursor defines: tested for real with
+  // that code after it (Fill at cursor), it passes; with the whole box as its prompt, the
+  // same text follows the helper instead and fails.
+  void fillAtCursorCandidatePassesWithItsSuffix() {
+    auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(std::vector<std::string>{
+        "    return _plus(a, b)\n"}));
+    window->show();
+    QTemporaryDir dir;
+    const QString model = dir.filePath("fim.gguf");
+    QFile file(model);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(QByteArray(specula::test::FakeEngine::kMagic) + specula::test::FakeEngine::kFimMarker);
+    file.close();
+    window->loadModels(model);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kTimeoutMs);
+    const QString prefix = "def add(a, b):\n";
+    window->promptEditor()->setPlainText(prefix + "\n\ndef _plus(x, y):\n    return x + y\n");
+    QTextCursor cursor = window->promptEditor()->textCursor();
+    cursor.setPosition(int(prefix.size()));
+    window->promptEditor()->setTextCursor(cursor);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(1);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    auto* fill = window->findChild<QCheckBox*>("fillAtCursorCheck");
+    QVERIFY(fill->isEnabled());
+
+    fill->setChecked(true);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QCOMPARE(window->grid()->pane(0)->text(), QString("    return _plus(a, b)\n"));
+    QVERIFY2(window->grid()->pane(0)->state() == CandidateState::Passed, qPrintable(note(*window, 0)));
+    QVERIFY2(note(*window, 0).startsWith("passed: 1/1 asserts"), qPrintable(note(*window, 0)));
+
+    fill->setChecked(false);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QVERIFY2(window->grid()->pane(0)->state() == CandidateState::Failed, qPrintable(note(*window, 0)));
   }
 
   void badModelFileIsAMessage() {

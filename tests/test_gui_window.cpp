@@ -1,9 +1,11 @@
 // The main window driven like a user would, against the controlled FakeEngine: four
 // candidates stream, Stop ends the run midway, a second run reaches verdicts and ranking;
 // settings survive a restart; a killed process loses no prompt text; a bad model file
-// becomes a message in the window; the models of the home's stores fill the model picker.
+// becomes a message in the window; the models of the home's stores fill the model picker;
+// "Fill at cursor" splits the code box at the cursor for models with FIM tokens only.
 #include <QAbstractItemView>
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -12,6 +14,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
 #include <QScrollBar>
@@ -19,12 +22,16 @@
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTextBlock>
+#include <QTextCursor>
 #include <QTextDocument>
 #include <QTextLayout>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <QtTest>
+#include <memory>
+#include <mutex>
+#include <optional>
 
 #include "autosave.h"
 #include "behaviour_view.h"
@@ -83,6 +90,54 @@ int layoutPosition(CandidateGrid* grid, CandidatePane* pane) {
   }
   return row * columns + column;
 }
+
+// Puts the editor's cursor at `position`, as a click there would.
+void placeCursor(QPlainTextEdit* editor, int position) {
+  QTextCursor cursor = editor->textCursor();
+  cursor.setPosition(position);
+  editor->setTextCursor(cursor);
+}
+
+// What the window asked of the engine: the last generation's prompt and suffix, and the
+// problem the last candidate was tested as. Written on the engine's threads, read by the test.
+struct Requests {
+  std::mutex mutex;
+  std::string prompt;
+  std::optional<std::string> suffix;
+  std::string tested_prefix;
+  std::optional<std::string> tested_suffix;
+  int tests = 0;  // candidates tested
+};
+
+// FakeEngine, recording into `requests` what it is asked.
+class RecordingEngine : public FakeEngine {
+ public:
+  explicit RecordingEngine(std::shared_ptr<Requests> requests)
+      : FakeEngine(std::chrono::milliseconds(2)), requests_(std::move(requests)) {}
+
+  specula::SessionResult generate(const specula::GenerationRequest& request, const specula::SessionCallbacks& callbacks,
+                                  const std::atomic<bool>* stop) override {
+    {
+      std::lock_guard lock(requests_->mutex);
+      requests_->prompt = request.prompt;
+      requests_->suffix = request.suffix;
+    }
+    return FakeEngine::generate(request, callbacks, stop);
+  }
+
+  specula::TestResult test(const specula::Problem& problem, const std::string& completion, double timeout) override {
+    {
+      std::lock_guard lock(requests_->mutex);
+      requests_->tested_prefix = problem.code_prefix;
+      requests_->tested_suffix = problem.suffix;
+      ++requests_->tests;
+    }
+    return FakeEngine::test(problem, completion, timeout);
+  }
+
+ private:
+  std::shared_ptr<Requests> requests_;
+};
 
 // The process killed while in use: types a prompt, waits for the autosave, reports, waits to die.
 int crashChild() {
@@ -401,6 +456,82 @@ class GuiWindowTest : public QObject {
     QCOMPARE(window->grid()->pane(3)->text(), QString(FakeEngine::kCompletions[3]));
     QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
     QCOMPARE(window->grid()->order().front(), 3);
+  }
+
+  // With "Fill at cursor" on a model with FIM tokens, the code box splits at the cursor: the
+  // text before it is the prompt, the text after it the suffix, both to the engine and into
+  // the problem each candidate is tested as; the panes show the candidates alone. Unchecked,
+  // the whole box is the prompt.
+  void fillAtCursorSendsPrefixAndSuffix() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
+    window->show();
+    window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    auto* fill = window->findChild<QCheckBox*>("fillAtCursorCheck");
+    QVERIFY(fill->isEnabled());
+
+    const QString suffix = "\n\nprint(add(2, 3))\n";
+    window->promptEditor()->setPlainText(kPrompt + suffix);
+    placeCursor(window->promptEditor(), int(kPrompt.size()));
+    QTest::mouseClick(fill, Qt::LeftButton);
+    QVERIFY(fill->isChecked());
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    QTest::mouseClick(window->findChild<QPushButton*>("generateButton"), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    {
+      std::lock_guard lock(requests->mutex);
+      QCOMPARE(QString::fromStdString(requests->prompt), kPrompt);
+      QVERIFY(requests->suffix.has_value());
+      QCOMPARE(QString::fromStdString(*requests->suffix), suffix);
+      QCOMPARE(requests->tests, 4);
+      QCOMPARE(QString::fromStdString(requests->tested_prefix), kPrompt);
+      QVERIFY(requests->tested_suffix.has_value());
+      QCOMPARE(QString::fromStdString(*requests->tested_suffix), suffix);
+    }
+    for (int i = 0; i < 4; ++i) QCOMPARE(window->grid()->pane(i)->text(), QString(FakeEngine::kCompletions[i]));
+    QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
+
+    QTest::mouseClick(fill, Qt::LeftButton);
+    QVERIFY(!fill->isChecked());
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    std::lock_guard lock(requests->mutex);
+    QCOMPARE(QString::fromStdString(requests->prompt), kPrompt + suffix);
+    QVERIFY(!requests->suffix.has_value());
+    QVERIFY(!requests->tested_suffix.has_value());
+  }
+
+  // "Fill at cursor" is there only for a model with FIM tokens; otherwise it is disabled, its
+  // tooltip says why, and a check left on from before sends no suffix.
+  void fillAtCursorNeedsFimTokens() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
+    window->show();
+    auto* fill = window->findChild<QCheckBox*>("fillAtCursorCheck");
+    QVERIFY(!fill->isEnabled());
+    QVERIFY2(fill->toolTip().contains("Load a model"), qPrintable(fill->toolTip()));
+
+    window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QVERIFY(fill->isEnabled());
+    fill->setChecked(true);
+
+    window->loadModels(writeFile(dir, "plain.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QVERIFY(!fill->isEnabled());
+    QVERIFY2(fill->toolTip().contains("no fill-in-the-middle tokens"), qPrintable(fill->toolTip()));
+    window->promptEditor()->setPlainText(kPrompt + "\nprint(add(2, 3))\n");
+    placeCursor(window->promptEditor(), int(kPrompt.size()));
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    std::lock_guard lock(requests->mutex);
+    QCOMPARE(QString::fromStdString(requests->prompt), kPrompt + "\nprint(add(2, 3))\n");
+    QVERIFY(!requests->suffix.has_value());
   }
 
   void badModelFileIsAMessage() {

@@ -9,6 +9,7 @@
 #include "eval/problems.h"
 #include "eval/sandbox.h"
 #include "eval/test_runner.h"
+#include "model/tokenizer.h"
 
 namespace specula::ui {
 
@@ -46,15 +47,18 @@ class SpeculaEngine final : public EnginePort {
     if (draft) backend->forward_cost(*draft);
     std::string summary = describe(*target);
     if (draft) summary += "; draft " + describe(*draft);
+    const bool fills_middle = target->tokenizer->fim().complete();
     generator_ = std::make_unique<LocalGenerator>(std::move(backend), std::move(target), std::move(draft));
-    return {summary, generator_->describe(), open_sandbox()};
+    return {summary, generator_->describe(), open_sandbox(), fills_middle};
   }
 
   LoadedModels connect(const serve::RemoteOptions& server) override {
     auto remote = std::make_unique<serve::RemoteGenerator>(server);
     const serve::ServerInfo info = remote->probe();
     generator_ = std::move(remote);
-    return {info.summary, generator_->describe(), open_sandbox()};
+    // whether the server's model takes a suffix is not known before asking: a server refuses
+    // one it cannot fill with a message
+    return {info.summary, generator_->describe(), open_sandbox(), false};
   }
 
   std::string probe(const serve::RemoteOptions& server) override {
@@ -70,9 +74,8 @@ class SpeculaEngine final : public EnginePort {
     return generator_->generate(request, callbacks, stop);
   }
 
-  TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
-                  double timeout_seconds) override {
-    return runner().submit(ranking_program(make_problem(prompt, tests), completion, true), timeout_seconds).get();
+  TestResult test(const Problem& problem, const std::string& completion, double timeout_seconds) override {
+    return runner().submit(ranking_program(problem, completion, true), timeout_seconds).get();
   }
 
   ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,

@@ -32,6 +32,8 @@ struct LoadedModels {
   std::string summary;    // one line naming the model(s): "stories260K (llama, 5 layers, dim 64)"
   std::string backend;    // Backend::name()
   std::string isolation;  // how candidate tests are confined: "bubblewrap sandbox", ...
+  bool fill_in_middle = false;  // the target's vocabulary has FIM tokens (prefix, suffix, middle):
+                                // a GenerationRequest may carry a suffix
 };
 
 class EnginePort {
@@ -54,11 +56,11 @@ class EnginePort {
   virtual SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                                  const std::atomic<bool>* stop) = 0;
 
-  // Runs `tests` (asserts or check(candidate); may be empty) against prompt + completion in
-  // the sandbox, with the checks, the docstring's examples and the behaviour probe
-  // (ranking_program). Thread-safe: called from the worker's test pool.
-  virtual TestResult test(const std::string& prompt, const std::string& completion, const std::string& tests,
-                          double timeout_seconds) = 0;
+  // Runs problem.test (asserts or check(candidate); may be empty) against code_prefix +
+  // completion (+ suffix, for fill in the middle) in the sandbox, with the checks, the
+  // docstring's examples and the behaviour probe (ranking_program). Thread-safe: called from
+  // the worker's test pool.
+  virtual TestResult test(const Problem& problem, const std::string& completion, double timeout_seconds) = 0;
 
   // Generates request.n_candidates completions of `problem` and tests each as it finishes,
   // all within request.budget_seconds (evaluate_problem's contract); `stop` ends it early.

@@ -103,6 +103,7 @@ struct LiveTotals {
 GenerationRequest generation_request(const RunRequest& request) {
   GenerationRequest generation;
   generation.prompt = request.prompt.toStdString();
+  if (request.suffix) generation.suffix = request.suffix->toStdString();
   generation.n_candidates = request.candidates;
   generation.sampling.temperature = float(request.temperature);
   generation.sampling.top_p = float(request.topP);
@@ -163,7 +164,7 @@ void EngineWorker::loadModels(const QString& target, const QString& tokenizer, c
     loaded_ = true;
     Q_EMIT loadProgress(1.0);
     Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),
-                      QString::fromStdString(loaded.isolation));
+                      QString::fromStdString(loaded.isolation), loaded.fill_in_middle);
   } catch (const std::exception& e) {
     Q_EMIT error(QStringLiteral("Could not load the model: %1").arg(QString::fromStdString(e.what())));
   }
@@ -177,7 +178,7 @@ void EngineWorker::connectServer(const QString& url, const QString& apiKey, cons
     const LoadedModels loaded = engine_->connect(remote_options(url, apiKey, model, insecure));
     loaded_ = true;
     Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),
-                        QString::fromStdString(loaded.isolation));
+                        QString::fromStdString(loaded.isolation), loaded.fill_in_middle);
   } catch (const std::exception& e) {
     Q_EMIT error(QStringLiteral("Could not use the server: %1").arg(QString::fromStdString(e.what())));
   }
@@ -211,6 +212,13 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
   qint64 last_stats_ms = 0;
   LiveTotals totals{std::vector<int>(size_t(n)), std::vector<int>(size_t(n)), std::vector<int>(size_t(n))};
   const std::string tests = request.tests.trimmed().toStdString();
+  // What each candidate is tested as: made in the test pool, where a prompt the tests cannot
+  // use (check() without a function) becomes that candidate's error rather than the run's.
+  auto problem_of = [&generation, &tests] {
+    Problem problem = make_problem(generation.prompt, tests);
+    problem.suffix = generation.suffix;
+    return problem;
+  };
   std::vector<RankEntry> entries(static_cast<size_t>(n));  // verdicts, filled by the test pool
   std::vector<std::string> texts(static_cast<size_t>(n));
   std::vector<bool> reported(size_t(n), false);
@@ -236,14 +244,14 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
     double timeout = kTestTimeoutSeconds;
     if (request.budgetSeconds > 0)
       timeout = std::clamp(request.budgetSeconds - clock.elapsed() / 1000.0, kMinTestSeconds, kTestTimeoutSeconds);
-    test_pool.start([this, i, completion, timeout, &tests, &generation, &entries] {
+    test_pool.start([this, i, completion, timeout, &tests, &problem_of, &entries] {
       if (stop_.load()) {  // stopped while queued for testing: keep the text, skip the test
         Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested"));
         return;
       }
       TestResult result;
       try {
-        result = engine_->test(generation.prompt, completion, tests, timeout);
+        result = engine_->test(problem_of(), completion, timeout);
       } catch (const std::exception& e) {
         result.verdict = Verdict::Error;
         result.detail = e.what();

@@ -49,7 +49,8 @@ class EngineWorker : public QObject {
 
  Q_SIGNALS:
   void loadProgress(double fraction);
-  void modelsLoaded(const QString& summary, const QString& backend, const QString& isolation);
+  // fillInMiddle: the model has FIM tokens, so a RunRequest may carry a suffix.
+  void modelsLoaded(const QString& summary, const QString& backend, const QString& isolation, bool fillInMiddle);
   void runStarted(int candidates, double budgetSeconds);
   void candidateDelta(int index, const QString& text, int tokens, int accepted, int proposed);
   void candidateState(int index, int state, const QString& detail);  // CandidateState

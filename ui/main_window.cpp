@@ -1,6 +1,7 @@
 #include "main_window.h"
 
 #include <QAction>
+#include <QCheckBox>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -90,6 +91,8 @@ void MainWindow::buildUi() {
   prompt_->setObjectName("promptEditor");
   prompt_->setAccessibleName(tr("Prompt"));
   prompt_->setPlaceholderText(tr("def add(a: int, b: int) -> int:\n    \"\"\"Return the sum of a and b.\"\"\"\n"));
+  fill_at_cursor_ = new QCheckBox(tr("Fill at c&ursor"));
+  fill_at_cursor_->setObjectName("fillAtCursorCheck");
   tests_ = new CodeEditor;
   tests_->setObjectName("testsEditor");
   tests_->setAccessibleName(tr("Tests"));
@@ -201,7 +204,10 @@ void MainWindow::buildUi() {
 
   auto* left = new QWidget;
   auto* left_layout = new QVBoxLayout(left);
-  left_layout->addWidget(buddy_label(tr("P&rompt (signature and docstring):"), prompt_));
+  auto* prompt_header = new QHBoxLayout;
+  prompt_header->addWidget(buddy_label(tr("P&rompt (signature and docstring):"), prompt_), 1);
+  prompt_header->addWidget(fill_at_cursor_);
+  left_layout->addLayout(prompt_header);
   left_layout->addWidget(prompt_, 3);
   left_layout->addWidget(buddy_label(tr("Te&sts (asserts or check(candidate)):"), tests_));
   left_layout->addWidget(tests_, 2);
@@ -269,10 +275,10 @@ void MainWindow::buildUi() {
   statusBar()->addPermanentWidget(backend_label_);
   statusBar()->addPermanentWidget(isolation_label_);
 
-  // Tab order: prompt, tests, models, settings, Generate, Stop, then the panes.
-  QWidget* chain[] = {prompt_, tests_, source_, model_picker_, tokenizer_picker_, draft_picker_, device_, candidates_,
-                      temperature_, top_p_, max_new_tokens_, budget_, drafter_, policy_, generate_button_,
-                      stop_button_};
+  // Tab order: prompt, Fill at cursor, tests, models, settings, Generate, Stop, then the panes.
+  QWidget* chain[] = {prompt_, fill_at_cursor_, tests_, source_, model_picker_, tokenizer_picker_, draft_picker_,
+                      device_, candidates_, temperature_, top_p_, max_new_tokens_, budget_, drafter_,
+                      policy_, generate_button_, stop_button_};
   for (size_t i = 1; i < std::size(chain); ++i) setTabOrder(chain[i - 1], chain[i]);
   showSource();
   resize(1280, 800);
@@ -374,6 +380,7 @@ void MainWindow::connectServer(const QString& url, const QString& apiKey, const 
 void MainWindow::beginLoading(const QString& progress_format, const QString& what) {
   loading_ = true;
   model_loaded_ = false;
+  model_fills_middle_ = false;
   message_bar_->hide();
   progress_->setValue(0);
   progress_->setFormat(progress_format);
@@ -396,9 +403,16 @@ void MainWindow::reloadForDevice() {
     loadModels(model_picker_->path(), tokenizer_picker_->path(), draft_picker_->path());
 }
 
+bool MainWindow::fillsAtCursor() const { return model_loaded_ && model_fills_middle_ && fill_at_cursor_->isChecked(); }
+
 RunRequest MainWindow::currentRequest() const {
   RunRequest request;
   request.prompt = prompt_->toPlainText();
+  if (fillsAtCursor()) {  // a plain-text document's positions are the indices of its text
+    const int cursor = prompt_->textCursor().position();
+    request.suffix = request.prompt.mid(cursor);
+    request.prompt.truncate(cursor);
+  }
   request.tests = tests_->toPlainText();
   request.candidates = candidates_->value();
   request.temperature = temperature_->value();
@@ -448,9 +462,11 @@ void MainWindow::stop() {
   if (running_) worker_->stop();
 }
 
-void MainWindow::onModelsLoaded(const QString& summary, const QString& backend, const QString& isolation) {
+void MainWindow::onModelsLoaded(const QString& summary, const QString& backend, const QString& isolation,
+                                bool fillInMiddle) {
   loading_ = false;
   model_loaded_ = true;
+  model_fills_middle_ = fillInMiddle;
   cancel_load_->hide();
   progress_->setValue(0);
   progress_->setFormat(tr("ready"));
@@ -555,6 +571,11 @@ void MainWindow::updateEnabled() {
   stop_button_->setEnabled(running_);
   stop_action_->setEnabled(running_);
   candidates_->setEnabled(!running_);
+  fill_at_cursor_->setEnabled(model_loaded_ && model_fills_middle_ && !running_);
+  fill_at_cursor_->setToolTip(!model_loaded_         ? tr("Load a model first: filling in the middle needs its FIM tokens")
+                              : !model_fills_middle_ ? tr("This model has no fill-in-the-middle tokens")
+                                                     : tr("Generate the code that goes at the cursor: the text before "
+                                                          "it is the prompt, the text after it follows each candidate"));
 }
 
 DiffView* MainWindow::openDiff(int index) {
@@ -654,6 +675,7 @@ void MainWindow::restoreAutosave() {
 void MainWindow::readSettings() {
   QSettings settings;
   candidates_->setValue(settings.value("generation/candidates", candidates_->value()).toInt());
+  fill_at_cursor_->setChecked(settings.value("generation/fillAtCursor", false).toBool());
   temperature_->setValue(settings.value("generation/temperature", temperature_->value()).toDouble());
   top_p_->setValue(settings.value("generation/topP", top_p_->value()).toDouble());
   max_new_tokens_->setValue(settings.value("generation/maxNewTokens", max_new_tokens_->value()).toInt());
@@ -673,6 +695,7 @@ void MainWindow::readSettings() {
 void MainWindow::writeSettings() const {
   QSettings settings;
   settings.setValue("generation/candidates", candidates_->value());
+  settings.setValue("generation/fillAtCursor", fill_at_cursor_->isChecked());
   settings.setValue("generation/temperature", temperature_->value());
   settings.setValue("generation/topP", top_p_->value());
   settings.setValue("generation/maxNewTokens", max_new_tokens_->value());

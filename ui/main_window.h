@@ -14,6 +14,7 @@
 #include "run_types.h"
 
 class QAction;
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -99,9 +100,10 @@ class MainWindow : public QMainWindow {
   void showSource();  // the file pickers or the server panel
   void shutdownWorker();
   RunRequest currentRequest() const;
+  bool fillsAtCursor() const;  // the next run fills in the middle at the prompt editor's cursor
 
   // Worker signal handlers.
-  void onModelsLoaded(const QString& summary, const QString& backend, const QString& isolation);
+  void onModelsLoaded(const QString& summary, const QString& backend, const QString& isolation, bool fillInMiddle);
   void onRunStarted(int candidates, double budget_seconds);
   void onCandidateDelta(int index, const QString& text, int tokens, int accepted, int proposed);
   void onCandidateState(int index, int state, const QString& detail);
@@ -115,6 +117,7 @@ class MainWindow : public QMainWindow {
 
   CodeEditor* prompt_;
   CodeEditor* tests_;
+  QCheckBox* fill_at_cursor_;  // "Fill at cursor": the prompt editor is the code box around the hole
   FilePicker* model_picker_;
   FilePicker* tokenizer_picker_;
   FilePicker* draft_picker_;
@@ -154,6 +157,7 @@ class MainWindow : public QMainWindow {
   bool running_ = false;
   bool loading_ = false;
   bool model_loaded_ = false;
+  bool model_fills_middle_ = false;  // the loaded model has FIM tokens
   bool closing_ = false;
   QVector<int> last_ranking_;
   RunGroups last_groups_;  // the last run's groups (empty until it has them)

@@ -5,6 +5,7 @@
 #include <QString>
 #include <QStringList>
 #include <QVector>
+#include <optional>
 #include <vector>
 
 #include "eval/evaluation.h"
@@ -19,7 +20,9 @@ enum class CandidateState { Queued, Generating, Testing, Passed, Failed, Timeout
 QString stateName(CandidateState state);  // "queued", "generating", ...
 
 struct RunRequest {
-  QString prompt;
+  QString prompt;           // with a suffix: the code before the insertion point
+  std::optional<QString> suffix;  // set: fill in the middle, the candidates go between prompt and
+                                  // suffix (the code after the insertion point; may be empty)
   QString tests;            // asserts or a check(candidate) function; empty: no testing
   int candidates = 4;       // N, 1..16
   double temperature = 0.8;

@@ -7,10 +7,13 @@
 // time out when it loops forever, and fail otherwise; its checks pass, and its behaviour
 // probe is one call, add(2, 3), that gives 5 when it adds, -1 when it subtracts, and no
 // result when it loops. Grouping, ranking and pass@k are the engine's real functions.
+// A model file that goes on after the magic with kFimMarker has FIM tokens; a suffix given
+// to any other is refused, as the real engine refuses it.
 #pragma once
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -23,6 +26,7 @@ namespace specula::test {
 class FakeEngine : public ui::EnginePort {
  public:
   static constexpr const char* kMagic = "FAKE-MODEL";
+  static constexpr const char* kFimMarker = "+FIM";
   static constexpr const char* kCompletions[4] = {
       "    return a - b\n",                    // fails
       "    total = a + b\n    return total\n",  // passes, longer
@@ -50,7 +54,9 @@ class FakeEngine : public ui::EnginePort {
     }
     if (magic != kMagic) throw std::runtime_error(paths.target + ": not a model file (unknown magic)");
     if (paths.device == DeviceChoice::Cuda) throw std::runtime_error("CUDA requested but no GPU is usable");
-    return {"fake model", "fake backend", "none (fake)"};
+    const std::string rest((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    fill_in_middle_ = rest.starts_with(kFimMarker);
+    return {"fake model", "fake backend", "none (fake)", fill_in_middle_};
   }
 
   // A server whose URL names the fake ("http://fake...") answers; any other is refused.
@@ -66,6 +72,7 @@ class FakeEngine : public ui::EnginePort {
   SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                          const std::atomic<bool>* stop) override {
     if (request.prompt.empty()) throw std::invalid_argument("empty prompt");
+    if (request.suffix && !fill_in_middle_) throw std::invalid_argument("the model has no fill-in-the-middle tokens");
     if (request.n_candidates > 8) throw std::invalid_argument("the fake engine runs at most 8 candidates");
     const auto start = std::chrono::steady_clock::now();
     SessionResult result;
@@ -111,7 +118,7 @@ class FakeEngine : public ui::EnginePort {
     return result;
   }
 
-  TestResult test(const std::string&, const std::string& completion, const std::string&, double) override {
+  TestResult test(const Problem&, const std::string& completion, double) override {
     TestResult result;
     result.verdict = completion.find("while True") != std::string::npos ? Verdict::Timeout
                      : completion.find("a + b") != std::string::npos    ? Verdict::Passed
@@ -134,7 +141,7 @@ class FakeEngine : public ui::EnginePort {
     std::vector<RankEntry> entries;
     for (const Candidate& c : session.candidates) {
       EvaluatedCandidate e{c.index, c.text, 0.0, c.seconds, c.finish == FinishReason::Eos, {}};
-      e.result = test(problem.prompt, c.text, problem.test, 0.0);
+      e.result = test(problem, c.text, 0.0);
       entries.push_back({e.result, 0.0, c.seconds});
       evaluation.n += e.in_budget;
       evaluation.c += e.in_budget && e.result.verdict == Verdict::Passed;
@@ -155,6 +162,7 @@ class FakeEngine : public ui::EnginePort {
   std::chrono::milliseconds step_;
   std::chrono::milliseconds load_step_;
   std::vector<std::string> completions_;
+  bool fill_in_middle_ = false;  // the loaded model has FIM tokens; set by load() on the worker thread
 };
 
 }  // namespace specula::test
