@@ -17,6 +17,7 @@
 #include "model/tokenizer.h"
 #include "oracle_text.h"
 #include "shared_data.h"
+#include "small_models.h"
 
 using namespace specula::test;
 
@@ -110,13 +111,8 @@ class TestCliGenerate : public QObject {
   void fillInTheMiddle() {
     SPECULA_SHARED_FILE(deepseek, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf");
     QTemporaryDir dir;
-    specula::ModelConfig config = specula::random_model_config("tiny");
-    specula::Vocabulary vocab = specula::gguf_vocabulary(specula::GgufFile::open(deepseek));
-    config.vocab_size = vocab.size();
-    auto fim_model = std::make_shared<specula::Model>(*specula::make_random_model(config, specula::TensorType::F32, 7, 1));
-    fim_model->tokenizer = specula::create_tokenizer(std::move(vocab));
     const QString gguf = dir.filePath("fim.gguf");
-    specula::write_gguf_model(*fim_model, gguf.toStdString(), specula::TensorType::F32);
+    const auto fim_model = write_tiny_model_with_vocabulary(deepseek, gguf.toStdString());
     const std::string prefix = "def add(a, b):\n    return ", suffix = "\n\nprint(add(1, 2))\n";
     const QString suffix_file = dir.filePath("suffix.py");
     std::ofstream(suffix_file.toStdString(), std::ios::binary) << suffix;

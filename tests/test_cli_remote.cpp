@@ -12,12 +12,9 @@
 #include <fstream>
 
 #include "cli_run.h"
-#include "model/gguf.h"
-#include "model/model_export.h"
-#include "model/random_model.h"
-#include "model/tokenizer.h"
 #include "serve_process.h"
 #include "shared_data.h"
+#include "small_models.h"
 
 using namespace specula::test;
 
@@ -78,13 +75,8 @@ class TestCliRemote : public QObject {
   void fillInTheMiddleThroughAServer() {
     SPECULA_SHARED_FILE(deepseek, "tokenizers/bpe-vocab/ggml-vocab-deepseek-coder.gguf");
     QTemporaryDir dir;
-    specula::ModelConfig config = specula::random_model_config("tiny");
-    specula::Vocabulary vocab = specula::gguf_vocabulary(specula::GgufFile::open(deepseek));
-    config.vocab_size = vocab.size();
-    auto fim_model = std::make_shared<specula::Model>(*specula::make_random_model(config, specula::TensorType::F32, 7, 1));
-    fim_model->tokenizer = specula::create_tokenizer(std::move(vocab));
     const QString gguf = dir.filePath("fim.gguf");
-    specula::write_gguf_model(*fim_model, gguf.toStdString(), specula::TensorType::F32);
+    write_tiny_model_with_vocabulary(deepseek, gguf.toStdString());
     const QString suffix_file = dir.filePath("suffix.py");
     std::ofstream(suffix_file.toStdString(), std::ios::binary) << "\n\nprint(add(1, 2))\n";
 

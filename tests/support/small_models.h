@@ -3,9 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "model/gguf.h"
 #include "model/model.h"
+#include "model/model_export.h"
 #include "model/random_model.h"
+#include "model/tokenizer.h"
 
 namespace specula::test {
 
@@ -20,6 +24,19 @@ inline std::shared_ptr<Model> small_llama(std::shared_ptr<const Tokenizer> token
   auto model = std::make_shared<Model>(*make_random_model(c, TensorType::F32, seed));
   model->weights.output = model->weights.token_embedding;
   model->tokenizer = std::move(tokenizer);
+  return model;
+}
+
+// A tiny random model with the vocabulary of the GGUF file `vocab_gguf` (one with
+// fill-in-the-middle tokens, such as DeepSeek-Coder's, for FIM tests), written as GGUF to
+// `path`; returns the model.
+inline std::shared_ptr<Model> write_tiny_model_with_vocabulary(const std::string& vocab_gguf, const std::string& path) {
+  ModelConfig config = random_model_config("tiny");
+  Vocabulary vocab = gguf_vocabulary(GgufFile::open(vocab_gguf));
+  config.vocab_size = vocab.size();
+  auto model = std::make_shared<Model>(*make_random_model(config, TensorType::F32, 7, 1));
+  model->tokenizer = create_tokenizer(std::move(vocab));
+  write_gguf_model(*model, path, TensorType::F32);
   return model;
 }
 
