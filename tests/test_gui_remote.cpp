@@ -111,7 +111,8 @@ class GuiRemoteTest : public QObject {
     const specula::SessionResult expected = local.generate(r);
     for (int i = 0; i < 3; ++i) {
       QCOMPARE(window->grid()->pane(i)->text(), QString::fromStdString(expected.candidates[size_t(i)].text));
-      QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Done);
+      // finished whole and checked: a story does not parse as Python, so its checks fail
+      QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Failed);
     }
 
     // Stop as soon as a candidate has streamed a few tokens, in step with the deltas as the
@@ -171,7 +172,8 @@ class GuiRemoteTest : public QObject {
     QTest::mouseClick(generate, Qt::LeftButton);
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
     QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
-    QCOMPARE(window->grid()->pane(1)->state(), CandidateState::Done);
+    const CandidateState state = window->grid()->pane(1)->state();  // finished whole, then checked
+    QVERIFY2(state == CandidateState::Failed || state == CandidateState::Checked, qPrintable(stateName(state)));
 
     QVERIFY(keyed.stopsCleanly());  // the server goes away between two sessions
     QTest::mouseClick(generate, Qt::LeftButton);

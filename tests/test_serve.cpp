@@ -124,7 +124,8 @@ class TestServe : public QObject {
   Q_OBJECT
 
   std::string bin, tok;
-  std::unique_ptr<ServeProcess> stories;  // --draft ngram --max-queue 4
+  std::unique_ptr<ServeProcess> stories;  // --draft ngram --draft-policy adaptive --max-queue 4
+                                          // (story_request's: sampled tokens depend on the drafts)
   std::unique_ptr<LocalGenerator> local;
 
  private slots:
@@ -135,7 +136,7 @@ class TestServe : public QObject {
     tok = t;
     stories = std::make_unique<ServeProcess>(QStringList{"-m", QString::fromStdString(bin), "--tokenizer",
                                                          QString::fromStdString(tok), "--device", "cpu", "--draft",
-                                                         "ngram", "--max-queue", "4"});
+                                                         "ngram", "--draft-policy", "adaptive", "--max-queue", "4"});
     QVERIFY2(stories->started(), qPrintable(stories->errors()));
     local = local_stories(bin, tok);
   }
