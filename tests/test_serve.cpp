@@ -399,7 +399,7 @@ class TestServe : public QObject {
   }
 
   void demoPairEqualsLocal() {
-    ServeProcess demo({"--device", "cpu"});
+    ServeProcess demo({"--device", "cpu", "--draft-policy", "adaptive"});  // the local side's policy
     QVERIFY2(demo.started(), qPrintable(demo.errors()));
     serve::RemoteGenerator remote(serve::RemoteOptions{demo.url().toStdString()});
     QCOMPARE(remote.probe().model, std::string("specula-demo"));
