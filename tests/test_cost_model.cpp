@@ -66,14 +66,15 @@ class TestCostModel : public QObject {
   }
 
   // With no budget, the fewest probes: 1 to 8 tokens, two runs of each; with a large
-  // one, every batch size up to 64 and five runs. Never more than two layers run.
+  // one, every batch size up to 64 and five runs. Beside the one-layer probes, one whole
+  // forward of one token per round (and as the warm-up).
   void measurementIsBoundedByItsBudget() {
     FakeBackend backend;
     const auto model = make_fake_model("target", 24, 6);
     const ForwardCost small = measure_forward_cost(backend, *model, 0.0);
     QCOMPARE(small.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8}));
-    QCOMPARE(backend.calls, 1 + 2 * (2 * 6 + 2));  // warm-up, then per round: 6 sizes x 2, 2 layers, context
-    QCOMPARE(backend.max_layers, 2);
+    QCOMPARE(backend.calls, 1 + 2 * (2 * 6 + 2));  // warm-up, then per round: 6 sizes x 2, whole forward, context
+    QCOMPARE(backend.max_layers, 6);
     QCOMPARE(small.n_layers, 6);
 
     backend.calls = 0;
