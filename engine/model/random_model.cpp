@@ -187,6 +187,11 @@ ModelConfig random_model_config(std::string_view shape) {
 
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,
                                                uint64_t seed, int threads) {
+  return make_random_model(config, type, type, seed, threads);
+}
+
+std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type, TensorType second,
+                                               uint64_t seed, int threads) {
   if (config.dim <= 0 || config.n_heads <= 0 || config.n_kv_heads <= 0 ||
       (config.explicit_head_dim == 0 && config.dim % config.n_heads != 0) ||
       config.n_heads % config.n_kv_heads != 0 || config.head_dim() <= 0 || config.head_dim() % 2 != 0) {
@@ -207,7 +212,7 @@ std::shared_ptr<const Model> make_random_model(const ModelConfig& config, Tensor
     layer.attn_norm = build.norm(dim);
     layer.wq = build.matrix(type, q_dim, dim, amplitude(dim));
     layer.wk = build.matrix(type, kv_dim, dim, amplitude(dim));
-    layer.wv = build.matrix(type, kv_dim, dim, amplitude(dim));
+    layer.wv = build.matrix(second, kv_dim, dim, amplitude(dim));
     if (qkv_bias) {
       layer.bq = build.matrix(TensorType::F32, 1, q_dim, 0.5f);
       layer.bk = build.matrix(TensorType::F32, 1, kv_dim, 0.5f);
@@ -221,11 +226,11 @@ std::shared_ptr<const Model> make_random_model(const ModelConfig& config, Tensor
     layer.ffn_norm = build.norm(dim);
     layer.w_gate = build.matrix(type, hidden, dim, amplitude(dim));
     layer.w_up = build.matrix(type, hidden, dim, amplitude(dim));
-    layer.w_down = build.matrix(type, dim, hidden, amplitude(hidden));
+    layer.w_down = build.matrix(second, dim, hidden, amplitude(hidden));
     w.layers.push_back(layer);
   }
   w.final_norm = build.norm(dim);
-  w.output = build.matrix(type, config.vocab_size, dim, amplitude(dim));
+  w.output = build.matrix(second, config.vocab_size, dim, amplitude(dim));
   return model;
 }
 

@@ -30,4 +30,9 @@ ModelConfig random_model_config(std::string_view shape);
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,
                                                uint64_t seed, int threads = 0);
 
+// The same with the mix of llama.cpp's Q4_K_M files: `second` (Q6_K there) for wv, w_down
+// and the output matrix, `type` for the rest.
+std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type, TensorType second,
+                                               uint64_t seed, int threads = 0);
+
 }  // namespace specula

@@ -21,6 +21,19 @@ constexpr TypeTraits kQ6_K{"q6_K", 256, 210};  // 128 ql + 64 qh + 16 scales + f
 
 }  // namespace
 
+// The first four live in the low 6 bits of bytes 0..3 (scales) and 4..7 (minimums); the
+// last four take their low 4 bits from bytes 8..11 and their top 2 bits from the spare top
+// bits of bytes 0..7.
+void q4_k_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
 const TypeTraits& type_traits(TensorType type) {
   switch (type) {
     case TensorType::F32: return kF32;
@@ -112,7 +125,7 @@ struct BlockQ4_0 {
 struct BlockQ4_K {
   uint16_t d;           // f16 scale of the 6-bit sub-block scales
   uint16_t dmin;        // f16 scale of the 6-bit sub-block minimums
-  uint8_t scales[12];   // 8 scales and 8 minimums of 6 bits, packed (see scale_min_q4_k)
+  uint8_t scales[12];   // 8 scales and 8 minimums of 6 bits, packed (see q4_k_scale_min)
   uint8_t qs[128];      // 4-bit quants: 64-value chunks, low nibbles first then high nibbles
 };
 struct BlockQ6_K {
@@ -123,19 +136,6 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
-
-// Sub-block j (0..7) of a Q4_K block: 6-bit scale and minimum. The first four live in the
-// low 6 bits of bytes 0..3 (scales) and 4..7 (minimums); the last four take their low 4
-// bits from bytes 8..11 and their top 2 bits from the spare top bits of bytes 0..7.
-void scale_min_q4_k(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
-  if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
-  } else {
-    *scale = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
 
 void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t blocks) {
   for (int64_t i = 0; i < blocks; i++) {
@@ -161,9 +161,9 @@ void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t blocks) {
     const uint8_t* q = x[i].qs;
     for (int j = 0; j < 8; j += 2, q += 32) {  // 64 values: 32 low nibbles, then 32 high
       uint8_t sc, m;
-      scale_min_q4_k(j, x[i].scales, &sc, &m);
+      q4_k_scale_min(j, x[i].scales, &sc, &m);
       const float d1 = d * sc, m1 = dmin * m;
-      scale_min_q4_k(j + 1, x[i].scales, &sc, &m);
+      q4_k_scale_min(j + 1, x[i].scales, &sc, &m);
       const float d2 = d * sc, m2 = dmin * m;
       for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
       for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;

@@ -59,6 +59,10 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n);
 // std::invalid_argument.
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n);
 
+// Sub-block j (0..7) of a Q4_K block: its 6-bit scale and minimum, from the block's 12
+// packed scale bytes.
+void q4_k_scale_min(int j, const uint8_t* scales, uint8_t* scale, uint8_t* min);
+
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
 float bf16_to_fp32(uint16_t h);
