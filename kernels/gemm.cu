@@ -44,7 +44,7 @@ template <typename T> struct Vec<T, 1> {
 
 template <typename T, int V>
 __global__ void __launch_bounds__(kWarps * 32) gemm_invariant_kernel(const T* x, const T* w, int m,
-                                                                     int n, int k, float* y) {
+                                                                     int n, int k, float* y, int ldy) {
   const int lane = threadIdx.x % 32;
   const int col = blockIdx.y * kWarps + threadIdx.x / 32;
   const int row0 = blockIdx.x * kRows;
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_invariant_kernel(const T* x,
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const float sum = warp_sum(acc[r]);
-    if (lane == 0 && r < rows) y[static_cast<int64_t>(row0 + r) * n + col] = sum;
+    if (lane == 0 && r < rows) y[static_cast<int64_t>(row0 + r) * ldy + col] = sum;
   }
 }
 
@@ -83,14 +83,14 @@ cudaDataType_t cublas_type(DType type) {
 }  // namespace
 
 void gemm(cublasHandle_t handle, GemmMode mode, const void* x, const void* w, DType type, int m,
-          int n, int k, float* y, cudaStream_t stream) {
+          int n, int k, float* y, int ldy, cudaStream_t stream) {
   if (m == 0) return;
   if (mode == GemmMode::Cublas) {
-    // row-major y (m, n) is column-major y^T (n, m) = w (k, n)^T * x^T (k, m)
+    // row-major y (m, ldy) is column-major y^T (ldy, m) = w (k, n)^T * x^T (k, m); the
+    // handle is bound to `stream` by its owner
     const float one = 1.0f, zero = 0.0f;
-    check(cublasSetStream(handle, stream), "cublasSetStream");
     check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, cublas_type(type), k, x,
-                       cublas_type(type), k, &zero, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                       cublas_type(type), k, &zero, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
     return;
@@ -108,9 +108,9 @@ void gemm(cublasHandle_t handle, GemmMode mode, const void* x, const void* w, DT
     const T* xt = static_cast<const T*>(x);
     const T* wt = static_cast<const T*>(w);
     if (vectors) {
-      gemm_invariant_kernel<T, V><<<grid, kWarps * 32, 0, stream>>>(xt, wt, m, n, k, y);
+      gemm_invariant_kernel<T, V><<<grid, kWarps * 32, 0, stream>>>(xt, wt, m, n, k, y, ldy);
     } else {
-      gemm_invariant_kernel<T, 1><<<grid, kWarps * 32, 0, stream>>>(xt, wt, m, n, k, y);
+      gemm_invariant_kernel<T, 1><<<grid, kWarps * 32, 0, stream>>>(xt, wt, m, n, k, y, ldy);
     }
   });
   check(cudaGetLastError(), "gemm_invariant");

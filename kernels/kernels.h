@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "quant_tiles.h"
+
 namespace specula::cuda {
 
 enum class DType { F32, F16, BF16 };
@@ -26,6 +28,9 @@ void check(cublasStatus_t status, const char* what);
 // out[t][:] = table[tokens[t]][:] as fp32. Token ids are checked on the host.
 void embedding(const void* table, DType type, int dim, const int32_t* tokens, int n_tokens,
                float* out, cudaStream_t stream);
+struct QuantMatrix;
+// The same from a quantized table: each value exactly what dequantize_row gives.
+void embedding(const QuantMatrix& table, const int32_t* tokens, int n_tokens, float* out, cudaStream_t stream);
 
 // out[r][:] = x[src][:] / rms(x[src]) * weight, src = rows ? rows[r] : r, written in out_type.
 void rmsnorm(const float* x, const float* weight, const int32_t* rows, int n_rows, int dim,
@@ -64,11 +69,14 @@ void kv_write(const float* qkv, int row_stride, int k_offset, int v_offset, cons
 struct AttentionArgs {
   const float* qkv = nullptr;      // (n_tokens, row_stride) queries (n_heads * head_dim) at column 0, pre-RoPE'd
   int row_stride = 0;
+  int n_tokens = 0;
   const void* k_cache = nullptr;   // (slots, n_kv_heads * head_dim) in cache_type
   const void* v_cache = nullptr;
   DType cache_type = DType::F32;
-  const int32_t* work = nullptr;   // (n_work, 3): batch sequence, first token, query count
-  int n_work = 0;
+  const int32_t* work = nullptr;   // (n_work, 5): batch sequence, first token, query count, first task, tasks
+  const int32_t* tasks = nullptr;  // (n_tasks, 4): work item, first piece, pieces, first scratch row
+  int n_tasks = 0;
+  const int32_t* token_work = nullptr;     // (n_tokens) work item of each token
   const int32_t* positions = nullptr;      // (n_tokens) absolute position of each token
   const int32_t* table_offsets = nullptr;  // (n_seqs + 1) into block_tables
   const int32_t* block_tables = nullptr;   // concatenated block tables
@@ -76,20 +84,45 @@ struct AttentionArgs {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
+  int partial_rows = 0;            // scratch rows of the parallel pieces (device_plan.h)
+  float* partial_values = nullptr; // (partial_rows, n_kv_heads, head_dim)
+  float* partial_stats = nullptr;  // (partial_rows, n_kv_heads, 2): piece max, piece sum
   void* out = nullptr;             // (n_tokens, n_heads * head_dim) in cache_type
 };
-// Causal attention of every query over its sequence's cache up to its own position.
+// Causal attention of every query over its sequence's cache up to its own position, split
+// into pieces of attention_piece_keys() keys (see attention.cu and device_plan.h).
 void paged_attention(const AttentionArgs& args, cudaStream_t stream);
 // Queries of one sequence that one attention work item handles.
 int attention_query_tile(int n_heads, int n_kv_heads);
+// Keys per piece of split-K attention: fixed, so a query's pieces depend on its position alone.
+int attention_piece_keys();
 
 enum class GemmMode {
   Cublas,     // cublasGemmEx, fp32 accumulation; the algorithm may depend on m
   Invariant,  // own kernel: each output's reduction order depends on k alone
 };
-// y[i][j] = sum_l x[i][l] * w[j][l]: x (m, k) and w (n, k) row-major in `type`, y (m, n) fp32.
+// y[i * ldy + j] = sum_l x[i][l] * w[j][l]: x (m, k) and w (n, k) row-major in `type`,
+// y fp32 with row stride ldy >= n (several products fill the columns of one output).
 void gemm(cublasHandle_t handle, GemmMode mode, const void* x, const void* w, DType type, int m,
-          int n, int k, float* y, cudaStream_t stream);
+          int n, int k, float* y, int ldy, cudaStream_t stream);
+
+// A matrix kept quantized on the device, in the tiles of quant_tiles.h.
+struct QuantMatrix {
+  tiles::Format format = tiles::Format::Q8_0;
+  const void* data = nullptr;  // tiles::Shape{format, rows, cols}.bytes() bytes
+  int rows = 0;
+  int cols = 0;
+};
+// y[i * ldy + j] = sum_l x[i][l] * w[j][l] for i < m, j < w.rows, x (m, w.cols) fp16
+// row-major: tensor cores on codes decoded in registers, the weights read once (see
+// qmatmul.cu). Each output's reduction order depends on w's shape and the device alone, so
+// this is also the batch-invariant product. `scratch` holds quant_gemm_scratch(w, m) floats.
+void quant_gemm(const QuantMatrix& w, const void* x, int m, float* y, int ldy, float* scratch, cudaStream_t stream);
+size_t quant_gemm_scratch(const QuantMatrix& w, int m);
+// out (n_rows, w.cols) fp16 row-major = rows [first_row, first_row + n_rows) of w, each value
+// what dequantize_row gives, rounded once; first_row a multiple of 16. For prefill products
+// on cuBLAS.
+void dequantize_rows(const QuantMatrix& w, int first_row, int n_rows, void* out, cudaStream_t stream);
 
 // out[r] = index of the largest logits[r][:], the lowest index on ties.
 void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream);

@@ -1,5 +1,6 @@
-// Host-side preparation for the device backend: the attention work partition, the packed
-// metadata of a step (read back the way the kernels index it) and weight conversion.
+// Host-side preparation for the device backend: the attention work partition and its key
+// splits, the packed metadata of a step, read back the way the kernels index it, and the
+// stacked bias row of the fused q|k|v product.
 #include <QtTest>
 
 #include <cstring>
@@ -9,8 +10,10 @@
 #include "compute/batch.h"
 #include "compute/device_plan.h"
 #include "compute/kv_cache.h"
+#include "reference.h"
 
 using namespace specula;
+namespace ref = specula::cuda::reference;
 
 namespace {
 
@@ -82,7 +85,7 @@ class TestDevicePlan : public QObject {
   void packedPlanReadsBackAsTheKernelsIndexIt() {
     Step step({1, 5, 3, 9});
     const auto work = partition_attention(step.plan, 4);
-    const PackedPlan p = pack_plan(step.plan, step.batch.tokens, work);
+    const PackedPlan p = pack_plan(step.plan, step.batch.tokens, AttentionShape{4, 4, 2, 1});
     const auto at = [&](size_t field, size_t i) { return p.data[field + i]; };
     QCOMPARE(p.n_work, static_cast<int>(work.size()));
     for (int t = 0; t < step.plan.n_tokens; ++t) {
@@ -91,11 +94,11 @@ class TestDevicePlan : public QObject {
       QCOMPARE(at(p.cache_slots, t), step.plan.cache_slots[static_cast<size_t>(t)]);
     }
     for (size_t r = 0; r < step.plan.logit_rows.size(); ++r) QCOMPARE(at(p.logit_rows, r), step.plan.logit_rows[r]);
-    // the attention kernel: item i reads (seq, first, count) at work + 3i, and the key at
+    // the attention kernel: item i reads (seq, first, count, ...) at work + 5i, and the key at
     // position j of its sequence from slot table[j / block] * block + j % block
     const int bs = step.cache.block_size();
     for (int i = 0; i < p.n_work; ++i) {
-      const int seq = at(p.work, 3 * i), first = at(p.work, 3 * i + 1), count = at(p.work, 3 * i + 2);
+      const int seq = at(p.work, 5 * i), first = at(p.work, 5 * i + 1), count = at(p.work, 5 * i + 2);
       QCOMPARE(seq, work[static_cast<size_t>(i)].seq);
       const int cache_seq = step.batch.seqs[static_cast<size_t>(seq)];
       const int last_position = at(p.positions, first + count - 1);
@@ -112,101 +115,158 @@ class TestDevicePlan : public QObject {
         QCOMPARE(at(p.cache_slots, t), step.cache.slot(cache_seq, at(p.positions, t)));
       }
     }
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_plan(step.plan, {1, 2}, work));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_plan(step.plan, {1, 2}, AttentionShape{}));
   }
 
-  void deviceTypeFollowsTheMatrices() {
-    const float f = 0.0f;
-    Weights w;
-    w.layers.resize(1);
-    const auto set_all = [&](TensorType t) {
-      for (TensorView* m : {&w.token_embedding, &w.output, &w.layers[0].wq, &w.layers[0].wk, &w.layers[0].wv,
-                            &w.layers[0].wo, &w.layers[0].w_gate, &w.layers[0].w_up, &w.layers[0].w_down}) {
-        *m = view(t, 1, 32, &f);
+  // A step that fails after planning leaves every sequence as long as the keys and values it
+  // holds, also after a copy-on-write of a shared last block; a committed step keeps them.
+  void planningIsUndoneUnlessTheStepCommits() {
+    KvCache cache(4, 64);
+    const int a = cache.create();
+    RaggedBatch prompt;
+    prompt.add(a, std::vector<int32_t>(6, 1), false);
+    PlannedBatch(cache, prompt, 1000).commit();
+    const int b = cache.fork(a);  // shares a's partial last block
+    RaggedBatch step;
+    step.add(a, std::vector<int32_t>{1, 2, 3}, true);
+    step.add(b, std::vector<int32_t>{4}, true);
+    try {
+      PlannedBatch planned(cache, step, 1000);
+      QCOMPARE(cache.length(a), 9);
+      QCOMPARE(planned.plan().positions[3], 6);
+      throw std::runtime_error("out of device memory");
+    } catch (const std::runtime_error&) {
+    }
+    QCOMPARE(cache.length(a), 6);
+    QCOMPARE(cache.length(b), 6);
+    for (int j = 0; j < 6; ++j) QCOMPARE(cache.slot(a, j) % 4, j % 4);
+    {
+      PlannedBatch planned(cache, step, 1000);
+      planned.commit();
+    }
+    QCOMPARE(cache.length(a), 9);
+    QCOMPARE(cache.length(b), 7);
+    // a malformed batch throws before anything is extended
+    RaggedBatch twice;
+    twice.add(a, std::vector<int32_t>{1}, true);
+    twice.add(a, std::vector<int32_t>{1}, true);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, PlannedBatch(cache, twice, 1000));
+    QCOMPARE(cache.length(a), 9);
+  }
+
+  void tasksCoverEachItemsPiecesOnce() {
+    const Step step({1, 5, 17, 4});
+    const auto work = partition_attention(step.plan, 4);
+    for (int split_keys : {1, 3, 8, 64}) {
+      const AttentionTasks t = plan_attention_tasks(step.plan, work, split_keys, 4, 2);
+      QCOMPARE(t.first_task.size(), work.size() + 1);
+      QCOMPARE(t.first_task.back(), static_cast<int32_t>(t.tasks.size()));
+      int32_t rows = 0;
+      for (size_t i = 0; i < work.size(); ++i) {
+        const int n_keys = step.plan.positions[static_cast<size_t>(work[i].first_token + work[i].n_queries - 1)] + 1;
+        const int n_pieces = (n_keys + split_keys - 1) / split_keys;
+        const int n_tasks = t.first_task[i + 1] - t.first_task[i];
+        // few queries and several pieces: one task per piece, each with its scratch rows
+        const bool parallel = work[i].n_queries <= 4 && n_pieces > 1;
+        QCOMPARE(n_tasks, parallel ? n_pieces : 1);
+        int next_piece = 0;
+        for (int k = t.first_task[i]; k < t.first_task[i + 1]; ++k) {
+          const AttentionTask& task = t.tasks[static_cast<size_t>(k)];
+          QCOMPARE(task.work, static_cast<int32_t>(i));
+          QCOMPARE(task.first_piece, next_piece);
+          next_piece += task.n_pieces;
+          if (parallel) {
+            QCOMPARE(task.partial_row, rows);
+            rows += work[i].n_queries * 2;
+          }
+        }
+        QCOMPARE(next_piece, n_pieces);
       }
-    };
-    set_all(TensorType::F32);
-    QCOMPARE(device_matrix_type(w), TensorType::F32);
-    set_all(TensorType::BF16);
-    QCOMPARE(device_matrix_type(w), TensorType::BF16);
-    w.layers[0].wo.type = TensorType::F32;  // mixed: fp16 on the device
-    QCOMPARE(device_matrix_type(w), TensorType::F16);
-    set_all(TensorType::Q4_K);
-    w.layers[0].w_down.type = TensorType::Q6_K;
-    QCOMPARE(device_matrix_type(w), TensorType::F16);
+      QCOMPARE(t.partial_rows, rows);
+    }
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, plan_attention_tasks(step.plan, work, 0, 4, 2));
   }
 
-  void conversionRoundsLikeTheScalarConverters() {
-    std::mt19937 rng(3);
-    std::normal_distribution<float> normal(0.0f, 3.0f);
-    std::vector<float> values(3 * 64);
-    for (float& v : values) v = normal(rng);
-    values[5] = 70000.0f;  // beyond fp16: infinity
-    const TensorView f32 = view(TensorType::F32, 3, 64, values.data());
-
-    std::vector<uint16_t> half(values.size()), bf(values.size());
-    convert_matrix(f32, TensorType::F16, half.data());
-    convert_matrix(f32, TensorType::BF16, bf.data());
-    for (size_t i = 0; i < values.size(); ++i) {
-      QCOMPARE(half[i], fp32_to_fp16(values[i]));
-      QCOMPARE(bf[i], fp32_to_bf16(values[i]));
+  // The split-K attention of the kernels, emulated in double from the packed metadata alone:
+  // each task's pieces give each query its partial softmax, folded in piece order (in the
+  // block for a whole-item task, by the combine step for parallel pieces), which is the
+  // reference attention for every piece size and mix of parallel and whole-item tasks.
+  // Which pieces a query folds depends on its position alone, whatever the batch.
+  void splitAttentionFromThePackedPlanMatchesTheReference() {
+    Step step({1, 5, 17, 4});
+    const int n_heads = 4, n_kv_heads = 2, hd = 8, group = n_heads / n_kv_heads, kv_dim = n_kv_heads * hd;
+    std::mt19937 rng(4);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    ref::AttentionCase c;
+    c.n_heads = n_heads;
+    c.n_kv_heads = n_kv_heads;
+    c.head_dim = hd;
+    c.block_size = step.cache.block_size();
+    const size_t n_slots = static_cast<size_t>(step.cache.num_blocks() * step.cache.block_size());
+    for (auto* v : {&c.k_cache, &c.v_cache}) {
+      v->resize(n_slots * kv_dim);
+      for (float& x : *v) x = normal(rng);
     }
-    QVERIFY(std::isinf(fp16_to_fp32(half[5])));
-
-    // same type: a plain copy; bf16 -> f32 exact
-    std::vector<uint16_t> copy(values.size());
-    convert_matrix(view(TensorType::F16, 3, 64, half.data()), TensorType::F16, copy.data());
-    QVERIFY(copy == half);
-    std::vector<float> widened(values.size());
-    convert_matrix(view(TensorType::BF16, 3, 64, bf.data()), TensorType::F32, widened.data());
-    for (size_t i = 0; i < values.size(); ++i) QCOMPARE(widened[i], bf16_to_fp32(bf[i]));
-
-    // quantized rows expand to what dequantize_row gives, rounded once to fp16
-    std::vector<uint8_t> q8(row_bytes(TensorType::Q8_0, 64) * 3);
-    for (int r = 0; r < 3; ++r) quantize_row(TensorType::Q8_0, values.data() + r * 64, q8.data() + r * row_bytes(TensorType::Q8_0, 64), 64);
-    std::vector<uint16_t> expanded(values.size());
-    convert_matrix(view(TensorType::Q8_0, 3, 64, q8.data()), TensorType::F16, expanded.data());
-    std::vector<float> row(64);
-    for (int r = 0; r < 3; ++r) {
-      dequantize_row(TensorType::Q8_0, q8.data() + r * row_bytes(TensorType::Q8_0, 64), row.data(), 64);
-      for (int c = 0; c < 64; ++c) QCOMPARE(expanded[static_cast<size_t>(r * 64 + c)], fp32_to_fp16(row[static_cast<size_t>(c)]));
+    c.q.resize(static_cast<size_t>(step.plan.n_tokens) * n_heads * hd);
+    for (float& x : c.q) x = normal(rng);
+    c.token_seq = step.plan.token_seq;
+    c.positions = step.plan.positions;
+    c.table_offsets = step.plan.table_offsets;
+    c.block_tables = step.plan.block_tables;
+    const std::vector<double> want = ref::attention(c);
+    for (const auto& [split_keys, parallel] : {std::pair{2, 8}, std::pair{5, 2}, std::pair{128, 8}, std::pair{3, 0}}) {
+      const PackedPlan p = pack_plan(step.plan, step.batch.tokens, AttentionShape{16 / group, split_keys, parallel, group});
+      const auto at = [&](size_t field, size_t i) { return p.data[field + i]; };
+      std::vector<double> got(want.size(), 0.0);
+      for (int t = 0; t < step.plan.n_tokens; ++t) {
+        const int item = at(p.token_work, t);
+        const int seq = at(p.work, 5 * item), first = at(p.work, 5 * item + 1);
+        const int first_task = at(p.work, 5 * item + 3), n_tasks = at(p.work, 5 * item + 4);
+        QVERIFY(t >= first && t < first + at(p.work, 5 * item + 2));
+        const int position = at(p.positions, t);
+        const int32_t table = at(p.table_offsets, seq);
+        std::vector<int> pieces;  // the pieces this query folds, in order
+        for (int k = first_task; k < first_task + n_tasks; ++k) {
+          QCOMPARE(at(p.tasks, 4 * k), item);
+          for (int piece = at(p.tasks, 4 * k + 1); piece < at(p.tasks, 4 * k + 1) + at(p.tasks, 4 * k + 2); ++piece) {
+            if (piece * split_keys <= position) pieces.push_back(piece);  // else all in its future
+          }
+        }
+        QCOMPARE(static_cast<int>(pieces.size()), position / split_keys + 1);
+        for (int h = 0; h < n_heads; ++h) {
+          const int kvh = h / group;
+          const float* q = c.q.data() + (static_cast<size_t>(t) * n_heads + h) * hd;
+          double big = -INFINITY, sum = 0.0;
+          std::vector<double> acc(hd, 0.0);
+          for (const int piece : pieces) {
+            const int begin = piece * split_keys, end = std::min(begin + split_keys, position + 1);
+            double m = -INFINITY, l = 0.0;
+            std::vector<double> o(hd, 0.0), scores;
+            const auto slot_of = [&](int j) {
+              return static_cast<int64_t>(at(p.block_tables, table + j / c.block_size)) * c.block_size + j % c.block_size;
+            };
+            for (int j = begin; j < end; ++j) {
+              double dot = 0.0;
+              for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * c.k_cache[slot_of(j) * kv_dim + kvh * hd + d];
+              scores.push_back(dot / std::sqrt(static_cast<double>(hd)));
+              m = std::max(m, scores.back());
+            }
+            for (int j = begin; j < end; ++j) {
+              const double e = std::exp(scores[static_cast<size_t>(j - begin)] - m);
+              l += e;
+              for (int d = 0; d < hd; ++d) o[d] += e * c.v_cache[slot_of(j) * kv_dim + kvh * hd + d];
+            }
+            // the fold: rescale what came before to the new running maximum
+            const double next = std::max(big, m), a = std::exp(big - next), b = std::exp(m - next);
+            sum = sum * a + l * b;
+            for (int d = 0; d < hd; ++d) acc[d] = acc[d] * a + o[d] * b;
+            big = next;
+          }
+          for (int d = 0; d < hd; ++d) got[(static_cast<size_t>(t) * n_heads + h) * hd + d] = acc[d] / sum;
+        }
+      }
+      for (size_t i = 0; i < want.size(); ++i) QVERIFY(std::abs(got[i] - want[i]) < 1e-12);
     }
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, convert_matrix(f32, TensorType::Q8_0, q8.data()));
-  }
-
-  void deviceBytesCountMatricesInTheDeviceType() {
-    Model m;
-    m.config.dim = 64;
-    m.config.hidden_dim = 160;
-    m.config.n_layers = 2;
-    m.config.n_heads = 4;
-    m.config.n_kv_heads = 2;
-    m.config.vocab_size = 100;
-    const uint8_t byte = 0;
-    const auto matrix = [&](int64_t rows, int64_t cols) { return view(TensorType::Q4_0, rows, cols, &byte); };
-    Weights& w = m.weights;
-    w.token_embedding = matrix(100, 64);
-    w.output = w.token_embedding;  // tied: counted once
-    w.layers.resize(2);
-    for (LayerWeights& l : w.layers) {
-      l.wq = matrix(64, 64);
-      l.wk = matrix(32, 64);
-      l.wv = matrix(32, 64);
-      l.wo = matrix(64, 64);
-      l.w_gate = matrix(160, 64);
-      l.w_up = matrix(160, 64);
-      l.w_down = matrix(64, 160);
-    }
-    const size_t per_layer = 64 * 64 * 2 + 32 * 64 * 2 + 160 * 64 * 3;
-    const size_t expected = 2 * (100 * 64 + 2 * per_layer) + 5 * 64 * 4;  // fp16 matrices, f32 norms
-    QCOMPARE(device_weight_bytes(m), expected);
-    const uint8_t other = 0;
-    w.output = view(TensorType::Q4_0, 100, 64, &other);  // untied: the output matrix too
-    QCOMPARE(device_weight_bytes(m), expected + 2 * 100 * 64);
-    const std::vector<float> bias(64, 0.5f);
-    w.layers[1].bq = view(TensorType::F32, 1, 64, bias.data());  // biases and q/k norms are f32
-    w.layers[1].k_norm = view(TensorType::F32, 1, 16, bias.data());
-    QCOMPARE(device_weight_bytes(m), expected + 2 * 100 * 64 + (64 + 16) * 4);
   }
 
   // The fused q|k|v product's bias row: each part where its rows are, zeros for a missing one.

@@ -61,8 +61,8 @@ nlohmann::json describe(const Model& model) {
                     {"qk_norms", first && !first->q_norm.empty()}};
   j["tied_output"] = model.tied_output();
   j["weight_bytes"] = model.weight_bytes();
-  // a GPU keeps quantized matrices expanded to fp16
-  j["device_weights"] = {{"type", std::string(type_traits(device_matrix_type(model.weights)).name)},
+  // a GPU keeps Q8_0/Q4_0/Q4_K/Q6_K matrices quantized and the others in its compute type
+  j["device_weights"] = {{"type", std::string(type_traits(device_compute_type(model.weights)).name)},
                          {"bytes", device_weight_bytes(model)}};
   for (const auto& [type, t] : tally_by_type(model)) j["tensor_types"][type] = {{"tensors", t.tensors}, {"bytes", t.bytes}};
   if (model.tokenizer) {
@@ -112,7 +112,7 @@ void print_text(const nlohmann::json& j) {
     std::printf("  %-6s      %4d tensors, %zu bytes\n", type.c_str(), t["tensors"].get<int>(), t["bytes"].get<size_t>());
   }
   const auto& device = j["device_weights"];
-  std::printf("on a GPU      %zu bytes (%.2f MiB), matrices as %s\n", device["bytes"].get<size_t>(),
+  std::printf("on a GPU      %zu bytes (%.2f MiB), computing in %s\n", device["bytes"].get<size_t>(),
               static_cast<double>(device["bytes"].get<size_t>()) / (1 << 20), device["type"].get<std::string>().c_str());
   const auto& tok = j["tokenizer"];
   if (tok.is_null()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,6 +22,16 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;  // "cpu (avx512, 2 threads)", "cuda (NVIDIA H200)"
+
+  // Makes `model` ready to run now rather than at its first forward: a device backend
+  // uploads its weights, reporting the fraction done to `progress` (returning false cancels:
+  // ModelError). A no-op where the weights are used where they lie.
+  virtual void prepare(const Model& model, const std::function<bool(double)>& progress = {}) {
+    (void)model;
+    (void)progress;
+  }
+  // Whether prepare() has work to do (and reports progress).
+  virtual bool uploads_weights() const { return false; }
 
   // A cache for `model`'s first `n_layers` layers (all when -1) holding `max_tokens`
   // positions in total across sequences, in blocks of `block_size`.

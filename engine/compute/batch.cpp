@@ -94,4 +94,15 @@ BatchPlan plan_batch(KvCache& cache, const RaggedBatch& batch, int max_positions
   return plan;
 }
 
+PlannedBatch::PlannedBatch(KvCache& cache, const RaggedBatch& batch, int max_positions)
+    : cache_(cache), batch_(batch), plan_(plan_batch(cache, batch, max_positions)) {}
+
+PlannedBatch::~PlannedBatch() {
+  if (committed_) return;
+  for (int i = 0; i < plan_.n_seqs; ++i) {
+    const int32_t seq = batch_.seqs[static_cast<size_t>(i)];
+    if (cache_.alive(seq)) cache_.truncate(seq, plan_.positions[static_cast<size_t>(plan_.seq_offsets[i])]);
+  }
+}
+
 }  // namespace specula

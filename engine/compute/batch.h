@@ -48,4 +48,25 @@ struct BatchPlan {
 // std::runtime_error when the cache is full; the cache is unchanged on error.
 BatchPlan plan_batch(KvCache& cache, const RaggedBatch& batch, int max_positions);
 
+// One step's extension of the cache: plans the batch (extending every sequence) and, unless
+// the step commits, truncates each sequence back to where it started when it goes out of
+// scope. A step that fails after planning (out of device memory, a failed launch) thus
+// leaves no sequence longer than the keys and values it holds.
+class PlannedBatch {
+ public:
+  PlannedBatch(KvCache& cache, const RaggedBatch& batch, int max_positions);
+  ~PlannedBatch();
+  PlannedBatch(const PlannedBatch&) = delete;
+  PlannedBatch& operator=(const PlannedBatch&) = delete;
+
+  const BatchPlan& plan() const { return plan_; }
+  void commit() { committed_ = true; }  // the step wrote every new key and value
+
+ private:
+  KvCache& cache_;
+  const RaggedBatch& batch_;
+  BatchPlan plan_;
+  bool committed_ = false;
+};
+
 }  // namespace specula

@@ -210,8 +210,8 @@ class CpuBackend : public Backend {
     const auto matmul = [&](const TensorView& w, const float* x, int rows, float* y) {
       specula::matmul(weights_.get(model, w, simd_, pool_), x, rows, y, pool_);
     };
-    const BatchPlan plan =
-        plan_batch(cache, batch, c.context_length > 0 ? c.context_length : INT_MAX);
+    PlannedBatch step(cache, batch, c.context_length > 0 ? c.context_length : INT_MAX);
+    const BatchPlan& plan = step.plan();
 
     const int n = plan.n_tokens, dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
     const int head_dim = c.head_dim(), n_heads = c.n_heads;
@@ -357,6 +357,7 @@ class CpuBackend : public Backend {
     }
     logits.resize(static_cast<size_t>(rows) * c.vocab_size);
     if (rows > 0) matmul(w.output, xb_.data(), rows, logits.data());
+    step.commit();
   }
 
  private:

@@ -1,21 +1,26 @@
-// The CUDA backend. Weights are uploaded once per model, in the type device_matrix_type
-// picks, with wq|wk|wv and w_gate|w_up stacked so that each layer runs four products
-// instead of seven (the q|k|v biases stacked the same way, the q/k norms and the rope
-// frequency table beside them). A step uploads its packed metadata in one copy, runs the layers on one
-// stream in the order of the CPU forward pass, and copies back only the logits it was
-// asked for. The KV cache is device memory laid out by slot; the host KvCache decides
-// which slot each token uses.
+// The CUDA backend. Each model's weights are uploaded once per process and device, in the
+// layouts of device_plan.h: Q8_0, Q4_0, Q4_K and Q6_K matrices stay quantized (in tiles the
+// product kernels decode in registers), the others are in the compute type; wq|wk|wv and
+// w_gate|w_up are stacked where their types agree, so a layer runs four products. Every
+// backend object (a batch-invariant twin, the one a layers:K draft runs on) shares that
+// copy (with the q|k|v biases stacked like their rows, the q/k norms and the rope frequency
+// table beside the matrices). A step uploads its packed metadata in one copy, runs the
+// layers on one stream in the order of the CPU forward pass, and copies back only what it
+// was asked for. The KV cache is
+// device memory laid out by slot; the host KvCache decides which slot each token uses.
 #include "compute/cuda_backend.h"
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "compute/device_plan.h"
+#include "compute/thread_pool.h"
 #include "kernels.h"
 
 namespace specula {
@@ -30,6 +35,15 @@ DType dtype_of(TensorType type) {
     case TensorType::F32: return DType::F32;
     case TensorType::BF16: return DType::BF16;
     default: return DType::F16;
+  }
+}
+
+tiles::Format tile_format(TensorType type) {
+  switch (type) {
+    case TensorType::Q8_0: return tiles::Format::Q8_0;
+    case TensorType::Q4_0: return tiles::Format::Q4_0;
+    case TensorType::Q4_K: return tiles::Format::Q4_K;
+    default: return tiles::Format::Q6_K;
   }
 }
 
@@ -65,58 +79,205 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Page-locked host memory: the only kind a copy runs asynchronously from.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes) {
+    if (const cudaError_t status = cudaMallocHost(&data_, bytes); status != cudaSuccess) {
+      cudaGetLastError();
+      check(status, ("allocating " + std::to_string(bytes >> 20) + " MiB of pinned host memory").c_str());
+    }
+  }
+  PinnedBuffer(PinnedBuffer&& other) noexcept : data_(std::exchange(other.data_, nullptr)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
+    std::swap(data_, other.data_);
+    return *this;
+  }
+  ~PinnedBuffer() {
+    if (data_) cudaFreeHost(data_);
+  }
+  template <typename T = void> T* get() const { return static_cast<T*>(data_); }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// One matrix (or several stacked) in its device layout.
+struct DeviceMatrix {
+  DeviceMatrixLayout layout;
+  DeviceBuffer data;
+  cuda::QuantMatrix quant() const {
+    return {tile_format(layout.type), data.get(), static_cast<int>(layout.rows), static_cast<int>(layout.cols)};
+  }
+};
+
+// The weights of one product: matrices whose outputs fill consecutive columns of its output
+// (one, or one per run of equal types when stacked parts differ, as Q4_K_M's wq|wk and wv).
+struct DeviceProduct {
+  std::vector<DeviceMatrix> parts;
+  int rows = 0;  // outputs of all parts
+  int cols = 0;  // inputs
+};
+
 struct DeviceLayer {
   DeviceBuffer attn_norm;  // (dim) f32
-  DeviceBuffer wqkv;       // (q_dim + 2 kv_dim rows, dim cols): wq, wk, wv stacked
+  DeviceProduct qkv;       // (q_dim + 2 kv_dim outputs, dim inputs)
   DeviceBuffer qkv_bias;   // (q_dim + 2 kv_dim) f32, qkv_bias_row; empty without biases
   DeviceBuffer q_norm;     // (head_dim) f32; empty without q/k norms
   DeviceBuffer k_norm;     // (head_dim) f32; empty without q/k norms
-  DeviceBuffer wo;         // (dim rows, q_dim cols)
+  DeviceProduct wo;        // (dim, q_dim)
   DeviceBuffer bo;         // (dim) f32; empty without an output bias
   DeviceBuffer ffn_norm;   // (dim) f32
-  DeviceBuffer w_gate_up;  // (2 hidden_dim rows, dim cols): w_gate, w_up stacked
-  DeviceBuffer w_down;     // (dim rows, hidden_dim cols)
+  DeviceProduct gate_up;   // (2 hidden_dim, dim)
+  DeviceProduct down;      // (dim, hidden_dim)
 };
 
 struct DeviceModel {
-  const void* source = nullptr;    // the host embedding this copy was made from
-  DType type = DType::F16;         // of every matrix
-  DeviceBuffer embedding;          // (vocab rows, dim cols)
-  std::vector<DeviceLayer> layers; // (n_layers)
-  DeviceBuffer final_norm;         // (dim) f32
-  DeviceBuffer output;             // (vocab rows, dim cols); empty when tied
-  DeviceBuffer rope_frequencies;   // (head_dim / 2) double: ModelConfig::rope_frequencies
+  const void* source = nullptr;     // the host embedding this copy was made from
+  DType compute = DType::F16;       // activations, KV cache and dense matrices
+  DeviceProduct embedding;          // (vocab, dim)
+  std::vector<DeviceLayer> layers;  // (n_layers)
+  DeviceBuffer final_norm;          // (dim) f32
+  DeviceProduct output;             // (vocab, dim); no parts when tied
+  DeviceBuffer rope_frequencies;    // (head_dim / 2) double: ModelConfig::rope_frequencies
   cuda::RopeLayout rope_layout = cuda::RopeLayout::AdjacentPairs;
+  const DeviceProduct& logits() const { return output.parts.empty() ? embedding : output; }
 };
 
-// Uploads matrices stacked row-wise into one device buffer of type `type`.
-DeviceBuffer upload(std::initializer_list<const TensorView*> parts, TensorType type) {
-  size_t bytes = 0;
-  for (const TensorView* p : parts) bytes += static_cast<size_t>(p->rows * p->cols) * row_bytes(type, 1);
-  std::vector<uint8_t> host(bytes);
-  size_t at = 0;
-  for (const TensorView* p : parts) {
-    convert_matrix(*p, type, host.data() + at);
-    at += static_cast<size_t>(p->rows * p->cols) * row_bytes(type, 1);
+// Copies weights to the device through two pinned staging buffers: the host converts one
+// piece (in parallel) while the previous one is in flight, and reports the bytes done.
+class Uploader {
+ public:
+  static constexpr size_t kPieceBytes = size_t{16} << 20;
+
+  Uploader(cudaStream_t stream, size_t total_bytes, const std::function<bool(double)>& progress)
+      : stream_(stream), total_(std::max<size_t>(1, total_bytes)), progress_(progress) {
+    for (int b = 0; b < 2; ++b) {
+      staging_[b] = PinnedBuffer(kPieceBytes);
+      check(cudaEventCreateWithFlags(&free_[b], cudaEventDisableTiming), "cudaEventCreate");
+    }
   }
-  DeviceBuffer buffer(bytes);
-  check(cudaMemcpy(buffer.get(), host.data(), bytes, cudaMemcpyHostToDevice), "weight upload");
-  return buffer;
+  ~Uploader() {
+    cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  }
+
+  DeviceMatrix matrix(const DeviceMatrixPlan& plan) {
+    DeviceMatrix m{plan.layout, DeviceBuffer(plan.layout.bytes())};
+    for (const UploadChunk& piece : plan_upload(plan.layout, kPieceBytes)) {
+      if (piece.bytes > kPieceBytes) throw std::runtime_error("a weight matrix row is larger than the upload buffer");
+      const int b = next_;
+      next_ ^= 1;
+      check(cudaEventSynchronize(free_[b]), "weight upload");  // its previous copy is done
+      uint8_t* staging = staging_[b].get<uint8_t>();
+      pool_.parallel_for(piece.n_units, [&](int64_t begin, int64_t end, int) {
+        write_device_units(plan.parts, plan.layout, piece.first_unit + begin, end - begin,
+                           staging + static_cast<size_t>(begin) * plan.layout.unit_bytes);
+      });
+      check(cudaMemcpyAsync(m.data.get<uint8_t>() + piece.offset, staging, piece.bytes, cudaMemcpyHostToDevice, stream_),
+            "weight upload");
+      check(cudaEventRecord(free_[b], stream_), "weight upload");
+      done_ += piece.bytes;
+      if (progress_ && !progress_(static_cast<double>(done_) / static_cast<double>(total_))) {
+        throw ModelError("weight upload cancelled");
+      }
+    }
+    return m;
+  }
+
+  DeviceProduct product(const std::vector<DeviceMatrixPlan>& plans) {
+    DeviceProduct p;
+    for (const DeviceMatrixPlan& plan : plans) {
+      p.parts.push_back(matrix(plan));
+      p.rows += static_cast<int>(plan.layout.rows);
+      p.cols = static_cast<int>(plan.layout.cols);
+    }
+    return p;
+  }
+
+  DeviceBuffer norm(const TensorView& v) {
+    const TensorView* parts[] = {&v};
+    return std::move(matrix({{parts[0]}, device_layout(TensorType::F32, TensorType::F32, 1, v.cols)}).data);
+  }
+  // An optional f32 vector (bias, norm): empty when the model has none.
+  DeviceBuffer optional(const TensorView& v) { return v.empty() ? DeviceBuffer() : norm(v); }
+  // A host array as it is; an empty one gives an empty buffer.
+  template <typename T>
+  DeviceBuffer array(const std::vector<T>& host) {
+    DeviceBuffer buffer(host.size() * sizeof(T));
+    if (!host.empty()) {
+      check(cudaMemcpy(buffer.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "weight upload");
+    }
+    return buffer;
+  }
+
+ private:
+  cudaStream_t stream_;
+  size_t total_;
+  size_t done_ = 0;
+  const std::function<bool(double)>& progress_;
+  PinnedBuffer staging_[2];
+  cudaEvent_t free_[2] = {};
+  int next_ = 0;
+  ThreadPool pool_;
+};
+
+std::shared_ptr<const DeviceModel> upload_model(const Model& model, cudaStream_t stream,
+                                                const std::function<bool(double)>& progress) {
+  const DeviceModelPlan plan = plan_device_model(model);
+  Uploader up(stream, device_weight_bytes(model), progress);
+  auto m = std::make_shared<DeviceModel>();
+  m->source = model.weights.token_embedding.data;
+  m->compute = dtype_of(plan.compute);
+  m->embedding = up.product({plan.embedding});
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    const DeviceLayerPlan& p = plan.layers[l];
+    DeviceLayer d;
+    const LayerWeights& lw = model.weights.layers[l];
+    d.attn_norm = up.norm(lw.attn_norm);
+    d.qkv = up.product(p.qkv);
+    d.qkv_bias = up.array(qkv_bias_row(lw));
+    d.q_norm = up.optional(lw.q_norm);
+    d.k_norm = up.optional(lw.k_norm);
+    d.wo = up.product({p.wo});
+    d.bo = up.optional(lw.bo);
+    d.ffn_norm = up.norm(lw.ffn_norm);
+    d.gate_up = up.product(p.gate_up);
+    d.down = up.product({p.down});
+    m->layers.push_back(std::move(d));
+  }
+  m->final_norm = up.norm(model.weights.final_norm);
+  if (!model.tied_output()) m->output = up.product({plan.output});
+  m->rope_frequencies = up.array(model.config.rope_frequencies());
+  m->rope_layout = model.config.rope_style == RopeStyle::Halves ? cuda::RopeLayout::Halves : cuda::RopeLayout::AdjacentPairs;
+  return m;
 }
 
-// Uploads a host array as it is; an empty one gives an empty buffer.
-template <typename T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer buffer(host.size() * sizeof(T));
-  if (!host.empty()) {
-    check(cudaMemcpy(buffer.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "weight upload");
+// One device copy of each model's weights per process and device, shared by every backend
+// object: the registry holds weak references, the backends the strong ones, so the copy
+// goes when the last backend using it does.
+class WeightRegistry {
+ public:
+  std::shared_ptr<const DeviceModel> get(int device, const Model& model, cudaStream_t stream,
+                                         const std::function<bool(double)>& progress) {
+    std::lock_guard lock(mutex_);
+    auto& entry = models_[{device, &model}];
+    if (auto m = entry.lock(); m && m->source == model.weights.token_embedding.data) return m;
+    auto m = upload_model(model, stream, progress);
+    check(cudaStreamSynchronize(stream), "weight upload");
+    entry = m;
+    return m;
   }
-  return buffer;
-}
 
-// An optional f32 vector (bias, norm): empty when the model has none.
-DeviceBuffer upload_optional(const TensorView& v) {
-  return v.empty() ? DeviceBuffer() : upload({&v}, TensorType::F32);
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<int, const Model*>, std::weak_ptr<const DeviceModel>> models_;
+};
+
+WeightRegistry& registry() {
+  static WeightRegistry r;
+  return r;
 }
 
 class CudaKvStorage : public KvStorage {
@@ -158,10 +319,17 @@ class CudaKvStorage : public KvStorage {
   cudaStream_t stream_;
 };
 
+// Quantized products of more rows than this run as fp16 tiles of the matrix on cuBLAS in
+// the default mode (prefill); fewer, and always in the batch-invariant mode, on quant_gemm.
+constexpr int kQuantKernelRows = 64;
+constexpr size_t kDequantBytes = size_t{64} << 20;  // fp16 rows of a matrix at a time for cuBLAS
+
+int max_positions(const ModelConfig& c) { return c.context_length > 0 ? c.context_length : INT_MAX; }
+
 class CudaBackend : public Backend {
  public:
   CudaBackend(int device, const CudaOptions& options)
-      : mode_(options.batch_invariant ? cuda::GemmMode::Invariant : cuda::GemmMode::Cublas) {
+      : device_(device), mode_(options.batch_invariant ? cuda::GemmMode::Invariant : cuda::GemmMode::Cublas) {
     check(cudaSetDevice(device), "cudaSetDevice");
     cudaDeviceProp props{};
     check(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties");
@@ -171,6 +339,7 @@ class CudaBackend : public Backend {
       cudaStreamDestroy(stream_);
       check(status, "cublasCreate");
     }
+    check(cublasSetStream(cublas_, stream_), "cublasSetStream");  // once: every product runs on stream_
   }
   ~CudaBackend() override {
     models_.clear();
@@ -180,6 +349,11 @@ class CudaBackend : public Backend {
   }
 
   std::string name() const override { return name_; }
+
+  void prepare(const Model& model, const std::function<bool(double)>& progress) override {
+    device_model(model, progress);
+  }
+  bool uploads_weights() const override { return true; }
 
   std::unique_ptr<KvCache> create_cache(const Model& model, int max_tokens, int n_layers,
                                         int block_size) override {
@@ -191,13 +365,15 @@ class CudaBackend : public Backend {
     }
     const int num_blocks = (max_tokens + block_size - 1) / block_size;
     auto storage = std::make_unique<CudaKvStorage>(layers, num_blocks, block_size, c.kv_dim(),
-                                                   dtype_of(device_matrix_type(model.weights)), stream_);
+                                                   dtype_of(device_compute_type(model.weights)), stream_);
     return std::make_unique<KvCache>(block_size, num_blocks, std::move(storage));
   }
 
   void forward(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<float>& logits,
                int n_layers) override {
-    const int rows = run(model, cache, batch, n_layers);
+    const DeviceModel& m = checked_model(model, cache, batch, n_layers);
+    PlannedBatch step(cache, batch, max_positions(model.config));
+    const int rows = run(model, m, cache, batch, step.plan(), n_layers);
     logits.resize(static_cast<size_t>(rows) * model.config.vocab_size);
     if (rows > 0) {
       check(cudaMemcpyAsync(logits.data(), scratch_.logits.get(), logits.size() * sizeof(float),
@@ -205,11 +381,14 @@ class CudaBackend : public Backend {
             "logits download");
     }
     check(cudaStreamSynchronize(stream_), "forward");
+    step.commit();
   }
 
   void forward_argmax(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<int32_t>& tokens,
                       int n_layers) override {
-    const int rows = run(model, cache, batch, n_layers);
+    const DeviceModel& m = checked_model(model, cache, batch, n_layers);
+    PlannedBatch step(cache, batch, max_positions(model.config));
+    const int rows = run(model, m, cache, batch, step.plan(), n_layers);
     scratch_.tokens.reserve(sizeof(int32_t) * rows);
     cuda::argmax_rows(scratch_.logits.get<float>(), rows, model.config.vocab_size, scratch_.tokens.get<int32_t>(), stream_);
     tokens.resize(static_cast<size_t>(rows));
@@ -219,12 +398,12 @@ class CudaBackend : public Backend {
             "token download");
     }
     check(cudaStreamSynchronize(stream_), "forward");
+    step.commit();
   }
 
  private:
-  // Runs the layers and the output matrix, leaving the wanted rows' logits in
-  // scratch_.logits; returns their number.
-  int run(const Model& model, KvCache& cache, const RaggedBatch& batch, int n_layers) {
+  // The device copy of `model` after checking that `cache` and `batch` fit it.
+  const DeviceModel& checked_model(const Model& model, KvCache& cache, const RaggedBatch& batch, int n_layers) {
     const ModelConfig& c = model.config;
     const int layers = n_layers < 0 ? c.n_layers : n_layers;
     auto* kv = dynamic_cast<CudaKvStorage*>(cache.storage());
@@ -235,25 +414,79 @@ class CudaBackend : public Backend {
     for (int32_t t : batch.tokens) {
       if (t < 0 || t >= c.vocab_size) throw std::invalid_argument("token id " + std::to_string(t) + " outside the vocabulary");
     }
-    const DeviceModel& m = device_model(model);
-    if (m.type != kv->type()) throw std::invalid_argument("the KV cache was created for another model");
+    const DeviceModel& m = device_model(model, {});
+    if (m.compute != kv->type()) throw std::invalid_argument("the KV cache was created for another model");
+    return m;
+  }
 
-    const BatchPlan plan = plan_batch(cache, batch, c.context_length > 0 ? c.context_length : INT_MAX);
-    const PackedPlan packed =
-        pack_plan(plan, batch.tokens, partition_attention(plan, cuda::attention_query_tile(c.n_heads, c.n_kv_heads)));
+  // y[:, j] for the outputs of `w`, from x (m rows in the compute type).
+  void product(const DeviceModel& model, const DeviceProduct& w, const void* x, int m, float* y, int ldy) {
+    int col = 0;
+    for (const DeviceMatrix& part : w.parts) {
+      const int rows = static_cast<int>(part.layout.rows), cols = static_cast<int>(part.layout.cols);
+      if (!part.layout.tiled()) {
+        cuda::gemm(cublas_, mode_, x, part.data.get(), model.compute, m, rows, cols, y + col, ldy, stream_);
+      } else if (mode_ == cuda::GemmMode::Invariant || m <= kQuantKernelRows) {
+        cuda::quant_gemm(part.quant(), x, m, y + col, ldy, scratch_.split.get<float>(), stream_);
+      } else {
+        const int chunk = std::max(16, static_cast<int>(kDequantBytes / (2 * static_cast<size_t>(cols))) / 16 * 16);
+        for (int r = 0; r < rows; r += chunk) {
+          const int n = std::min(chunk, rows - r);
+          cuda::dequantize_rows(part.quant(), r, n, scratch_.dequant.get(), stream_);
+          cuda::gemm(cublas_, cuda::GemmMode::Cublas, x, scratch_.dequant.get(), DType::F16, m, n, cols, y + col + r, ldy,
+                     stream_);
+        }
+      }
+      col += rows;
+    }
+  }
+
+  // Scratch for the products of a step with m rows through these weights.
+  void reserve_products(const DeviceModel& model, int m, int layers) {
+    size_t split = 0;
+    bool dequant = false;
+    const auto need = [&](const DeviceProduct& p) {
+      for (const DeviceMatrix& part : p.parts) {
+        if (!part.layout.tiled()) continue;
+        split = std::max(split, cuda::quant_gemm_scratch(part.quant(), m));
+        dequant = dequant || (mode_ == cuda::GemmMode::Cublas && m > kQuantKernelRows);
+      }
+    };
+    for (int l = 0; l < layers; ++l) {
+      const DeviceLayer& w = model.layers[static_cast<size_t>(l)];
+      for (const DeviceProduct* p : {&w.qkv, &w.wo, &w.gate_up, &w.down}) need(*p);
+    }
+    need(model.logits());
+    scratch_.split.reserve(split * sizeof(float));
+    if (dequant) scratch_.dequant.reserve(kDequantBytes);
+  }
+
+  // Runs the layers and the output matrix, leaving the wanted rows' logits in
+  // scratch_.logits; returns their number.
+  int run(const Model& model, const DeviceModel& m, KvCache& cache, const RaggedBatch& batch, const BatchPlan& plan,
+          int n_layers) {
+    const ModelConfig& c = model.config;
+    const int layers = n_layers < 0 ? c.n_layers : n_layers;
+    auto* kv = static_cast<CudaKvStorage*>(cache.storage());
+    const int hd = c.head_dim(), q_dim = c.q_dim(), kv_dim = c.kv_dim();
+    const int qkv_cols = q_dim + 2 * kv_dim, dim = c.dim, hidden = c.hidden_dim;
+    const int group = c.n_heads / c.n_kv_heads;
+    const PackedPlan packed = pack_plan(plan, batch.tokens,
+                                        AttentionShape{cuda::attention_query_tile(c.n_heads, c.n_kv_heads),
+                                                       cuda::attention_piece_keys(), kParallelQueries, group});
     const int n = plan.n_tokens, rows = static_cast<int>(plan.logit_rows.size());
-    const int dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim();
-    const int qkv_cols = q_dim + 2 * kv_dim;
-    const size_t element = cuda::dtype_bytes(m.type);
+    const size_t element = cuda::dtype_bytes(m.compute);
     Scratch& s = scratch_;
     s.meta.reserve(packed.data.size() * sizeof(int32_t));
     s.x.reserve(sizeof(float) * n * dim);
     s.tmp.reserve(sizeof(float) * n * dim);
-    s.normed.reserve(element * n * std::max(dim, hidden));
+    s.normed.reserve(element * n * std::max({dim, hidden, q_dim}));
     s.qkv.reserve(sizeof(float) * n * qkv_cols);
     s.attention.reserve(element * n * q_dim);
     s.gate_up.reserve(sizeof(float) * n * 2 * hidden);
     s.logits.reserve(sizeof(float) * rows * c.vocab_size);
+    s.partials.reserve(sizeof(float) * static_cast<size_t>(packed.partial_rows) * c.n_kv_heads * (hd + 2));
+    reserve_products(m, std::max(n, rows), layers);
     check(cudaMemcpyAsync(s.meta.get(), packed.data.data(), packed.data.size() * sizeof(int32_t),
                           cudaMemcpyHostToDevice, stream_),
           "batch metadata upload");
@@ -263,105 +496,98 @@ class CudaBackend : public Backend {
     float* qkv = s.qkv.get<float>();
     float* gate_up = s.gate_up.get<float>();
 
-    cuda::embedding(m.embedding.get(), m.type, dim, meta + packed.tokens, n, x, stream_);
+    const DeviceMatrix& table = m.embedding.parts.front();
+    if (table.layout.tiled()) {
+      cuda::embedding(table.quant(), meta + packed.tokens, n, x, stream_);
+    } else {
+      cuda::embedding(table.data.get(), m.compute, dim, meta + packed.tokens, n, x, stream_);
+    }
+    cuda::AttentionArgs a;
+    a.qkv = qkv;
+    a.row_stride = qkv_cols;
+    a.n_tokens = n;
+    a.cache_type = m.compute;
+    a.work = meta + packed.work;
+    a.tasks = meta + packed.tasks;
+    a.n_tasks = packed.n_tasks;
+    a.token_work = meta + packed.token_work;
+    a.positions = meta + packed.positions;
+    a.table_offsets = meta + packed.table_offsets;
+    a.block_tables = meta + packed.block_tables;
+    a.block_size = cache.block_size();
+    a.n_heads = c.n_heads;
+    a.n_kv_heads = c.n_kv_heads;
+    a.head_dim = hd;
+    a.partial_rows = packed.partial_rows;
+    a.partial_values = s.partials.get<float>();
+    a.partial_stats = a.partial_values + static_cast<size_t>(packed.partial_rows) * c.n_kv_heads * hd;
+    a.out = s.attention.get();
     for (int l = 0; l < layers; ++l) {
       const DeviceLayer& w = m.layers[static_cast<size_t>(l)];
       // attention
-      cuda::rmsnorm(x, w.attn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.type, stream_);
-      cuda::gemm(cublas_, mode_, s.normed.get(), w.wqkv.get(), m.type, n, qkv_cols, dim, qkv, stream_);
+      cuda::rmsnorm(x, w.attn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.compute, stream_);
+      product(m, w.qkv, s.normed.get(), n, qkv, qkv_cols);
       if (w.qkv_bias.get()) cuda::add_bias(qkv, qkv_cols, n, w.qkv_bias.get<float>(), qkv_cols, stream_);
       if (w.q_norm.get()) {  // qwen3: each head of q and k normalized before the rotation
         cuda::head_rmsnorm(qkv, qkv_cols, n, c.n_heads, hd, w.q_norm.get<float>(), c.norm_eps, stream_);
         cuda::head_rmsnorm(qkv + q_dim, qkv_cols, n, c.n_kv_heads, hd, w.k_norm.get<float>(), c.norm_eps, stream_);
       }
-      cuda::rope(qkv, qkv_cols, meta + packed.positions, n, c.n_heads + c.n_kv_heads, hd,
-                 m.rope_frequencies.get<double>(), m.rope_layout, stream_);
+      cuda::rope(qkv, qkv_cols, meta + packed.positions, n, c.n_heads + c.n_kv_heads, hd, m.rope_frequencies.get<double>(),
+                 m.rope_layout, stream_);
       cuda::kv_write(qkv, qkv_cols, q_dim, q_dim + kv_dim, meta + packed.cache_slots, n, kv_dim, kv->keys(l),
-                     kv->values(l), m.type, stream_);
-      cuda::AttentionArgs a;
-      a.qkv = qkv;
-      a.row_stride = qkv_cols;
+                     kv->values(l), m.compute, stream_);
       a.k_cache = kv->keys(l);
       a.v_cache = kv->values(l);
-      a.cache_type = m.type;
-      a.work = meta + packed.work;
-      a.n_work = packed.n_work;
-      a.positions = meta + packed.positions;
-      a.table_offsets = meta + packed.table_offsets;
-      a.block_tables = meta + packed.block_tables;
-      a.block_size = cache.block_size();
-      a.n_heads = c.n_heads;
-      a.n_kv_heads = c.n_kv_heads;
-      a.head_dim = hd;
-      a.out = s.attention.get();
       cuda::paged_attention(a, stream_);
-      cuda::gemm(cublas_, mode_, s.attention.get(), w.wo.get(), m.type, n, dim, q_dim, tmp, stream_);
+      product(m, w.wo, s.attention.get(), n, tmp, dim);
       if (w.bo.get()) cuda::add_bias(tmp, dim, n, w.bo.get<float>(), dim, stream_);
       cuda::residual_add(x, tmp, static_cast<int64_t>(n) * dim, stream_);
       // feed-forward
-      cuda::rmsnorm(x, w.ffn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.type, stream_);
-      cuda::gemm(cublas_, mode_, s.normed.get(), w.w_gate_up.get(), m.type, n, 2 * hidden, dim, gate_up, stream_);
-      cuda::swiglu(gate_up, n, hidden, s.normed.get(), m.type, stream_);
-      cuda::gemm(cublas_, mode_, s.normed.get(), w.w_down.get(), m.type, n, dim, hidden, tmp, stream_);
+      cuda::rmsnorm(x, w.ffn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.compute, stream_);
+      product(m, w.gate_up, s.normed.get(), n, gate_up, 2 * hidden);
+      cuda::swiglu(gate_up, n, hidden, s.normed.get(), m.compute, stream_);
+      product(m, w.down, s.normed.get(), n, tmp, dim);
       cuda::residual_add(x, tmp, static_cast<int64_t>(n) * dim, stream_);
     }
     // the final norm and the output matrix, on the wanted rows only
     cuda::rmsnorm(x, m.final_norm.get<float>(), meta + packed.logit_rows, rows, dim, c.norm_eps, s.normed.get(),
-                  m.type, stream_);
-    const DeviceBuffer& output = model.tied_output() ? m.embedding : m.output;
-    cuda::gemm(cublas_, mode_, s.normed.get(), output.get(), m.type, rows, c.vocab_size, dim, s.logits.get<float>(),
-               stream_);
+                  m.compute, stream_);
+    product(m, m.logits(), s.normed.get(), rows, s.logits.get<float>(), c.vocab_size);
     return rows;
   }
+
+  // Decode and verification items (at most this many tokens) spread their keys over blocks.
+  static constexpr int kParallelQueries = 8;
 
   struct Scratch {
     DeviceBuffer meta;       // PackedPlan::data
     DeviceBuffer x;          // (n_tokens, dim) f32 residual stream
     DeviceBuffer tmp;        // (n_tokens, dim) f32 product output before the residual add
-    DeviceBuffer normed;     // (n_tokens, max(dim, hidden)) product input in the weights' type
+    DeviceBuffer normed;     // (n_tokens, max(dim, hidden, q_dim)) product input in the compute type
     DeviceBuffer qkv;        // (n_tokens, q_dim + 2 kv_dim) f32
-    DeviceBuffer attention;  // (n_tokens, q_dim) in the weights' type
+    DeviceBuffer attention;  // (n_tokens, q_dim) in the compute type
     DeviceBuffer gate_up;    // (n_tokens, 2 hidden) f32
     DeviceBuffer logits;     // (n_logit_rows, vocab) f32
     DeviceBuffer tokens;     // (n_logit_rows) argmax of each row
+    DeviceBuffer partials;   // attention pieces run in parallel: values, then (max, sum)
+    DeviceBuffer split;      // quant_gemm's split-K partial sums
+    DeviceBuffer dequant;    // fp16 rows of a quantized matrix for cuBLAS
   };
 
-  const DeviceModel& device_model(const Model& model) {
+  const DeviceModel& device_model(const Model& model, const std::function<bool(double)>& progress) {
     auto it = models_.find(&model);
-    if (it != models_.end() && it->second.source == model.weights.token_embedding.data) return it->second;
-    const Weights& w = model.weights;
-    const TensorType type = device_matrix_type(w);
-    DeviceModel m;
-    m.source = w.token_embedding.data;
-    m.type = dtype_of(type);
-    m.embedding = upload({&w.token_embedding}, type);
-    for (const LayerWeights& l : w.layers) {
-      DeviceLayer d;
-      d.attn_norm = upload({&l.attn_norm}, TensorType::F32);
-      d.wqkv = upload({&l.wq, &l.wk, &l.wv}, type);
-      d.qkv_bias = upload(qkv_bias_row(l));
-      d.q_norm = upload_optional(l.q_norm);
-      d.k_norm = upload_optional(l.k_norm);
-      d.wo = upload({&l.wo}, type);
-      d.bo = upload_optional(l.bo);
-      d.ffn_norm = upload({&l.ffn_norm}, TensorType::F32);
-      d.w_gate_up = upload({&l.w_gate, &l.w_up}, type);
-      d.w_down = upload({&l.w_down}, type);
-      m.layers.push_back(std::move(d));
-    }
-    m.final_norm = upload({&w.final_norm}, TensorType::F32);
-    if (!model.tied_output()) m.output = upload({&w.output}, type);
-    m.rope_frequencies = upload(model.config.rope_frequencies());
-    m.rope_layout = model.config.rope_style == RopeStyle::Halves ? cuda::RopeLayout::Halves : cuda::RopeLayout::AdjacentPairs;
-    models_.erase(&model);
-    return models_.emplace(&model, std::move(m)).first->second;
+    if (it != models_.end() && it->second->source == model.weights.token_embedding.data) return *it->second;
+    auto m = registry().get(device_, model, stream_, progress);
+    models_[&model] = m;
+    return *m;
   }
 
+  int device_;
   std::string name_;
   cuda::GemmMode mode_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::map<const Model*, DeviceModel> models_;
+  std::map<const Model*, std::shared_ptr<const DeviceModel>> models_;
   Scratch scratch_;
 };
 

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "quant_tiles.h"
+
 namespace specula {
 
 std::vector<AttentionWork> partition_attention(const BatchPlan& plan, int query_tile) {
@@ -18,12 +20,36 @@ std::vector<AttentionWork> partition_attention(const BatchPlan& plan, int query_
   return work;
 }
 
-PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens,
-                     const std::vector<AttentionWork>& work) {
+AttentionTasks plan_attention_tasks(const BatchPlan& plan, const std::vector<AttentionWork>& work, int split_keys,
+                                    int parallel_queries, int group) {
+  if (split_keys <= 0 || group <= 0) throw std::invalid_argument("attention pieces and groups must be positive");
+  AttentionTasks t;
+  t.first_task.assign(1, 0);
+  for (size_t i = 0; i < work.size(); ++i) {
+    const AttentionWork& w = work[i];
+    const int n_keys = plan.positions[static_cast<size_t>(w.first_token + w.n_queries - 1)] + 1;
+    const int n_pieces = (n_keys + split_keys - 1) / split_keys;
+    const int item = static_cast<int32_t>(i);
+    if (w.n_queries <= parallel_queries && n_pieces > 1) {
+      for (int p = 0; p < n_pieces; ++p) {
+        t.tasks.push_back({item, p, 1, t.partial_rows});
+        t.partial_rows += w.n_queries * group;
+      }
+    } else {
+      t.tasks.push_back({item, 0, n_pieces, 0});
+    }
+    t.first_task.push_back(static_cast<int32_t>(t.tasks.size()));
+  }
+  return t;
+}
+
+PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, const AttentionShape& shape) {
   if (tokens.size() != static_cast<size_t>(plan.n_tokens)) {
     throw std::invalid_argument("pack_plan: " + std::to_string(tokens.size()) + " tokens for a plan of " +
                                 std::to_string(plan.n_tokens));
   }
+  const std::vector<AttentionWork> work = partition_attention(plan, shape.query_tile);
+  const AttentionTasks tasks = plan_attention_tasks(plan, work, shape.split_keys, shape.parallel_queries, shape.group);
   PackedPlan packed;
   std::vector<int32_t>& d = packed.data;
   const auto append = [&d](const std::vector<int32_t>& v) {
@@ -38,10 +64,23 @@ PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens,
   packed.block_tables = append(plan.block_tables);
   packed.logit_rows = append(plan.logit_rows);
   packed.work = d.size();
-  for (const AttentionWork& w : work) d.insert(d.end(), {w.seq, w.first_token, w.n_queries});
+  std::vector<int32_t> token_work(static_cast<size_t>(plan.n_tokens), 0);
+  for (size_t i = 0; i < work.size(); ++i) {
+    const AttentionWork& w = work[i];
+    d.insert(d.end(), {w.seq, w.first_token, w.n_queries, tasks.first_task[i],
+                       tasks.first_task[i + 1] - tasks.first_task[i]});
+    std::fill_n(token_work.begin() + w.first_token, w.n_queries, static_cast<int32_t>(i));
+  }
   packed.n_work = static_cast<int>(work.size());
+  packed.tasks = d.size();
+  for (const AttentionTask& t : tasks.tasks) d.insert(d.end(), {t.work, t.first_piece, t.n_pieces, t.partial_row});
+  packed.n_tasks = static_cast<int>(tasks.tasks.size());
+  packed.partial_rows = tasks.partial_rows;
+  packed.token_work = append(token_work);
   return packed;
 }
+
+// ---- weights on the device ----
 
 namespace {
 
@@ -53,9 +92,166 @@ std::vector<const TensorView*> matrices(const Weights& w) {
   return all;
 }
 
+tiles::Format tile_format(TensorType type) {
+  switch (type) {
+    case TensorType::Q8_0: return tiles::Format::Q8_0;
+    case TensorType::Q4_0: return tiles::Format::Q4_0;
+    case TensorType::Q4_K: return tiles::Format::Q4_K;
+    case TensorType::Q6_K: return tiles::Format::Q6_K;
+    default: throw std::invalid_argument(std::string("no tile format for ") + std::string(type_traits(type).name));
+  }
+}
+
+tiles::Shape tile_shape(const DeviceMatrixLayout& layout) {
+  return {tile_format(layout.type), layout.rows, layout.cols};
+}
+
+// One row of GGUF blocks as the tile writer wants it, over the row's whole tiles (columns
+// past the row hold zero weights): a code per value and each tile's scale records.
+struct RowCodes {
+  std::vector<uint8_t> code;   // (ktiles * 256) the stored code of each value
+  std::vector<uint8_t> scale;  // (ktiles * 16) each tile's scale record
+  std::vector<uint8_t> super;  // (ktiles * 4) each tile's super-block scales
+};
+
+// The code of a zero weight (with scale 0 it would be 0 anyway; this makes it 0 before scaling).
+uint8_t zero_code(tiles::Format f) {
+  switch (f) {
+    case tiles::Format::Q8_0: return 128;
+    case tiles::Format::Q4_0: return 8;
+    case tiles::Format::Q4_K: return 0;
+    case tiles::Format::Q6_K: return 32;
+  }
+  return 0;
+}
+
+void unpack_row(TensorType type, const uint8_t* src, int64_t cols, int64_t ktiles, RowCodes& out) {
+  const tiles::Format f = tile_format(type);
+  out.code.assign(static_cast<size_t>(ktiles * tiles::kCols), zero_code(f));
+  out.scale.assign(static_cast<size_t>(ktiles * tiles::kScaleBytes), 0);
+  out.super.assign(static_cast<size_t>(ktiles * tiles::kSuperBytes), 0);
+  if (!src) return;  // a padding row
+  const int64_t block_bytes = type_traits(type).block_bytes;
+  const int64_t block_values = type_traits(type).block_elements;
+  for (int64_t b = 0; b < cols / block_values; ++b) {
+    const uint8_t* block = src + b * block_bytes;
+    const int64_t first = b * block_values;  // column of the block's first value
+    uint8_t* code = out.code.data() + first;
+    uint8_t* scale = out.scale.data() + first / tiles::kCols * tiles::kScaleBytes;
+    uint8_t* super = out.super.data() + first / tiles::kCols * tiles::kSuperBytes;
+    switch (type) {
+      case TensorType::Q8_0: {  // d, then 32 int8
+        const int group = static_cast<int>(first % tiles::kCols / 32);
+        std::memcpy(scale + 2 * group, block, 2);
+        for (int i = 0; i < 32; ++i) code[i] = static_cast<uint8_t>(static_cast<int8_t>(block[2 + i]) + 128);
+        break;
+      }
+      case TensorType::Q4_0: {  // d, then value i in the low nibble of byte i, 16 + i in the high
+        const int group = static_cast<int>(first % tiles::kCols / 32);
+        std::memcpy(scale + 2 * group, block, 2);
+        for (int i = 0; i < 16; ++i) {
+          code[i] = block[2 + i] & 0xF;
+          code[16 + i] = block[2 + i] >> 4;
+        }
+        break;
+      }
+      case TensorType::Q4_K: {  // d, dmin, 12 packed scale bytes, 128 bytes: 64-value chunks, low nibbles first
+        std::memcpy(super, block, 4);
+        for (int j = 0; j < 8; ++j) q4_k_scale_min(j, block + 4, &scale[j], &scale[8 + j]);
+        const uint8_t* qs = block + 16;
+        for (int i = 0; i < 256; ++i) {
+          const int c = i / 64, l = i % 64;
+          code[i] = l < 32 ? qs[32 * c + l] & 0xF : qs[32 * c + l - 32] >> 4;
+        }
+        break;
+      }
+      case TensorType::Q6_K: {  // 128 bytes low nibbles, 64 bytes top bits, 16 int8 scales, d
+        const uint8_t* ql = block;
+        const uint8_t* qh = block + 128;
+        std::memcpy(scale, block + 192, 16);
+        std::memcpy(super, block + 208, 2);
+        for (int i = 0; i < 256; ++i) {
+          const int half = i / 128, quarter = i % 128 / 32, l = i % 32;
+          const uint8_t low = ql[64 * half + l + 32 * (quarter % 2)];
+          const int lo = quarter < 2 ? low & 0xF : low >> 4;
+          const int hi = (qh[32 * half + l] >> (2 * quarter)) & 3;
+          code[i] = static_cast<uint8_t>(lo | hi << 4);
+        }
+        break;
+      }
+      default: throw std::invalid_argument("unpack_row: not a tiled type");
+    }
+  }
+}
+
+void or_code(uint8_t* panel, tiles::Format f, int64_t ktile, int lane, tiles::CodeAt at, uint32_t value) {
+  uint8_t* p = panel + tiles::quant_offset(f, ktile, at.word, lane) + 4 * at.dword;
+  const uint32_t word = tiles::load_u32(p) | value << at.shift;
+  for (int b = 0; b < 4; ++b) p[b] = static_cast<uint8_t>(word >> (8 * b));
+}
+
+// One tile row: 16 weight rows (null past the matrix) into a panel.
+void write_panel(TensorType type, const uint8_t* const rows[tiles::kRows], int64_t cols, int64_t ktiles,
+                 uint8_t* panel) {
+  const tiles::Format f = tile_format(type);
+  std::memset(panel, 0, static_cast<size_t>(ktiles * tiles::tile_bytes(f)));
+  RowCodes codes;
+  for (int r = 0; r < tiles::kRows; ++r) {
+    unpack_row(type, rows[r], cols, ktiles, codes);
+    for (int64_t kt = 0; kt < ktiles; ++kt) {
+      std::memcpy(panel + tiles::scale_offset(f, ktiles, kt, r), codes.scale.data() + kt * tiles::kScaleBytes,
+                  tiles::kScaleBytes);
+      if (tiles::has_supers(f)) {
+        std::memcpy(panel + tiles::super_offset(f, ktiles, kt, r), codes.super.data() + kt * tiles::kSuperBytes,
+                    tiles::kSuperBytes);
+      }
+      for (int c = 0; c < tiles::kCols; ++c) {
+        const uint32_t code = codes.code[static_cast<size_t>(kt * tiles::kCols + c)];
+        const tiles::Slot s = tiles::slot_of(r, c);
+        if (f == tiles::Format::Q8_0) {
+          or_code(panel, f, kt, s.lane, tiles::byte_at(s.chunk, s.step, s.half, s.j), code);
+        } else {
+          or_code(panel, f, kt, s.lane, tiles::nibble_at(s.chunk, s.step, s.half, s.j), code & 0xF);
+          if (f == tiles::Format::Q6_K) {
+            or_code(panel, f, kt, s.lane, tiles::crumb_at(s.chunk, s.step, s.half, s.j), code >> 4);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Row r of parts stacked row-wise, or null past the end.
+const uint8_t* stacked_row(std::span<const TensorView* const> parts, int64_t r) {
+  for (const TensorView* p : parts) {
+    if (r < p->rows) return p->row(r);
+    r -= p->rows;
+  }
+  return nullptr;
+}
+
+void convert_dense_row(TensorType src_type, const uint8_t* src, TensorType type, int64_t cols, std::vector<float>& row,
+                       uint8_t* dst) {
+  if (src_type == type) {
+    std::memcpy(dst, src, row_bytes(type, cols));
+    return;
+  }
+  row.resize(static_cast<size_t>(cols));
+  dequantize_row(src_type, src, row.data(), cols);
+  if (type == TensorType::F32) {
+    std::memcpy(dst, row.data(), row.size() * sizeof(float));
+    return;
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    const float v = row[static_cast<size_t>(c)];
+    const uint16_t h = type == TensorType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+    std::memcpy(dst + 2 * c, &h, 2);
+  }
+}
+
 }  // namespace
 
-TensorType device_matrix_type(const Weights& weights) {
+TensorType device_compute_type(const Weights& weights) {
   const auto all = matrices(weights);
   const auto every = [&](TensorType t) {
     return std::all_of(all.begin(), all.end(), [t](const TensorView* m) { return m->type == t; });
@@ -65,44 +261,172 @@ TensorType device_matrix_type(const Weights& weights) {
   return TensorType::F16;
 }
 
-void convert_matrix(const TensorView& src, TensorType type, void* dst) {
-  if (type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16) {
-    throw std::invalid_argument("device matrices are f32, f16 or bf16, not " + std::string(type_traits(type).name));
+bool is_tiled_type(TensorType type) {
+  return type == TensorType::Q8_0 || type == TensorType::Q4_0 || type == TensorType::Q4_K || type == TensorType::Q6_K;
+}
+
+DeviceMatrixLayout device_layout(TensorType stored, TensorType compute, int64_t rows, int64_t cols) {
+  DeviceMatrixLayout l;
+  l.rows = rows;
+  l.cols = cols;
+  if (is_tiled_type(stored)) {
+    const tiles::Shape shape{tile_format(stored), rows, cols};
+    if (cols % tiles::group_size(shape.format) != 0) {
+      throw std::invalid_argument("a " + std::string(type_traits(stored).name) + " matrix of " + std::to_string(cols) +
+                                  " columns is not whole blocks");
+    }
+    l.type = stored;
+    l.unit_rows = tiles::kRows;
+    l.units = shape.row_tiles();
+    l.unit_bytes = static_cast<size_t>(shape.panel_bytes());
+    return l;
   }
-  if (src.type == type) {
-    std::memcpy(dst, src.data, src.bytes());
+  if (compute != TensorType::F32 && compute != TensorType::F16 && compute != TensorType::BF16) {
+    throw std::invalid_argument("a device computes in f32, f16 or bf16, not " + std::string(type_traits(compute).name));
+  }
+  l.type = compute;
+  l.unit_rows = 1;
+  l.units = rows;
+  l.unit_bytes = row_bytes(compute, cols);
+  return l;
+}
+
+std::vector<std::vector<const TensorView*>> stack_by_type(std::span<const TensorView* const> parts) {
+  std::vector<std::vector<const TensorView*>> groups;
+  for (const TensorView* p : parts) {
+    if (groups.empty() || groups.back().back()->type != p->type || groups.back().back()->cols != p->cols) {
+      groups.emplace_back();
+    }
+    groups.back().push_back(p);
+  }
+  return groups;
+}
+
+void write_device_units(std::span<const TensorView* const> parts, const DeviceMatrixLayout& layout,
+                        int64_t first_unit, int64_t n_units, void* dst) {
+  if (parts.empty() || first_unit < 0 || n_units < 0 || first_unit + n_units > layout.units) {
+    throw std::invalid_argument("write_device_units: units outside the matrix");
+  }
+  for (const TensorView* p : parts) {
+    if (p->type != parts[0]->type || p->cols != layout.cols) {
+      throw std::invalid_argument("stacked device matrices need one type and one width");
+    }
+  }
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  if (layout.tiled()) {
+    const tiles::Shape shape = tile_shape(layout);
+    for (int64_t u = 0; u < n_units; ++u) {
+      const uint8_t* rows[tiles::kRows];
+      for (int r = 0; r < tiles::kRows; ++r) rows[r] = stacked_row(parts, (first_unit + u) * tiles::kRows + r);
+      write_panel(layout.type, rows, layout.cols, shape.ktiles(), out + u * layout.unit_bytes);
+    }
     return;
   }
-  std::vector<float> row(static_cast<size_t>(src.cols));
-  for (int64_t r = 0; r < src.rows; ++r) {
-    dequantize_row(src.type, src.row(r), row.data(), src.cols);
-    if (type == TensorType::F32) {
-      std::memcpy(static_cast<float*>(dst) + r * src.cols, row.data(), row.size() * sizeof(float));
-      continue;
-    }
-    uint16_t* out = static_cast<uint16_t*>(dst) + r * src.cols;
-    for (int64_t c = 0; c < src.cols; ++c) {
-      out[c] = type == TensorType::F16 ? fp32_to_fp16(row[static_cast<size_t>(c)]) : fp32_to_bf16(row[static_cast<size_t>(c)]);
-    }
+  std::vector<float> row;
+  for (int64_t u = 0; u < n_units; ++u) {
+    convert_dense_row(parts[0]->type, stacked_row(parts, first_unit + u), layout.type, layout.cols, row,
+                      out + u * layout.unit_bytes);
   }
 }
 
-size_t device_weight_bytes(const Model& model) {
-  const Weights& w = model.weights;
-  const size_t element = row_bytes(device_matrix_type(w), 1);
-  size_t bytes = 0;
-  for (const TensorView* m : matrices(w)) {
-    if (m == &w.output && model.tied_output()) continue;
-    bytes += static_cast<size_t>(m->rows * m->cols) * element;
+float device_element(const DeviceMatrixLayout& layout, const void* image, int64_t row, int64_t col) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(image);
+  if (layout.tiled()) return tiles::element(tile_shape(layout), bytes, row, col);
+  const uint8_t* at = bytes + row * layout.unit_bytes + col * static_cast<int64_t>(row_bytes(layout.type, 1));
+  float value;
+  dequantize_row(layout.type, at, &value, 1);
+  return value;
+}
+
+std::vector<UploadChunk> plan_upload(const DeviceMatrixLayout& layout, size_t max_bytes) {
+  if (layout.unit_bytes == 0) return {};
+  const int64_t per_chunk = std::max<int64_t>(1, static_cast<int64_t>(max_bytes / layout.unit_bytes));
+  std::vector<UploadChunk> chunks;
+  for (int64_t u = 0; u < layout.units; u += per_chunk) {
+    const int64_t n = std::min(per_chunk, layout.units - u);
+    chunks.push_back({u, n, static_cast<size_t>(u) * layout.unit_bytes, static_cast<size_t>(n) * layout.unit_bytes});
   }
-  const size_t norms = 2 * w.layers.size() + 1;
-  bytes += norms * static_cast<size_t>(model.config.dim) * sizeof(float);
-  for (const LayerWeights& l : w.layers) {  // biases and q/k norms, f32, where the model has them
-    for (const TensorView* v : {&l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm}) {
-      bytes += static_cast<size_t>(v->cols * v->rows) * sizeof(float);
-    }
+  return chunks;
+}
+
+namespace {
+
+DeviceMatrixPlan matrix_plan(std::vector<const TensorView*> parts, TensorType compute) {
+  int64_t rows = 0;
+  for (const TensorView* p : parts) rows += p->rows;
+  DeviceMatrixPlan m;
+  m.layout = device_layout(parts[0]->type, compute, rows, parts[0]->cols);
+  m.parts = std::move(parts);
+  return m;
+}
+
+std::vector<DeviceMatrixPlan> stacked_plans(std::initializer_list<const TensorView*> parts, TensorType compute) {
+  std::vector<DeviceMatrixPlan> plans;
+  for (auto& group : stack_by_type(std::vector<const TensorView*>(parts))) plans.push_back(matrix_plan(group, compute));
+  return plans;
+}
+
+size_t bytes_of(const std::vector<DeviceMatrixPlan>& plans) {
+  size_t bytes = 0;
+  for (const DeviceMatrixPlan& p : plans) bytes += p.layout.bytes();
+  return bytes;
+}
+
+size_t layer_bytes(const DeviceLayerPlan& l) {
+  return bytes_of(l.qkv) + l.wo.layout.bytes() + bytes_of(l.gate_up) + l.down.layout.bytes() + l.vector_bytes;
+}
+
+size_t vector_bytes(const LayerWeights& l) {
+  size_t bytes = 0;
+  for (const TensorView* v : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm}) {
+    bytes += static_cast<size_t>(v->cols * v->rows) * sizeof(float);
   }
   return bytes;
+}
+
+}  // namespace
+
+DeviceModelPlan plan_device_model(const Model& model) {
+  const Weights& w = model.weights;
+  DeviceModelPlan plan;
+  plan.compute = device_compute_type(w);
+  plan.embedding = matrix_plan({&w.token_embedding}, plan.compute);
+  for (const LayerWeights& l : w.layers) {
+    DeviceLayerPlan d;
+    d.qkv = stacked_plans({&l.wq, &l.wk, &l.wv}, plan.compute);
+    d.wo = matrix_plan({&l.wo}, plan.compute);
+    d.gate_up = stacked_plans({&l.w_gate, &l.w_up}, plan.compute);
+    d.down = matrix_plan({&l.w_down}, plan.compute);
+    d.vector_bytes = vector_bytes(l);
+    plan.layers.push_back(std::move(d));
+  }
+  plan.output = model.tied_output() ? plan.embedding : matrix_plan({&w.output}, plan.compute);
+  plan.final_norm_bytes = static_cast<size_t>(w.final_norm.cols) * sizeof(float);
+  return plan;
+}
+
+size_t device_weight_bytes(const Model& model) {
+  const DeviceModelPlan plan = plan_device_model(model);
+  size_t bytes = plan.embedding.layout.bytes() + plan.final_norm_bytes;
+  for (const DeviceLayerPlan& l : plan.layers) bytes += layer_bytes(l);
+  if (!model.tied_output()) bytes += plan.output.layout.bytes();
+  return bytes;
+}
+
+size_t step_weight_bytes(const Model& model, int n_layers) {
+  const DeviceModelPlan plan = plan_device_model(model);
+  const int layers = n_layers < 0 ? static_cast<int>(plan.layers.size()) : n_layers;
+  size_t bytes = 0;
+  for (int l = 0; l < layers; ++l) bytes += layer_bytes(plan.layers[static_cast<size_t>(l)]);
+  if (n_layers < 0) bytes += plan.final_norm_bytes + plan.output.layout.bytes();
+  return bytes;
+}
+
+size_t step_kv_bytes(const ModelConfig& config, TensorType compute, std::span<const int> contexts, int n_layers) {
+  size_t positions = 0;
+  for (const int c : contexts) positions += static_cast<size_t>(c);
+  const size_t layers = static_cast<size_t>(n_layers < 0 ? config.n_layers : n_layers);
+  return 2 * layers * positions * static_cast<size_t>(config.kv_dim()) * row_bytes(compute, 1);
 }
 
 std::vector<float> qkv_bias_row(const LayerWeights& layer) {

@@ -1,10 +1,12 @@
 // Host-side preparation for a device backend: how a batch's attention is split into work
-// items, the batch metadata packed for one upload, and weights converted to the element
-// type the device computes in. Plain C++, built and tested on every machine.
+// items and key ranges, the batch metadata packed for one upload, the device layout of every
+// weight matrix and the conversion into it in upload-sized pieces, and the bytes a step
+// reads. Plain C++, built and tested on every machine.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "compute/batch.h"
@@ -13,8 +15,8 @@
 
 namespace specula {
 
-// Up to `query_tile` consecutive new tokens of one batch sequence: the unit of work of the
-// ragged attention kernel (one block per item and KV head).
+// Up to `query_tile` consecutive new tokens of one batch sequence: the queries one attention
+// block loads (for one KV head).
 struct AttentionWork {
   int32_t seq = 0;          // batch sequence index
   int32_t first_token = 0;  // index into the batch's tokens
@@ -24,6 +26,31 @@ struct AttentionWork {
 // Splits every sequence's new tokens into items of at most `query_tile`, in token order,
 // so a decoding sequence is one item and a verified draft of d tokens is ceil((d+1)/tile).
 std::vector<AttentionWork> partition_attention(const BatchPlan& plan, int query_tile);
+
+// Split-K attention. A work item's context (keys 0 .. position of its last query) is cut into
+// pieces of `split_keys` keys at fixed positions (piece p: keys p * split_keys ..). A piece
+// gives each query its partial softmax (max, sum, weighted values); a query's result is its
+// non-empty pieces folded in piece order, so it depends on the query's position alone, never
+// on the batch, its item or how its sequence's tokens were split across calls.
+// A task is one block: all of an item's pieces in turn (prefill items), or one piece whose
+// partial results go to rows of a scratch buffer that a second kernel folds (decode and
+// verification items: few queries, so the pieces run in parallel). Both fold the same
+// numbers in the same order: the same bits.
+struct AttentionTask {
+  int32_t work = 0;         // work item index
+  int32_t first_piece = 0;
+  int32_t n_pieces = 0;     // all of the item's pieces, or 1
+  int32_t partial_row = 0;  // when 1 of several: its first scratch row (one per query vector)
+};
+struct AttentionTasks {
+  std::vector<AttentionTask> tasks;
+  std::vector<int32_t> first_task;  // (n_work + 1) where each item's tasks start
+  int32_t partial_rows = 0;         // scratch rows the parallel pieces need
+};
+// Items of at most `parallel_queries` tokens with more than one piece run their pieces in
+// parallel; every other item is one task. `group` query vectors per token (n_heads / n_kv_heads).
+AttentionTasks plan_attention_tasks(const BatchPlan& plan, const std::vector<AttentionWork>& work, int split_keys,
+                                    int parallel_queries, int group);
 
 // Everything a device forward needs from the host, in one int32 buffer; each field is the
 // offset of its array in `data`.
@@ -35,21 +62,101 @@ struct PackedPlan {
   size_t table_offsets = 0;  // (n_seqs + 1)
   size_t block_tables = 0;   // (table_offsets[n_seqs])
   size_t logit_rows = 0;     // (n_logit_rows)
-  size_t work = 0;           // (n_work, 3) seq, first token, query count
+  size_t work = 0;           // (n_work, 5) seq, first token, query count, first task, task count
+  size_t tasks = 0;          // (n_tasks, 4) AttentionTask
+  size_t token_work = 0;     // (n_tokens) the work item holding each token
   int n_work = 0;
+  int n_tasks = 0;
+  int partial_rows = 0;
 };
-PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens,
-                     const std::vector<AttentionWork>& work);
+// How a device cuts attention: pieces of split_keys keys; items of at most parallel_queries
+// tokens run their pieces in parallel; `group` query vectors per token.
+struct AttentionShape {
+  int query_tile = 16;
+  int split_keys = 128;
+  int parallel_queries = 8;
+  int group = 1;
+};
+PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, const AttentionShape& shape);
 
-// The type a device keeps a model's matrices in: F32 when every matrix is F32, BF16 when
-// every one is BF16, otherwise F16 (quantized matrices are expanded to fp16, which costs
-// 2 bytes per weight instead of about 0.56 for Q4_K).
-TensorType device_matrix_type(const Weights& weights);
-// Converts a whole matrix to `type` (F32, F16 or BF16), rows * cols elements into `dst`.
-void convert_matrix(const TensorView& src, TensorType type, void* dst);
-// Bytes of the device copy of the weights: matrices in device_matrix_type, norms and
-// biases in f32, the output matrix once more unless tied.
+// ---- weights on the device ----
+
+// The type a device computes a model in: its activations, KV cache and dense matrices. F32
+// when every matrix is F32, BF16 when every one is BF16, otherwise F16.
+TensorType device_compute_type(const Weights& weights);
+
+// How one matrix (or several stacked row-wise) lives in device memory: quantized matrices
+// (Q8_0, Q4_0, Q4_K, Q6_K) stay quantized, in the tiles of kernels/quant_tiles.h; the others
+// are row-major in the compute type. Either way the image is `units` pieces of `unit_rows`
+// rows (a tile row of 16, or one row), the granularity of conversion and upload.
+struct DeviceMatrixLayout {
+  TensorType type = TensorType::F16;  // F32, F16, BF16 (dense) or Q8_0, Q4_0, Q4_K, Q6_K (tiled)
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t unit_rows = 1;   // 16 when tiled, else 1
+  int64_t units = 0;       // ceil(rows / unit_rows)
+  size_t unit_bytes = 0;   // bytes of one unit (a panel of tiles, or a row)
+
+  bool tiled() const { return unit_rows > 1; }
+  size_t bytes() const { return static_cast<size_t>(units) * unit_bytes; }
+};
+bool is_tiled_type(TensorType type);  // kept quantized on the device
+// The layout of a (rows, cols) matrix stored as `stored` on a device computing in `compute`.
+DeviceMatrixLayout device_layout(TensorType stored, TensorType compute, int64_t rows, int64_t cols);
+
+// Parts that are stacked into one device matrix: consecutive parts of one type share a
+// product (wq|wk|wv, w_gate|w_up), a change of type starts a new group.
+std::vector<std::vector<const TensorView*>> stack_by_type(std::span<const TensorView* const> parts);
+
+// Writes units [first_unit, first_unit + n_units) of the device image of `parts` stacked
+// row-wise (one type, one column count) into `dst` (n_units * layout.unit_bytes bytes).
+// Rows past the last part are zero.
+void write_device_units(std::span<const TensorView* const> parts, const DeviceMatrixLayout& layout,
+                        int64_t first_unit, int64_t n_units, void* dst);
+// The float the device reads at (row, col) of an image (for checks): for tiled layouts what
+// dequantize_row gives, for dense ones the stored element.
+float device_element(const DeviceMatrixLayout& layout, const void* image, int64_t row, int64_t col);
+
+// A piece of an upload: whole units, at most `max_bytes` unless one unit is larger.
+struct UploadChunk {
+  int64_t first_unit = 0;
+  int64_t n_units = 0;
+  size_t offset = 0;  // bytes into the image
+  size_t bytes = 0;
+};
+std::vector<UploadChunk> plan_upload(const DeviceMatrixLayout& layout, size_t max_bytes);
+
+// Every matrix of a model in the device layouts, as a backend uploads them.
+struct DeviceMatrixPlan {
+  std::vector<const TensorView*> parts;  // stacked row-wise
+  DeviceMatrixLayout layout;
+};
+struct DeviceLayerPlan {
+  std::vector<DeviceMatrixPlan> qkv;      // wq|wk|wv, one matrix per run of equal types
+  DeviceMatrixPlan wo;
+  std::vector<DeviceMatrixPlan> gate_up;  // w_gate|w_up, likewise
+  DeviceMatrixPlan down;
+  size_t vector_bytes = 0;                // its norms, biases and q/k norms, f32
+};
+struct DeviceModelPlan {
+  TensorType compute = TensorType::F16;
+  DeviceMatrixPlan embedding;
+  std::vector<DeviceLayerPlan> layers;
+  DeviceMatrixPlan output;  // the embedding's when tied
+  size_t final_norm_bytes = 0;  // f32
+};
+DeviceModelPlan plan_device_model(const Model& model);
+
+// Bytes of the device copy of the weights: every matrix in its device layout (a tied output
+// once), norms, biases and q/k norms in f32.
 size_t device_weight_bytes(const Model& model);
+// Weight bytes one forward through the first `n_layers` layers (all when -1; then also the
+// final norm and the output matrix) reads: every layer matrix, norm and bias once, the output
+// matrix once (the embedding's when tied). Not the embedding rows gathered: a few per step.
+size_t step_weight_bytes(const Model& model, int n_layers = -1);
+// Key and value bytes attention reads for sequences of these context lengths (positions
+// after the step), through `n_layers` layers, in the compute type.
+size_t step_kv_bytes(const ModelConfig& config, TensorType compute, std::span<const int> contexts, int n_layers = -1);
 // A layer's q, k and v biases as one f32 row laid out as its stacked wq|wk|wv rows (zeros
 // for a part the model lacks), added to the fused product's output; empty when it has none.
 std::vector<float> qkv_bias_row(const LayerWeights& layer);

@@ -10,6 +10,7 @@
 #include "compute/backend.h"
 #include "compute/batch.h"
 #include "compute/cuda_backend.h"
+#include "compute/device_plan.h"
 #include "device_support.h"
 #include "model/random_model.h"
 
@@ -18,11 +19,11 @@ using namespace specula::test;
 
 namespace {
 
-// Wide enough for 16-byte vector loads and 8-way grouped-query attention.
+// Wide enough for 16-byte vector loads, 8-way grouped-query attention and K-quant rows.
 ModelConfig small_shape() {
   ModelConfig c = random_model_config("tiny");
   c.dim = 256;
-  c.hidden_dim = 688;
+  c.hidden_dim = 768;
   c.n_heads = 8;
   c.n_kv_heads = 1;
   c.vocab_size = 1000;
@@ -105,15 +106,21 @@ class TestCudaBackend : public QObject {
   void logitsDoNotDependOnTheBatch_data() {
     QTest::addColumn<int>("type");
     QTest::addColumn<bool>("invariant");
-    QTest::newRow("f16 cublas") << static_cast<int>(TensorType::F16) << false;
-    QTest::newRow("f16 invariant") << static_cast<int>(TensorType::F16) << true;
-    QTest::newRow("bf16 invariant") << static_cast<int>(TensorType::BF16) << true;
-    QTest::newRow("f32 invariant") << static_cast<int>(TensorType::F32) << true;
+    QTest::addColumn<bool>("exact");
+    QTest::newRow("f16 cublas") << static_cast<int>(TensorType::F16) << false << false;
+    QTest::newRow("f16 invariant") << static_cast<int>(TensorType::F16) << true << true;
+    QTest::newRow("bf16 invariant") << static_cast<int>(TensorType::BF16) << true << true;
+    QTest::newRow("f32 invariant") << static_cast<int>(TensorType::F32) << true << true;
+    // quantized products run on quant_gemm up to 64 rows in either mode: exact in both here
+    QTest::newRow("q8_0") << static_cast<int>(TensorType::Q8_0) << false << true;
+    QTest::newRow("q4_K invariant") << static_cast<int>(TensorType::Q4_K) << true << true;
+    QTest::newRow("q6_K") << static_cast<int>(TensorType::Q6_K) << false << true;
   }
   void logitsDoNotDependOnTheBatch() {
     SPECULA_REQUIRE_GPU();
     QFETCH(int, type);
     QFETCH(bool, invariant);
+    QFETCH(bool, exact);
     std::string why;
     auto backend = create_cuda_backend(&why, CudaOptions{invariant});
     QVERIFY2(backend, why.c_str());
@@ -121,7 +128,7 @@ class TestCudaBackend : public QObject {
     const Runs r = run_both_ways(*backend, *model);
     for (size_t s = 0; s < 3; ++s) {
       QCOMPARE(r.together[s].size(), r.alone[s].size());
-      if (invariant) {
+      if (exact) {
         QVERIFY2(std::memcmp(r.together[s].data(), r.alone[s].data(), r.alone[s].size() * sizeof(float)) == 0,
                  qPrintable(QStringLiteral("sequence %1: logits differ in bits").arg(s)));
       } else {
@@ -129,6 +136,62 @@ class TestCudaBackend : public QObject {
         SPECULA_EXPECT_CLOSE(r.together[s], want, 2e-2, "sequence " + std::to_string(s));
       }
     }
+  }
+
+  // One device copy of a model's weights for every backend object: a second backend (and a
+  // batch-invariant one) uploads nothing, and gets the same logits as the first.
+  void backendsShareOneCopyOfTheWeights() {
+    SPECULA_REQUIRE_GPU();
+    const auto model = make_random_model(small_shape(), TensorType::Q4_0, 8);
+    auto first = create_cuda_backend(nullptr);
+    QVERIFY(first);
+    int calls = 0;
+    first->prepare(*model, [&](double) { return ++calls > 0; });
+    QVERIFY(calls > 0);
+    const auto free_memory = [] {
+      size_t free = 0, total = 0;
+      cuda::check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+      return free;
+    };
+    const size_t before = free_memory();
+    auto second = create_cuda_backend(nullptr, CudaOptions{true});
+    QVERIFY(second);
+    int second_calls = 0;
+    second->prepare(*model, [&](double) { return ++second_calls > 0; });
+    QCOMPARE(second_calls, 0);  // nothing to upload
+    QVERIFY(before - free_memory() < device_weight_bytes(*model) / 2);
+    // a cancelled upload throws and leaves nothing behind
+    const auto other = make_random_model(small_shape(), TensorType::Q8_0, 9);
+    QVERIFY_THROWS_EXCEPTION(ModelError, second->prepare(*other, [](double) { return false; }));
+  }
+
+  // A step that fails after planning (here: a batch whose logits would not fit the device)
+  // leaves every sequence as long as it was.
+  void aFailedStepRollsTheCacheBack() {
+    SPECULA_REQUIRE_GPU();
+    auto backend = create_cuda_backend(nullptr);
+    QVERIFY(backend);
+    ModelConfig c = small_shape();
+    c.vocab_size = 1 << 20;
+    c.context_length = 1 << 17;
+    c.dim = 64;
+    c.hidden_dim = 64;
+    c.n_heads = 2;
+    c.n_layers = 1;
+    const auto model = make_random_model(c, TensorType::F16, 10);
+    auto cache = backend->create_cache(*model, 1 << 16);
+    const int s = cache->create();
+    RaggedBatch small;
+    small.add(s, tokens_for(0, 3), false);
+    std::vector<float> logits;
+    backend->forward(*model, *cache, small, logits);
+    QCOMPARE(cache->length(s), 3);
+    RaggedBatch huge;  // 60,000 rows of 2^20 logits: 240 GB
+    huge.add(s, std::vector<int32_t>(60000, 7), true);
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, backend->forward(*model, *cache, huge, logits));
+    QCOMPARE(cache->length(s), 3);
+    backend->forward(*model, *cache, small, logits);  // still usable
+    QCOMPARE(cache->length(s), 6);
   }
 
   void argmaxOnTheDeviceMatchesTheLogits() {

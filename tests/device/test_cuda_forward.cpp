@@ -1,8 +1,9 @@
 // The CUDA backend's forward pass against independent references: the CPU backend on
-// random models (ragged steps with forks, copy-on-write and rollback), the reference C
-// implementation's stories260K greedy outputs, greedy speculative decoding against plain
-// greedy decoding on the GPU, the transformers oracles of the qwen2, qwen3 and scaled-rope
-// llama blocks, and the choice of device. Skips, with the reason, where no
+// random models of every weight type (ragged steps with forks, copy-on-write and rollback)
+// and on the demo pair's greedy text, the reference C implementation's stories260K greedy
+// outputs, greedy speculative decoding against plain greedy decoding on the GPU, the
+// transformers oracles of the qwen2, qwen3 and scaled-rope llama blocks, and the choice of
+// device. Skips, with the reason, where no
 // GPU is usable.
 #include <QtTest>
 
@@ -81,6 +82,13 @@ std::string greedy(const Model& model, Backend& backend, const std::string& prom
   return text;
 }
 
+// The demo models: next to the sources this was built from, or where SPECULA_DEMO_DIR says
+// (tests/device/run.sh sets it when the executables were built elsewhere).
+std::string demo_dir() {
+  const QByteArray env = qgetenv("SPECULA_DEMO_DIR");
+  return env.isEmpty() ? std::string(SPECULA_SOURCE_DIR "/resources/models") : env.toStdString();
+}
+
 std::shared_ptr<const Model> stories260k() {
   const QString checkpoint = sharedFile(QStringLiteral("models/stories260K/stories260K.bin"));
   const QString tokenizer = sharedFile(QStringLiteral("models/stories260K/tok512.bin"));
@@ -111,32 +119,47 @@ class TestCudaForward : public QObject {
   void logitsMatchTheCpuBackend_data() {
     QTest::addColumn<QString>("shape");
     QTest::addColumn<int>("type");
+    QTest::addColumn<int>("second");
     QTest::addColumn<bool>("invariant");
     QTest::addColumn<double>("bound");
     // f16/bf16: the device rounds every product's input to the weights' type, the CPU does not.
-    // q8_0: the CPU rounds the activations of those products to 8 bits (its logits are 1.9e-2
-    // from f32 products with the same weights), the device expands the weights to fp16.
-    QTest::newRow("f32 cublas") << "tiny" << static_cast<int>(TensorType::F32) << false << 1e-4;
-    QTest::newRow("f32 invariant") << "tiny" << static_cast<int>(TensorType::F32) << true << 1e-4;
-    QTest::newRow("f16 cublas") << "tiny" << static_cast<int>(TensorType::F16) << false << 1e-2;
-    QTest::newRow("bf16 invariant") << "tiny" << static_cast<int>(TensorType::BF16) << true << 5e-2;
-    QTest::newRow("q8_0 as f16") << "tiny" << static_cast<int>(TensorType::Q8_0) << false << 5e-2;
+    // Quantized: the CPU rounds those products' activations to 8 bits (its logits are 1.9e-2
+    // from f32 products with the same weights), the device to fp16.
+    const auto row = [](const std::string& name, const char* shape, TensorType t, TensorType second, bool invariant,
+                        double bound) {
+      QTest::newRow(name.c_str()) << QString(shape) << static_cast<int>(t) << static_cast<int>(second) << invariant << bound;
+    };
+    row("f32 cublas", "tiny", TensorType::F32, TensorType::F32, false, 1e-4);
+    row("f32 invariant", "tiny", TensorType::F32, TensorType::F32, true, 1e-4);
+    row("f16 cublas", "tiny", TensorType::F16, TensorType::F16, false, 1e-2);
+    row("bf16 invariant", "tiny", TensorType::BF16, TensorType::BF16, true, 5e-2);
+    // K-quant rows are 256 values: "wide" is tiny with dim 256 and FFN 512
+    row("q8_0", "wide", TensorType::Q8_0, TensorType::Q8_0, false, 5e-2);
+    row("q4_0 invariant", "wide", TensorType::Q4_0, TensorType::Q4_0, true, 5e-2);
+    row("q4_K", "wide", TensorType::Q4_K, TensorType::Q4_K, false, 5e-2);
+    row("q6_K invariant", "wide", TensorType::Q6_K, TensorType::Q6_K, true, 5e-2);
+    row("q4_K with q6_K (as Q4_K_M)", "wide", TensorType::Q4_K, TensorType::Q6_K, false, 5e-2);
     // biases; q/k norms with 32-wide heads (q twice dim); linear and llama3 rope scaling
     for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny+linear", "tiny+llama3"}) {
-      QTest::newRow((std::string(shape) + " f32 cublas").c_str()) << shape << static_cast<int>(TensorType::F32) << false << 1e-4;
-      QTest::newRow((std::string(shape) + " f16 cublas").c_str()) << shape << static_cast<int>(TensorType::F16) << false << 1e-2;
+      row(std::string(shape) + " f32 cublas", shape, TensorType::F32, TensorType::F32, false, 1e-4);
+      row(std::string(shape) + " f16 cublas", shape, TensorType::F16, TensorType::F16, false, 1e-2);
     }
   }
   void logitsMatchTheCpuBackend() {
     SPECULA_REQUIRE_GPU();
     QFETCH(QString, shape);
     QFETCH(int, type);
+    QFETCH(int, second);
     QFETCH(bool, invariant);
     QFETCH(double, bound);
-    ModelConfig config = random_model_config(shape.section('+', 0, 0).toStdString());
+    ModelConfig config = random_model_config(shape == "wide" ? "tiny" : shape.section('+', 0, 0).toStdString());
+    if (shape == "wide") {
+      config.dim = 256;
+      config.hidden_dim = 512;
+    }
     if (shape.endsWith("+linear")) config.rope_linear_factor = 4.0f;
     if (shape.endsWith("+llama3")) config.rope_freq_factors = llama3_rope_factors(config.rope_theta, config.head_dim(), 8, 1, 4, 64);
-    const auto model = make_random_model(config, static_cast<TensorType>(type), 11);
+    const auto model = make_random_model(config, static_cast<TensorType>(type), static_cast<TensorType>(second), 11);
     std::string why;
     auto gpu = create_cuda_backend(&why, CudaOptions{invariant});
     QVERIFY2(gpu, why.c_str());
@@ -181,6 +204,35 @@ class TestCudaForward : public QObject {
       }
       QCOMPARE(std::vector<int>(tokens.begin() + static_cast<long>(prompt), tokens.end()),
                r["greedy"].get<std::vector<int>>());
+    }
+  }
+
+  // The demo pair (f16 weights) through a whole greedy session on both backends: the same
+  // text, plain and with the draft model.
+  void demoPairTextMatchesTheCpu() {
+    SPECULA_REQUIRE_GPU();
+    const std::string dir = demo_dir();
+    if (!QFile::exists(QString::fromStdString(dir + "/specula-demo-target.gguf"))) QSKIP("the demo models are missing");
+    const auto target = load_model(dir + "/specula-demo-target.gguf");
+    const auto draft = load_model(dir + "/specula-demo-draft.gguf");
+    auto cpu = create_cpu_backend(2);
+    std::string why;
+    for (bool invariant : {true, false}) {
+      auto gpu = create_cuda_backend(&why, CudaOptions{invariant});
+      QVERIFY2(gpu, why.c_str());
+      for (const std::string kind : {"none", "model"}) {
+        GenerationRequest request;
+        request.prompt = "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n";
+        request.n_candidates = 2;
+        request.max_new_tokens = 48;
+        request.draft.kind = kind;
+        if (kind == "model") request.draft.draft_model = draft;
+        const SessionResult want = run_session(*cpu, *target, request);
+        const SessionResult got = run_session(*gpu, *target, request);
+        for (size_t i = 0; i < want.candidates.size(); ++i) {
+          QCOMPARE(QString::fromStdString(got.candidates[i].text), QString::fromStdString(want.candidates[i].text));
+        }
+      }
     }
   }
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -15,6 +17,7 @@
 #include "device_support.h"
 #include "kernels.h"
 #include "compute/kv_cache.h"
+#include "random_blocks.h"
 #include "reference.h"
 
 using namespace specula;
@@ -28,7 +31,160 @@ const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 std::string label(const char* kernel, DType t) { return std::string(kernel) + " " + dtype_name(t); }
 
-std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// A random quantized matrix uploaded in its device layout, its values as dequantize_row gives
+// them, and fp16 activations.
+struct QuantCase {
+  std::vector<uint8_t> gguf;
+  DeviceMatrixLayout layout;
+  std::vector<float> weights;  // (n, k)
+  Typed x;                     // (max_m, k) fp16
+  std::unique_ptr<Device<uint8_t>> image, d_x;
+  std::unique_ptr<Device<float>> scratch;
+  cuda::QuantMatrix matrix() const {
+    const tiles::Format f = layout.type == TensorType::Q8_0   ? tiles::Format::Q8_0
+                            : layout.type == TensorType::Q4_0 ? tiles::Format::Q4_0
+                            : layout.type == TensorType::Q4_K ? tiles::Format::Q4_K
+                                                              : tiles::Format::Q6_K;
+    return {f, image->get(), static_cast<int>(layout.rows), static_cast<int>(layout.cols)};
+  }
+  void run(int m, float* y, int ldy) const {
+    cuda::quant_gemm(matrix(), d_x->get(), m, y, ldy, scratch->get(), nullptr);
+  }
+};
+
+QuantCase quant_case(TensorType type, int n, int k, int max_m, uint32_t seed) {
+  QuantCase q;
+  q.gguf = test::random_rows(type, n, k, seed);
+  TensorView view;
+  view.type = type;
+  view.rows = n;
+  view.cols = k;
+  view.data = q.gguf.data();
+  const TensorView* parts[] = {&view};
+  q.layout = device_layout(type, TensorType::F16, n, k);
+  std::vector<uint8_t> image(q.layout.bytes());
+  write_device_units(parts, q.layout, 0, q.layout.units, image.data());
+  q.image = std::make_unique<Device<uint8_t>>(image);
+  q.weights.resize(static_cast<size_t>(n) * k);
+  for (int r = 0; r < n; ++r) dequantize_row(type, view.row(r), q.weights.data() + static_cast<size_t>(r) * k, k);
+  std::mt19937 rng(seed + 1);
+  q.x = to_typed(DType::F16, random_floats(static_cast<size_t>(max_m) * k, rng));
+  q.d_x = std::make_unique<Device<uint8_t>>(q.x.raw);
+  q.scratch = std::make_unique<Device<float>>(std::max<size_t>(1, cuda::quant_gemm_scratch(q.matrix(), max_m)));
+  return q;
+}
+
+// Attention data that depends on (sequence, position) alone, so that the same query can be
+// run in different batches and calls and compared bit for bit.
+struct AttentionHeads {
+  int n_heads, n_kv_heads, head_dim, block_size;
+};
+struct SeqStep {
+  int seq, cached, fresh;  // logical sequence, positions already cached, new tokens
+};
+struct AttentionRun {
+  std::vector<float> out;           // (n_tokens, n_heads * head_dim) as the kernel wrote it
+  std::vector<double> reference;
+  std::map<std::pair<int, int>, std::vector<uint8_t>> by_query;  // (seq, position) -> raw output bytes
+};
+
+float hashed(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t z = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull ^ c * 0x94d049bb133111ebull;
+  z = (z ^ (z >> 31)) * 0xd6e8feb86659fd3bull;
+  z ^= z >> 29;
+  return static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+AttentionRun run_attention(const AttentionHeads& h, DType type, const std::vector<SeqStep>& steps, bool with_reference) {
+  const int q_dim = h.n_heads * h.head_dim, kv_dim = h.n_kv_heads * h.head_dim, stride = q_dim + 2 * kv_dim;
+  int total = 0;
+  for (const SeqStep& s : steps) total += s.cached + s.fresh;
+  KvCache cache(h.block_size, total / h.block_size + static_cast<int>(steps.size()) + 1);
+  RaggedBatch batch;
+  for (const SeqStep& s : steps) {
+    const int id = cache.create();
+    if (s.cached > 0) cache.extend(id, s.cached);
+    batch.add(id, std::vector<int32_t>(static_cast<size_t>(s.fresh), 1), true);
+  }
+  const BatchPlan plan = plan_batch(cache, batch, 1 << 20);
+  const PackedPlan packed = pack_plan(plan, batch.tokens,
+                                      AttentionShape{cuda::attention_query_tile(h.n_heads, h.n_kv_heads),
+                                                     cuda::attention_piece_keys(), 8, h.n_heads / h.n_kv_heads});
+  // keys and values at every position of every sequence, queries at the new ones
+  const size_t n_slots = static_cast<size_t>(cache.num_blocks()) * h.block_size;
+  std::vector<float> keys(n_slots * kv_dim, 0.0f), values(keys.size(), 0.0f);
+  std::vector<float> qkv(static_cast<size_t>(plan.n_tokens) * stride, 0.0f);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const int id = batch.seqs[i], seq = steps[i].seq;
+    for (int j = 0; j < cache.length(id); ++j) {
+      const size_t slot = static_cast<size_t>(cache.slot(id, j));
+      for (int c = 0; c < kv_dim; ++c) {
+        keys[slot * kv_dim + c] = hashed(seq, j, 2 * c);
+        values[slot * kv_dim + c] = hashed(seq, j, 2 * c + 1);
+      }
+    }
+    for (int t = plan.seq_offsets[i]; t < plan.seq_offsets[i + 1]; ++t) {
+      for (int c = 0; c < q_dim; ++c) qkv[static_cast<size_t>(t) * stride + c] = 2.0f * hashed(seq, plan.positions[t], 1000000 + c);
+    }
+  }
+  const Typed k = to_typed(type, keys), v = to_typed(type, values);
+  ref::AttentionCase c;
+  c.n_heads = h.n_heads;
+  c.n_kv_heads = h.n_kv_heads;
+  c.head_dim = h.head_dim;
+  c.block_size = h.block_size;
+  for (int t = 0; t < plan.n_tokens; ++t) c.q.insert(c.q.end(), qkv.begin() + t * stride, qkv.begin() + t * stride + q_dim);
+  c.k_cache = k.values;
+  c.v_cache = v.values;
+  c.token_seq = plan.token_seq;
+  c.positions = plan.positions;
+  c.table_offsets = plan.table_offsets;
+  c.block_tables = plan.block_tables;
+
+  Device<float> d_qkv(qkv);
+  Device<int32_t> meta(packed.data);
+  Device<uint8_t> d_k(k.raw), d_v(v.raw);
+  Device<float> partials(std::max<size_t>(1, static_cast<size_t>(packed.partial_rows) * h.n_kv_heads * (h.head_dim + 2)));
+  partials.poison();
+  Device<uint8_t> out(static_cast<size_t>(plan.n_tokens) * q_dim * cuda::dtype_bytes(type));
+  out.poison();
+  cuda::AttentionArgs a;
+  a.qkv = d_qkv.get();
+  a.row_stride = stride;
+  a.n_tokens = plan.n_tokens;
+  a.k_cache = d_k.get();
+  a.v_cache = d_v.get();
+  a.cache_type = type;
+  a.work = meta.get() + packed.work;
+  a.tasks = meta.get() + packed.tasks;
+  a.n_tasks = packed.n_tasks;
+  a.token_work = meta.get() + packed.token_work;
+  a.positions = meta.get() + packed.positions;
+  a.table_offsets = meta.get() + packed.table_offsets;
+  a.block_tables = meta.get() + packed.block_tables;
+  a.block_size = h.block_size;
+  a.n_heads = h.n_heads;
+  a.n_kv_heads = h.n_kv_heads;
+  a.head_dim = h.head_dim;
+  a.partial_rows = packed.partial_rows;
+  a.partial_values = partials.get();
+  a.partial_stats = partials.get() + static_cast<size_t>(packed.partial_rows) * h.n_kv_heads * h.head_dim;
+  a.out = out.get();
+  cuda::paged_attention(a, nullptr);
+  AttentionRun run;
+  const std::vector<uint8_t> raw = out.download();
+  run.out = from_typed_raw(type, raw);
+  if (with_reference) run.reference = ref::attention(c);
+  const size_t row_bytes = static_cast<size_t>(q_dim) * cuda::dtype_bytes(type);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (int t = plan.seq_offsets[i]; t < plan.seq_offsets[i + 1]; ++t) {
+      run.by_query[{steps[i].seq, plan.positions[t]}] =
+          std::vector<uint8_t>(raw.begin() + static_cast<long>(t * row_bytes), raw.begin() + static_cast<long>((t + 1) * row_bytes));
+    }
+  }
+  return run;
+}
 
 }  // namespace
 
@@ -203,69 +359,34 @@ class TestCudaKernels : public QObject {
     QTest::newRow("gqa 2") << 8 << 4 << 8 << 4;
     QTest::newRow("gqa 8") << 16 << 2 << 64 << 16;
     QTest::newRow("mqa") << 32 << 1 << 32 << 8;
+    QTest::newRow("head 256") << 2 << 1 << 256 << 16;
   }
+  // Ragged steps (a prefill, decoding rows at 4,000 cached positions, a verified draft, a
+  // part of a prompt) against the float64 reference, and each query's bits alone, in other
+  // batches and with its sequence's tokens split over two calls.
   void pagedAttentionOverRaggedSequences() {
     QFETCH(int, n_heads);
     QFETCH(int, n_kv_heads);
     QFETCH(int, head_dim);
     QFETCH(int, block_size);
-    std::mt19937 rng(7);
-    // a shared prompt forked into sequences with their own histories, then a step where each
-    // brings a different number of new tokens (decode, verify, prefill sizes)
-    KvCache cache(block_size, 200);
-    const int prompt = cache.create();
-    cache.extend(prompt, 37);
-    const std::vector<int> histories{0, 3, 70, 1}, news{1, 5, 33, 9};
-    RaggedBatch batch;
-    for (size_t i = 0; i < news.size(); ++i) {
-      const int s = cache.fork(prompt);
-      cache.extend(s, histories[i]);
-      batch.add(s, std::vector<int32_t>(static_cast<size_t>(news[i]), 1), true);
-    }
-    const BatchPlan plan = plan_batch(cache, batch, 100000);
-    const auto work = partition_attention(plan, cuda::attention_query_tile(n_heads, n_kv_heads));
-    const PackedPlan packed = pack_plan(plan, batch.tokens, work);
-
-    const int q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim, stride = q_dim + 2 * kv_dim;
-    const size_t n_slots = static_cast<size_t>(cache.num_blocks()) * block_size;
-    const std::vector<float> qkv = random_floats(static_cast<size_t>(plan.n_tokens) * stride, rng);
-    ref::AttentionCase c;
-    c.n_heads = n_heads;
-    c.n_kv_heads = n_kv_heads;
-    c.head_dim = head_dim;
-    c.block_size = block_size;
-    for (int t = 0; t < plan.n_tokens; ++t) c.q.insert(c.q.end(), qkv.begin() + t * stride, qkv.begin() + t * stride + q_dim);
-    c.token_seq = plan.token_seq;
-    c.positions = plan.positions;
-    c.table_offsets = plan.table_offsets;
-    c.block_tables = plan.block_tables;
-    Device<float> d_qkv(qkv);
-    Device<int32_t> meta(packed.data);
+    const AttentionHeads heads{n_heads, n_kv_heads, head_dim, block_size};
+    // (sequence, cached positions before the step, new tokens): prefill items folding their
+    // pieces in one block, decode and verification items spreading them over blocks
+    const std::vector<SeqStep> together{{0, 0, 37}, {1, 4000, 1}, {2, 200, 5}, {3, 60, 9}, {4, 4090, 6}, {5, 300, 12}};
     for (DType t : kTypes) {
-      const Typed keys = to_typed(t, random_floats(n_slots * kv_dim, rng)), values = to_typed(t, random_floats(n_slots * kv_dim, rng));
-      c.k_cache = keys.values;
-      c.v_cache = values.values;
-      Device<uint8_t> d_k(keys.raw), d_v(values.raw);
-      Device<uint8_t> out(static_cast<size_t>(plan.n_tokens) * q_dim * cuda::dtype_bytes(t));
-      out.poison();
-      cuda::AttentionArgs a;
-      a.qkv = d_qkv.get();
-      a.row_stride = stride;
-      a.k_cache = d_k.get();
-      a.v_cache = d_v.get();
-      a.cache_type = t;
-      a.work = meta.get() + packed.work;
-      a.n_work = packed.n_work;
-      a.positions = meta.get() + packed.positions;
-      a.table_offsets = meta.get() + packed.table_offsets;
-      a.block_tables = meta.get() + packed.block_tables;
-      a.block_size = block_size;
-      a.n_heads = n_heads;
-      a.n_kv_heads = n_kv_heads;
-      a.head_dim = head_dim;
-      a.out = out.get();
-      cuda::paged_attention(a, nullptr);
-      SPECULA_EXPECT_CLOSE(from_typed_raw(t, out.download()), ref::attention(c), bound_for(t), label("paged_attention", t));
+      const AttentionRun all = run_attention(heads, t, together, true);
+      SPECULA_EXPECT_CLOSE(all.out, all.reference, bound_for(t), label("paged_attention", t));
+      for (const auto& alone : {std::vector<SeqStep>{{1, 4000, 1}}, std::vector<SeqStep>{{2, 200, 5}},
+                                std::vector<SeqStep>{{4, 4093, 3}, {0, 30, 7}}, std::vector<SeqStep>{{2, 202, 3}},
+                                std::vector<SeqStep>{{5, 305, 2}}}) {
+        const AttentionRun other = run_attention(heads, t, alone, false);
+        for (const auto& [key, values] : other.by_query) {
+          const auto it = all.by_query.find(key);
+          QVERIFY(it != all.by_query.end());
+          QVERIFY2(it->second == values, qPrintable(QStringLiteral("sequence %1 position %2 (%3): other bits in another batch")
+                                                        .arg(key.first).arg(key.second).arg(dtype_name(t))));
+        }
+      }
     }
   }
 
@@ -293,7 +414,7 @@ class TestCudaKernels : public QObject {
       for (cuda::GemmMode mode : {cuda::GemmMode::Cublas, cuda::GemmMode::Invariant}) {
         Device<float> y(static_cast<size_t>(m) * n);
         y.poison();
-        cuda::gemm(handle, mode, dx.get(), dw.get(), t, m, n, k, y.get(), nullptr);
+        cuda::gemm(handle, mode, dx.get(), dw.get(), t, m, n, k, y.get(), n, nullptr);
         // fp32 accumulation of exactly representable products: the f32 bound for every type
         SPECULA_EXPECT_CLOSE(y.download(), want, 2e-5,
                              label(mode == cuda::GemmMode::Cublas ? "gemm cublas" : "gemm invariant", t));
@@ -312,17 +433,103 @@ class TestCudaKernels : public QObject {
       const Typed w = to_typed(t, random_floats(static_cast<size_t>(n) * k, rng));
       Device<uint8_t> dx(x.raw), dw(w.raw);
       Device<float> all(static_cast<size_t>(m) * n), one(n);
-      cuda::gemm(handle, cuda::GemmMode::Invariant, dx.get(), dw.get(), t, m, n, k, all.get(), nullptr);
+      cuda::gemm(handle, cuda::GemmMode::Invariant, dx.get(), dw.get(), t, m, n, k, all.get(), n, nullptr);
       const std::vector<float> batch = all.download();
       for (int row : {0, 9, 36}) {
         cuda::gemm(handle, cuda::GemmMode::Invariant, dx.get() + static_cast<size_t>(row) * k * cuda::dtype_bytes(t),
-                   dw.get(), t, 1, n, k, one.get(), nullptr);
+                   dw.get(), t, 1, n, k, one.get(), n, nullptr);
         const std::vector<float> alone = one.download();
         QVERIFY2(std::memcmp(alone.data(), batch.data() + static_cast<size_t>(row) * n, n * sizeof(float)) == 0,
                  qPrintable(QStringLiteral("row %1 differs alone and in a batch of %2 (%3)").arg(row).arg(m).arg(dtype_name(t))));
       }
     }
     cublasDestroy(handle);
+  }
+
+  // Quantized products: every weight type, row counts from one decoding row to a prefill,
+  // matrices whose rows and columns are not whole tiles; against float64 products of what
+  // dequantize_row gives and the fp16 activations.
+  void quantGemmMatchesTheReference_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+      QTest::newRow(qPrintable(QStringLiteral("%1 200x768").arg(type_traits(t).name.data()))) << static_cast<int>(t) << 200 << 768;
+      QTest::newRow(qPrintable(QStringLiteral("%1 4096x4096").arg(type_traits(t).name.data()))) << static_cast<int>(t) << 4096 << 4096;
+    }
+    QTest::newRow("q8_0 odd width") << static_cast<int>(TensorType::Q8_0) << 37 << 160;
+    QTest::newRow("q4_0 odd width") << static_cast<int>(TensorType::Q4_0) << 50 << 96;
+  }
+  void quantGemmMatchesTheReference() {
+    QFETCH(int, type);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    const QuantCase q = quant_case(static_cast<TensorType>(type), n, k, 140, 21);
+    const bool large = static_cast<int64_t>(n) * k > (1 << 20);  // keep the float64 reference to seconds
+    for (int m : large ? std::vector<int>{1, 8, 64} : std::vector<int>{1, 8, 13, 40, 64, 140}) {
+      Device<float> y(static_cast<size_t>(m) * n);
+      y.poison();
+      q.run(m, y.get(), n);
+      std::vector<double> want(static_cast<size_t>(m) * n);
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double sum = 0.0;
+          for (int l = 0; l < k; ++l) sum += static_cast<double>(q.x.values[static_cast<size_t>(i) * k + l]) * q.weights[static_cast<size_t>(j) * k + l];
+          want[static_cast<size_t>(i) * n + j] = sum;
+        }
+      }
+      // exact products accumulated in fp32, then scaled in fp32
+      SPECULA_EXPECT_CLOSE(y.download(), want, 1e-4, "quant_gemm " + std::string(type_traits(static_cast<TensorType>(type)).name) +
+                                                         " m=" + std::to_string(m));
+    }
+  }
+
+  // A row's products are the same bits alone and among 7, 8, 9, 33, 64, 65 or 140 rows, and
+  // written into a wider output.
+  void quantGemmRowsDoNotDependOnTheBatch() {
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+      const int n = 300, k = 1024, rows = 140;
+      const QuantCase q = quant_case(t, n, k, rows, 22);
+      Device<float> all(static_cast<size_t>(rows) * (n + 5));
+      q.run(rows, all.get(), n + 5);
+      const std::vector<float> batch = all.download();
+      for (int m : {1, 7, 8, 9, 33, 64, 65}) {
+        Device<float> part(static_cast<size_t>(m) * n);
+        q.run(m, part.get(), n);
+        const std::vector<float> got = part.download();
+        for (int i = 0; i < m; ++i) {
+          QVERIFY2(std::memcmp(got.data() + static_cast<size_t>(i) * n, batch.data() + static_cast<size_t>(i) * (n + 5), n * sizeof(float)) == 0,
+                   qPrintable(QStringLiteral("%1: row %2 of %3 differs from the same row of %4").arg(type_traits(t).name.data()).arg(i).arg(m).arg(rows)));
+        }
+      }
+    }
+  }
+
+  // The fp16 rows the prefill path hands cuBLAS, and embedding rows from a quantized table:
+  // exactly what dequantize_row gives (rounded once to fp16 for the former).
+  void dequantizedRowsAreExact() {
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+      const int n = 70, k = 512;
+      const QuantCase q = quant_case(t, n, k, 1, 23);
+      Device<uint16_t> rows(static_cast<size_t>(37) * k);
+      rows.poison();
+      cuda::dequantize_rows(q.matrix(), 16, 37, rows.get(), nullptr);
+      const std::vector<uint16_t> got = rows.download();
+      for (int r = 0; r < 37; ++r) {
+        for (int c = 0; c < k; ++c) {
+          QCOMPARE(got[static_cast<size_t>(r) * k + c], fp32_to_fp16(q.weights[static_cast<size_t>(16 + r) * k + c]));
+        }
+      }
+      const std::vector<int32_t> tokens{5, 0, 69, 5};
+      Device<int32_t> d_tokens(tokens);
+      Device<float> out(tokens.size() * k);
+      out.poison();
+      cuda::embedding(q.matrix(), d_tokens.get(), static_cast<int>(tokens.size()), out.get(), nullptr);
+      const std::vector<float> gathered = out.download();
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        QVERIFY(std::memcmp(gathered.data() + i * k, q.weights.data() + static_cast<size_t>(tokens[i]) * k, k * sizeof(float)) == 0);
+      }
+    }
   }
 
   void argmaxTakesTheFirstLargest() {
