@@ -30,16 +30,25 @@ class SpeculaEngine final : public EnginePort {
     std::string note;
     std::unique_ptr<Backend> backend = create_backend(paths.device, &note);
     const double target_share = paths.draft.empty() ? 1.0 : 0.8;  // the draft is the small one
-    LoadOptions options;
-    options.tokenizer_path = paths.tokenizer;
-    options.progress = [&](double f) { return progress(f * target_share); };
-    std::shared_ptr<const Model> target = load_model(paths.target, options);
+    // a GPU backend spends half of each model's share copying its weights to the device
+    const double read_share = backend->uploads_weights() ? 0.5 : 1.0;
+    const auto read = [&](const std::string& path, double from, double share) {
+      LoadOptions options;
+      options.tokenizer_path = paths.tokenizer;
+      options.progress = [&](double f) { return progress(from + f * share * read_share); };
+      return load_model(path, options);
+    };
+    const auto upload = [&](const Model& model, double from, double share) {
+      backend->prepare(model, [&](double f) { return progress(from + share * (read_share + f * (1.0 - read_share))); });
+    };
+    std::shared_ptr<const Model> target = read(paths.target, 0.0, target_share);
     if (!target->tokenizer)
       throw ModelError(paths.target + " has no vocabulary: choose its tokenizer file too");
+    upload(*target, 0.0, target_share);
     std::shared_ptr<const Model> draft;
     if (!paths.draft.empty()) {
-      options.progress = [&](double f) { return progress(target_share + f * (1.0 - target_share)); };
-      draft = load_model(paths.draft, options);
+      draft = read(paths.draft, target_share, 1.0 - target_share);
+      upload(*draft, target_share, 1.0 - target_share);
     }
     // the goodput policy's cost model: measured now (or read from the cost cache) rather
     // than at the first generation

@@ -65,6 +65,9 @@ LoadedModels load_models(const ModelOptions& o) {
   } else {
     loaded.backend = create_backend(device_choice(o.device), &loaded.backend_note);
   }
+  // the weights go to the device now, so that no generation or benchmark times the upload
+  loaded.backend->prepare(*loaded.target);
+  if (loaded.draft.draft_model) loaded.backend->prepare(*loaded.draft.draft_model);
   return loaded;
 }
 
