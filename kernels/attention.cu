@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   const int* task = a.tasks + 4 * blockIdx.x;
   const int item = task[0], first_piece = task[1], n_pieces = task[2], partial_row = task[3];
   const int seq = a.work[5 * item], first = a.work[5 * item + 1], n_queries = a.work[5 * item + 2];
+  if (n_queries == 0) return;  // the padding of a replayed graph
   const bool whole_item = a.work[5 * item + 4] == 1;  // this block folds every piece and writes the output
   const int kv_head = blockIdx.y;
   const int group = a.n_heads / a.n_kv_heads, hd = a.head_dim, kv_dim = a.n_kv_heads * hd;
@@ -251,6 +252,8 @@ void allow_shared_memory() {
 }
 
 }  // namespace
+
+void prepare_kernels() { allow_shared_memory(); }
 
 int attention_query_tile(int n_heads, int n_kv_heads) {
   return std::max(1, kQueryVectors / (n_heads / n_kv_heads));

@@ -54,6 +54,18 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+// The same in double, for sums that must match the host's double sums.
+__device__ __forceinline__ double block_sum_double(double v, double* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? scratch[lane] : 0.0;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // (best, index) of the warp's largest value, the lowest index on ties, in every lane.
 __device__ inline void warp_argmax(float& best, int& index) {
   for (int o = 16; o > 0; o >>= 1) {
@@ -104,7 +116,7 @@ __device__ int block_argmax(F value, int n, float* scratch_v, int* scratch_i) {
 // the total) would move the draw to a neighbouring token whenever the target falls that
 // close to a boundary. `sums` holds blockDim.x + 1 doubles, `result` 2 ints.
 template <typename F>
-__device__ int block_draw(F value, int n, float u, double* sums, int* result) {
+__device__ int block_draw(F value, int n, double u, double* sums, int* result) {
   const int chunk = (n + blockDim.x - 1) / blockDim.x;
   const int begin = min(n, static_cast<int>(threadIdx.x) * chunk), end = min(n, begin + chunk);
   double local = 0.0;
@@ -132,7 +144,7 @@ __device__ int block_draw(F value, int n, float u, double* sums, int* result) {
   __syncthreads();
   atomicMax(&result[1], last_nonzero);
   const double total = sums[blockDim.x];
-  const double target = static_cast<double>(u) * total;
+  const double target = u * total;
   const double before = sums[threadIdx.x];
   if (local > 0.0 && target >= before && target < before + local) {
     double running = before;

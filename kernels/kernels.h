@@ -21,6 +21,10 @@ namespace specula::cuda {
 enum class DType { F32, F16, BF16 };
 size_t dtype_bytes(DType type);
 
+// Sets what the kernels need set once per device (shared memory limits), before any launch
+// or graph capture.
+void prepare_kernels();
+
 // Throws std::runtime_error naming `what` unless `status` is success.
 void check(cudaError_t status, const char* what);
 void check(cublasStatus_t status, const char* what);
@@ -35,6 +39,11 @@ void embedding(const QuantMatrix& table, const int32_t* tokens, int n_tokens, fl
 // out[r][:] = x[src][:] / rms(x[src]) * weight, src = rows ? rows[r] : r, written in out_type.
 void rmsnorm(const float* x, const float* weight, const int32_t* rows, int n_rows, int dim,
              float eps, void* out, DType out_type, cudaStream_t stream);
+
+// x[r] += y[r], then out[r] = x[r] / rms(x[r]) * weight: residual_add and rmsnorm in one pass,
+// the same bits.
+void residual_rmsnorm(float* x, const float* y, const float* weight, int n_rows, int dim, float eps, void* out,
+                      DType out_type, cudaStream_t stream);
 
 // Which columns of a head the rotary embedding turns together: (2i, 2i+1) or (i, i + d/2).
 enum class RopeLayout { AdjacentPairs, Halves };
@@ -53,6 +62,25 @@ void add_bias(float* rows, int row_stride, int n_rows, const float* bias, int wi
 // (row stride `row_stride`) becomes head / rms(head) * weight, in place (qwen3's q/k norms).
 void head_rmsnorm(float* x, int row_stride, int n_rows, int n_heads, int head_dim, const float* weight, float eps,
                   cudaStream_t stream);
+
+// rope over the q and k heads of each q|k|v row, then the kv_write of its rotated key and its
+// value into its cache slot: the two launches in one, the same bits.
+struct RopeKvArgs {
+  float* qkv = nullptr;  // (n_tokens, row_stride): q (n_heads * head_dim), k, v (n_kv_heads * head_dim each)
+  int row_stride = 0;
+  int n_tokens = 0;
+  const int32_t* positions = nullptr;  // (n_tokens)
+  const int32_t* cache_slots = nullptr;  // (n_tokens) cache slot of each token
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  const double* frequencies = nullptr;  // (head_dim / 2) the model's rope table, as for rope
+  RopeLayout layout = RopeLayout::AdjacentPairs;
+  void* k_cache = nullptr;  // (slots, n_kv_heads * head_dim) in cache_type
+  void* v_cache = nullptr;
+  DType cache_type = DType::F32;
+};
+void rope_kv_write(const RopeKvArgs& args, cudaStream_t stream);
 
 // out[t][i] = silu(gate_up[t][i]) * gate_up[t][hidden + i], written in out_type.
 void swiglu(const float* gate_up, int n_tokens, int hidden, void* out, DType out_type,
@@ -148,5 +176,25 @@ void speculative_verify(const float* target_probs, const float* draft_probs,
                         const int32_t* draft_tokens, int n_rows, int vocab,
                         const float* u_accept, const float* u_residual, int32_t* accepted,
                         int32_t* residual, cudaStream_t stream);
+
+// Acceptance of verification rows (acceptance_rule.h), one block per sequence.
+struct AcceptArgs {
+  const float* logits = nullptr;       // (n_rows, vocab), each sequence's rows consecutive
+  const float* probs = nullptr;        // (n_rows, vocab) sampling_probs of the logits; unused when greedy
+  const float* draft_probs = nullptr;  // rows of draft distributions, for the sequences that have them
+  const int32_t* seq_rows = nullptr;   // (n_seqs + 1) first row of each sequence: its last token's
+  const int32_t* draft_rows = nullptr; // (n_seqs) first row of its draft distributions, -1: one-hot
+  const int32_t* tokens = nullptr;     // (n_rows) the batch tokens: row r + 1 holds draft token r
+  const double* uniforms = nullptr;    // (n_seqs, stride) drawn from copies of each sequence's generator
+  int stride = 0;                      // longest draft + 1
+  int n_seqs = 0;
+  int vocab = 0;
+  int rule = 0;                        // acceptance::Rule
+  int greedy_sampling = 0;             // the target's own token is an argmax (forced acceptance)
+  double alpha = 0.0;                  // forced acceptance rate
+  int32_t* out_tokens = nullptr;       // (n_seqs, stride + 1): tokens kept, then the tokens
+  float* out_logprobs = nullptr;       // (n_seqs, stride): their log-probabilities at T = 1
+};
+void accept_rows(const AcceptArgs& args, cudaStream_t stream);
 
 }  // namespace specula::cuda

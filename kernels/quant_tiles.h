@@ -37,10 +37,9 @@
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
-#define SPECULA_HD __host__ __device__ __forceinline__
-#else
-#define SPECULA_HD inline
 #endif
+
+#include "host_device.h"
 
 namespace specula::tiles {
 

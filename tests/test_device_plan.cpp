@@ -3,8 +3,10 @@
 // stacked bias row of the fused q|k|v product.
 #include <QtTest>
 
+#include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "compute/batch.h"
@@ -54,6 +56,67 @@ struct Step {
     plan_batch(cache, prompt, 1000);
   }
 };
+
+// The split-K attention of the kernels, emulated in double from the packed metadata alone
+// (which is all the kernels see): each task's pieces give each query its partial softmax,
+// folded in piece order. Returns (n_tokens, n_heads * head_dim).
+void require(bool ok, const char* what) {
+  if (!ok) throw std::logic_error(what);
+}
+
+std::vector<double> emulate_split_attention(const PackedPlan& p, int n_tokens, int split_keys, const ref::AttentionCase& c) {
+  const int n_heads = c.n_heads, hd = c.head_dim, group = c.n_heads / c.n_kv_heads, kv_dim = c.n_kv_heads * hd;
+  const auto at = [&](size_t field, size_t i) { return p.data[field + i]; };
+  std::vector<double> got(static_cast<size_t>(n_tokens) * n_heads * hd, 0.0);
+  for (int t = 0; t < n_tokens; ++t) {
+    const int item = at(p.token_work, t);
+    const int seq = at(p.work, 5 * item), first = at(p.work, 5 * item + 1);
+    const int first_task = at(p.work, 5 * item + 3), n_tasks = at(p.work, 5 * item + 4);
+    require(t >= first && t < first + at(p.work, 5 * item + 2), "a token outside its work item");
+    const int position = at(p.positions, t);
+    const int32_t table = at(p.table_offsets, seq);
+    std::vector<int> pieces;  // the pieces this query folds, in order
+    for (int k = first_task; k < first_task + n_tasks; ++k) {
+      require(at(p.tasks, 4 * k) == item, "a task of another item");
+      for (int piece = at(p.tasks, 4 * k + 1); piece < at(p.tasks, 4 * k + 1) + at(p.tasks, 4 * k + 2); ++piece) {
+        if (piece * split_keys <= position) pieces.push_back(piece);  // else all in its future
+      }
+    }
+    require(static_cast<int>(pieces.size()) == position / split_keys + 1, "a query folds pieces past its position");
+    for (int h = 0; h < n_heads; ++h) {
+      const int kvh = h / group;
+      const float* q = c.q.data() + (static_cast<size_t>(t) * n_heads + h) * hd;
+      double big = -INFINITY, sum = 0.0;
+      std::vector<double> acc(hd, 0.0);
+      for (const int piece : pieces) {
+        const int begin = piece * split_keys, end = std::min(begin + split_keys, position + 1);
+        double m = -INFINITY, l = 0.0;
+        std::vector<double> o(hd, 0.0), scores;
+        const auto slot_of = [&](int j) {
+          return static_cast<int64_t>(at(p.block_tables, table + j / c.block_size)) * c.block_size + j % c.block_size;
+        };
+        for (int j = begin; j < end; ++j) {
+          double dot = 0.0;
+          for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * c.k_cache[slot_of(j) * kv_dim + kvh * hd + d];
+          scores.push_back(dot / std::sqrt(static_cast<double>(hd)));
+          m = std::max(m, scores.back());
+        }
+        for (int j = begin; j < end; ++j) {
+          const double e = std::exp(scores[static_cast<size_t>(j - begin)] - m);
+          l += e;
+          for (int d = 0; d < hd; ++d) o[d] += e * c.v_cache[slot_of(j) * kv_dim + kvh * hd + d];
+        }
+        // the fold: rescale what came before to the new running maximum
+        const double next = std::max(big, m), a = std::exp(big - next), b = std::exp(m - next);
+        sum = sum * a + l * b;
+        for (int d = 0; d < hd; ++d) acc[d] = acc[d] * a + o[d] * b;
+        big = next;
+      }
+      for (int d = 0; d < hd; ++d) got[(static_cast<size_t>(t) * n_heads + h) * hd + d] = acc[d] / sum;
+    }
+  }
+  return got;
+}
 
 }  // namespace
 
@@ -154,6 +217,54 @@ class TestDevicePlan : public QObject {
     QCOMPARE(cache.length(a), 9);
   }
 
+  // A step packed at its bucket's capacities: the same entries at fixed offsets, and padding
+  // that does nothing (tokens writing to the trash slot with no queries, empty items and
+  // tasks, logit rows repeating row 0); buckets are powers of two with a spare item.
+  void bucketsPadWithInertEntries() {
+    Step step({1, 5, 17, 4});
+    const AttentionShape shape{8, 4, 2, 2};
+    const PackedPlan exact = pack_plan(step.plan, step.batch.tokens, shape);
+    const StepBucket e = exact_bucket(exact, step.plan);
+    QCOMPARE(e.tokens, 27);
+    const StepBucket b = step_bucket(e);
+    QCOMPARE(b.tokens, 32);
+    QCOMPARE(b.rows, 32);
+    QCOMPARE(b.seqs, 4);
+    QVERIFY(b.work > e.work && b.tasks > e.tasks && b.blocks >= e.blocks && b.partial_rows >= e.partial_rows);
+    const PackedPlan p = pack_plan(step.plan, step.batch.tokens, shape, b, 999);
+    QCOMPARE(p.data.size(), static_cast<size_t>(3 * b.tokens + b.seqs + 1 + b.blocks + b.rows + 5 * b.work + 4 * b.tasks + b.tokens));
+    const auto at = [](const PackedPlan& q, size_t field, size_t i) { return q.data[field + i]; };
+    for (int t = 0; t < b.tokens; ++t) {
+      if (t < e.tokens) {
+        QCOMPARE(at(p, p.tokens, t), at(exact, exact.tokens, t));
+        QCOMPARE(at(p, p.positions, t), at(exact, exact.positions, t));
+        QCOMPARE(at(p, p.cache_slots, t), at(exact, exact.cache_slots, t));
+        QCOMPARE(at(p, p.token_work, t), at(exact, exact.token_work, t));
+      } else {
+        QCOMPARE(at(p, p.cache_slots, t), 999);
+        const int item = at(p, p.token_work, t);
+        QCOMPARE(item, e.work);             // the spare item:
+        QCOMPARE(at(p, p.work, 5 * item + 2), 0);  // no queries
+        QCOMPARE(at(p, p.work, 5 * item + 4), 1);  // one task (the combine step skips it)
+      }
+    }
+    for (int r = e.rows; r < b.rows; ++r) QCOMPARE(at(p, p.logit_rows, r), 0);
+    for (int k = e.tasks; k < b.tasks; ++k) {
+      QCOMPARE(at(p, p.tasks, 4 * k), e.work);
+      QCOMPARE(at(p, p.tasks, 4 * k + 2), 0);  // no pieces
+    }
+    for (int i = 0; i < 5 * e.work; ++i) QCOMPARE(at(p, p.work, i), at(exact, exact.work, i));
+    for (int i = 0; i < 4 * e.tasks; ++i) QCOMPARE(at(p, p.tasks, i), at(exact, exact.tasks, i));
+    QCOMPARE(p.n_tasks, b.tasks);
+    QCOMPARE(p.partial_rows, b.partial_rows);
+    StepBucket small = b;
+    small.tokens = e.tokens - 1;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_plan(step.plan, step.batch.tokens, shape, small, 999));
+    StepBucket no_spare = e;
+    no_spare.tokens = b.tokens;  // padded tokens need the spare item
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_plan(step.plan, step.batch.tokens, shape, no_spare, 999));
+  }
+
   void tasksCoverEachItemsPiecesOnce() {
     const Step step({1, 5, 17, 4});
     const auto work = partition_attention(step.plan, 4);
@@ -215,57 +326,14 @@ class TestDevicePlan : public QObject {
     c.block_tables = step.plan.block_tables;
     const std::vector<double> want = ref::attention(c);
     for (const auto& [split_keys, parallel] : {std::pair{2, 8}, std::pair{5, 2}, std::pair{128, 8}, std::pair{3, 0}}) {
-      const PackedPlan p = pack_plan(step.plan, step.batch.tokens, AttentionShape{16 / group, split_keys, parallel, group});
-      const auto at = [&](size_t field, size_t i) { return p.data[field + i]; };
-      std::vector<double> got(want.size(), 0.0);
-      for (int t = 0; t < step.plan.n_tokens; ++t) {
-        const int item = at(p.token_work, t);
-        const int seq = at(p.work, 5 * item), first = at(p.work, 5 * item + 1);
-        const int first_task = at(p.work, 5 * item + 3), n_tasks = at(p.work, 5 * item + 4);
-        QVERIFY(t >= first && t < first + at(p.work, 5 * item + 2));
-        const int position = at(p.positions, t);
-        const int32_t table = at(p.table_offsets, seq);
-        std::vector<int> pieces;  // the pieces this query folds, in order
-        for (int k = first_task; k < first_task + n_tasks; ++k) {
-          QCOMPARE(at(p.tasks, 4 * k), item);
-          for (int piece = at(p.tasks, 4 * k + 1); piece < at(p.tasks, 4 * k + 1) + at(p.tasks, 4 * k + 2); ++piece) {
-            if (piece * split_keys <= position) pieces.push_back(piece);  // else all in its future
-          }
-        }
-        QCOMPARE(static_cast<int>(pieces.size()), position / split_keys + 1);
-        for (int h = 0; h < n_heads; ++h) {
-          const int kvh = h / group;
-          const float* q = c.q.data() + (static_cast<size_t>(t) * n_heads + h) * hd;
-          double big = -INFINITY, sum = 0.0;
-          std::vector<double> acc(hd, 0.0);
-          for (const int piece : pieces) {
-            const int begin = piece * split_keys, end = std::min(begin + split_keys, position + 1);
-            double m = -INFINITY, l = 0.0;
-            std::vector<double> o(hd, 0.0), scores;
-            const auto slot_of = [&](int j) {
-              return static_cast<int64_t>(at(p.block_tables, table + j / c.block_size)) * c.block_size + j % c.block_size;
-            };
-            for (int j = begin; j < end; ++j) {
-              double dot = 0.0;
-              for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * c.k_cache[slot_of(j) * kv_dim + kvh * hd + d];
-              scores.push_back(dot / std::sqrt(static_cast<double>(hd)));
-              m = std::max(m, scores.back());
-            }
-            for (int j = begin; j < end; ++j) {
-              const double e = std::exp(scores[static_cast<size_t>(j - begin)] - m);
-              l += e;
-              for (int d = 0; d < hd; ++d) o[d] += e * c.v_cache[slot_of(j) * kv_dim + kvh * hd + d];
-            }
-            // the fold: rescale what came before to the new running maximum
-            const double next = std::max(big, m), a = std::exp(big - next), b = std::exp(m - next);
-            sum = sum * a + l * b;
-            for (int d = 0; d < hd; ++d) acc[d] = acc[d] * a + o[d] * b;
-            big = next;
-          }
-          for (int d = 0; d < hd; ++d) got[(static_cast<size_t>(t) * n_heads + h) * hd + d] = acc[d] / sum;
-        }
+      const AttentionShape shape{16 / group, split_keys, parallel, group};
+      const PackedPlan exact = pack_plan(step.plan, step.batch.tokens, shape);
+      const StepBucket bucket = step_bucket(exact_bucket(exact, step.plan));
+      const PackedPlan padded = pack_plan(step.plan, step.batch.tokens, shape, bucket, 999);
+      for (const PackedPlan* p : {&exact, &padded}) {
+        const std::vector<double> got = emulate_split_attention(*p, step.plan.n_tokens, split_keys, c);
+        for (size_t i = 0; i < want.size(); ++i) QVERIFY(std::abs(got[i] - want[i]) < 1e-12);
       }
-      for (size_t i = 0; i < want.size(); ++i) QVERIFY(std::abs(got[i] - want[i]) < 1e-12);
     }
   }
 

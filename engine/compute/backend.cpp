@@ -4,7 +4,49 @@
 
 #include <stdexcept>
 
+#include "decode/acceptance.h"
+
 namespace specula {
+
+void Backend::forward_accept(const Model& model, KvCache& cache, const RaggedBatch& batch, const AcceptanceRule& rule,
+                             std::span<const DraftRows> drafts, std::vector<AcceptedRows>& out) {
+  check_verification(batch, drafts.size());
+  std::vector<float> logits;
+  forward(model, cache, batch, logits);
+  const int vocab = model.config.vocab_size;
+  out.assign(drafts.size(), AcceptedRows{});
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    const std::span<const int> draft(batch.tokens.data() + batch.offsets[i] + 1,
+                                     static_cast<size_t>(batch.offsets[i + 1] - batch.offsets[i] - 1));
+    const std::span<const float> rows(logits.data() + static_cast<size_t>(batch.offsets[i]) * vocab,
+                                      (draft.size() + 1) * static_cast<size_t>(vocab));
+    Verdict v;
+    if (rule.forced_acceptance >= 0) {
+      v = accept_forced(rule.forced_acceptance, rule.sampling, draft, rows, vocab, *drafts[i].rng);
+    } else if (rule.sampling.greedy()) {
+      v = accept_greedy(draft, rows, vocab);
+    } else {
+      v = accept_sampled(rule.sampling, draft, drafts[i].probs, rows, vocab, *drafts[i].rng);
+    }
+    AcceptedRows& a = out[i];
+    a.accepted = v.accepted;
+    a.tokens.assign(draft.begin(), draft.begin() + v.accepted);
+    a.tokens.push_back(v.next);
+    for (size_t t = 0; t < a.tokens.size(); ++t) {
+      a.logprobs.push_back(token_logprob(rows.subspan(t * static_cast<size_t>(vocab), static_cast<size_t>(vocab)), a.tokens[t]));
+    }
+  }
+}
+
+void check_verification(const RaggedBatch& batch, size_t n_drafts) {
+  if (n_drafts != batch.seqs.size() || batch.offsets.size() != batch.seqs.size() + 1 ||
+      batch.want_logits.size() != batch.tokens.size()) {
+    throw std::invalid_argument("a verification needs one draft per batch sequence");
+  }
+  for (const uint8_t w : batch.want_logits) {
+    if (!w) throw std::invalid_argument("a verification batch needs the logits of every row");
+  }
+}
 
 #if !defined(SPECULA_HAVE_CUDA)
 std::unique_ptr<Backend> create_cuda_backend(std::string* why_not) {

@@ -18,6 +18,25 @@
 
 namespace specula {
 
+// How verification rows are accepted (decode/acceptance.h): greedy match, rejection
+// sampling, or, for benchmarks only, forced acceptance.
+struct AcceptanceRule {
+  SamplingParams sampling;          // the target's distribution; greedy when sampling.greedy()
+  double forced_acceptance = -1.0;  // >= 0: accept_forced with this alpha (benchmark only)
+};
+// One batch sequence's draft as its acceptance sees it; in the batch the sequence holds its
+// last token, then its draft tokens, with logits for every row.
+struct DraftRows {
+  std::span<const float> probs;  // (draft length, vocab) distributions the tokens were drawn from; empty: one-hot
+  Rng* rng = nullptr;            // the sequence's acceptance generator (sampled and forced rules)
+};
+// What a sequence keeps: `accepted` draft tokens, then the target's own token.
+struct AcceptedRows {
+  int accepted = 0;
+  std::vector<int> tokens;      // (accepted + 1) the kept drafts, then the target's token
+  std::vector<float> logprobs;  // (accepted + 1) the target's log-probability of each (T = 1)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -45,6 +64,14 @@ class Backend {
   // its tokens were split across calls. Not reentrant: one forward at a time per backend.
   virtual void forward(const Model& model, KvCache& cache, const RaggedBatch& batch,
                        std::vector<float>& logits, int n_layers = -1) = 0;
+
+  // Runs a verification batch and accepts each sequence's draft by `rule` (drafts[i] for
+  // batch sequence i), advancing each generator exactly as accept_sampled / accept_forced
+  // do. Fills `out` (one per batch sequence). The default takes the logits from forward()
+  // and accepts on the host; a device backend decides where the logits are and copies back
+  // only what the sequences keep.
+  virtual void forward_accept(const Model& model, KvCache& cache, const RaggedBatch& batch, const AcceptanceRule& rule,
+                              std::span<const DraftRows> drafts, std::vector<AcceptedRows>& out);
 
   // forward() for greedy decoding: the index of the largest logit of each wanted row (the
   // lowest on ties) instead of the rows themselves. A device backend overrides it to copy
@@ -79,6 +106,10 @@ class Backend {
   };
   std::vector<KnownCost> known_costs_;
 };
+
+// Throws std::invalid_argument unless `batch` is a verification batch for `n_drafts` drafts:
+// one per sequence, every row's logits wanted.
+void check_verification(const RaggedBatch& batch, size_t n_drafts);
 
 enum class DeviceChoice { Auto, Cpu, Cuda };
 

@@ -11,6 +11,7 @@
 #include "compute/cuda_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <map>
@@ -21,6 +22,7 @@
 
 #include "compute/device_plan.h"
 #include "compute/thread_pool.h"
+#include "acceptance_rule.h"
 #include "kernels.h"
 
 namespace specula {
@@ -68,9 +70,11 @@ class DeviceBuffer {
   ~DeviceBuffer() {
     if (data_) cudaFree(data_);
   }
-  // Grows to at least `bytes`; the contents are not kept.
-  void reserve(size_t bytes) {
-    if (bytes > bytes_) *this = DeviceBuffer(bytes);
+  // Grows to at least `bytes`, the contents not kept; returns whether it moved.
+  bool reserve(size_t bytes) {
+    if (bytes <= bytes_) return false;
+    *this = DeviceBuffer(bytes);
+    return true;
   }
   template <typename T = void> T* get() const { return static_cast<T*>(data_); }
 
@@ -83,24 +87,34 @@ class DeviceBuffer {
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes) {
+  explicit PinnedBuffer(size_t bytes) : bytes_(bytes) {
     if (const cudaError_t status = cudaMallocHost(&data_, bytes); status != cudaSuccess) {
       cudaGetLastError();
       check(status, ("allocating " + std::to_string(bytes >> 20) + " MiB of pinned host memory").c_str());
     }
   }
-  PinnedBuffer(PinnedBuffer&& other) noexcept : data_(std::exchange(other.data_, nullptr)) {}
+  PinnedBuffer(PinnedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
   PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
     std::swap(data_, other.data_);
+    std::swap(bytes_, other.bytes_);
     return *this;
   }
   ~PinnedBuffer() {
     if (data_) cudaFreeHost(data_);
   }
+  // Grows to at least `bytes` (by half again, so steps of growing sizes allocate rarely),
+  // the contents not kept; returns whether it moved.
+  bool reserve(size_t bytes) {
+    if (bytes <= bytes_) return false;
+    *this = PinnedBuffer(bytes + bytes / 2);
+    return true;
+  }
   template <typename T = void> T* get() const { return static_cast<T*>(data_); }
 
  private:
   void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 // One matrix (or several stacked) in its device layout.
@@ -133,7 +147,15 @@ struct DeviceLayer {
   DeviceProduct down;      // (dim, hidden_dim)
 };
 
+// A number no other object of its kind in this process had: captured graphs name the weights
+// and caches they read by it (an address may be reused).
+uint64_t next_serial() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
+
 struct DeviceModel {
+  uint64_t serial = next_serial();
   const void* source = nullptr;     // the host embedding this copy was made from
   DType compute = DType::F16;       // activations, KV cache and dense matrices
   DeviceProduct embedding;          // (vocab, dim)
@@ -280,14 +302,17 @@ WeightRegistry& registry() {
   return r;
 }
 
+// Keys and values of every layer by slot, with one block more than the cache hands out: the
+// trash slot the padding tokens of a replayed graph write to.
 class CudaKvStorage : public KvStorage {
  public:
   CudaKvStorage(int n_layers, int num_blocks, int block_size, int kv_dim, DType type, cudaStream_t stream)
       : n_layers_(n_layers),
         kv_dim_(kv_dim),
         type_(type),
+        trash_slot_(num_blocks * block_size),
         block_bytes_(static_cast<size_t>(block_size) * kv_dim * cuda::dtype_bytes(type)),
-        layer_bytes_(block_bytes_ * static_cast<size_t>(num_blocks)),
+        layer_bytes_(block_bytes_ * static_cast<size_t>(num_blocks + 1)),
         keys_(layer_bytes_ * n_layers),
         values_(layer_bytes_ * n_layers),
         stream_(stream) {}
@@ -307,15 +332,19 @@ class CudaKvStorage : public KvStorage {
   int n_layers() const { return n_layers_; }
   int kv_dim() const { return kv_dim_; }
   DType type() const { return type_; }
+  int32_t trash_slot() const { return trash_slot_; }
+  uint64_t serial() const { return serial_; }
 
  private:
+  uint64_t serial_ = next_serial();
   int n_layers_;
   int kv_dim_;
   DType type_;
+  int32_t trash_slot_;  // the first slot of the extra block
   size_t block_bytes_;  // one block of one layer's keys (or values)
   size_t layer_bytes_;  // all blocks of one layer's keys (or values)
-  DeviceBuffer keys_;   // (n_layers, num_blocks * block_size slots, kv_dim)
-  DeviceBuffer values_; // (n_layers, num_blocks * block_size slots, kv_dim)
+  DeviceBuffer keys_;   // (n_layers, (num_blocks + 1) * block_size slots, kv_dim)
+  DeviceBuffer values_; // (n_layers, (num_blocks + 1) * block_size slots, kv_dim)
   cudaStream_t stream_;
 };
 
@@ -329,7 +358,9 @@ int max_positions(const ModelConfig& c) { return c.context_length > 0 ? c.contex
 class CudaBackend : public Backend {
  public:
   CudaBackend(int device, const CudaOptions& options)
-      : device_(device), mode_(options.batch_invariant ? cuda::GemmMode::Invariant : cuda::GemmMode::Cublas) {
+      : device_(device),
+        mode_(options.batch_invariant ? cuda::GemmMode::Invariant : cuda::GemmMode::Cublas),
+        graphs_enabled_(options.graphs) {
     check(cudaSetDevice(device), "cudaSetDevice");
     cudaDeviceProp props{};
     check(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties");
@@ -339,9 +370,15 @@ class CudaBackend : public Backend {
       cudaStreamDestroy(stream_);
       check(status, "cublasCreate");
     }
-    check(cublasSetStream(cublas_, stream_), "cublasSetStream");  // once: every product runs on stream_
+    // once: every product runs on stream_, cuBLAS in a workspace of ours (no allocation while
+    // a graph is being captured), the kernels' attributes set
+    check(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    cublas_workspace_ = DeviceBuffer(kCublasWorkspace);
+    check(cublasSetWorkspace(cublas_, cublas_workspace_.get(), kCublasWorkspace), "cublasSetWorkspace");
+    cuda::prepare_kernels();
   }
   ~CudaBackend() override {
+    clear_graphs();
     models_.clear();
     scratch_ = {};
     cublasDestroy(cublas_);
@@ -382,6 +419,107 @@ class CudaBackend : public Backend {
     }
     check(cudaStreamSynchronize(stream_), "forward");
     step.commit();
+  }
+
+  void forward_accept(const Model& model, KvCache& cache, const RaggedBatch& batch, const AcceptanceRule& rule,
+                      std::span<const DraftRows> drafts, std::vector<AcceptedRows>& out) override {
+    check_verification(batch, drafts.size());
+    const DeviceModel& m = checked_model(model, cache, batch, -1);
+    const int vocab = model.config.vocab_size, n_seqs = batch.n_seqs(), n_rows = batch.n_tokens();
+    const acceptance::Rule kind = rule.forced_acceptance >= 0 ? acceptance::Rule::Forced
+                                  : rule.sampling.greedy()    ? acceptance::Rule::Greedy
+                                                              : acceptance::Rule::Sampled;
+    const bool sampled_rows = kind == acceptance::Rule::Sampled || (kind == acceptance::Rule::Forced && !rule.sampling.greedy());
+    int stride = 1;
+    for (int i = 0; i < n_seqs; ++i) stride = std::max(stride, batch.offsets[i + 1] - batch.offsets[i]);
+    // the step's acceptance inputs in one pinned buffer and one copy: per sequence its first row
+    // and first draft distribution row, then per sequence `stride` uniforms peeked from a copy
+    // of its generator, per row the sampling parameters, then the draft distributions
+    size_t q_rows = 0;
+    for (const DraftRows& d : drafts) q_rows += d.probs.size() / static_cast<size_t>(vocab);
+    const size_t ints = static_cast<size_t>(2 * n_seqs + 1 + n_rows), doubles = static_cast<size_t>(n_seqs) * stride;
+    const size_t ints_bytes = (ints * sizeof(int32_t) + 7) / 8 * 8;
+    const size_t floats = static_cast<size_t>(3 * n_rows) + q_rows * vocab;
+    const size_t in_bytes = ints_bytes + doubles * sizeof(double) + floats * sizeof(float);
+    pinned_in_.reserve(in_bytes);
+    int32_t* seq_rows = pinned_in_.get<int32_t>();
+    int32_t* draft_rows = seq_rows + n_seqs + 1;
+    int32_t* top_k = draft_rows + n_seqs;
+    double* uniforms = reinterpret_cast<double*>(pinned_in_.get<uint8_t>() + ints_bytes);
+    float* temperature = reinterpret_cast<float*>(uniforms + doubles);
+    float* top_p = temperature + n_rows;
+    float* min_p = top_p + n_rows;
+    float* q = min_p + n_rows;
+    size_t q_at = 0;
+    for (int i = 0; i < n_seqs; ++i) {
+      seq_rows[i] = batch.offsets[i];
+      const DraftRows& d = drafts[static_cast<size_t>(i)];
+      draft_rows[i] = d.probs.empty() ? -1 : static_cast<int32_t>(q_at);
+      std::copy(d.probs.begin(), d.probs.end(), q + q_at * vocab);
+      q_at += d.probs.size() / static_cast<size_t>(vocab);
+      Rng peek = d.rng ? *d.rng : Rng();
+      for (int j = 0; j < stride; ++j) uniforms[static_cast<size_t>(i) * stride + j] = d.rng ? peek.uniform() : 0.0;
+    }
+    seq_rows[n_seqs] = n_rows;
+    std::fill_n(top_k, n_rows, rule.sampling.top_k);
+    std::fill_n(temperature, n_rows, rule.sampling.temperature);
+    std::fill_n(top_p, n_rows, rule.sampling.top_p);
+    std::fill_n(min_p, n_rows, rule.sampling.min_p);
+
+    PlannedBatch step(cache, batch, max_positions(model.config));
+    run(model, m, cache, batch, step.plan(), -1);  // every row's logits: rows are tokens
+    Scratch& s = scratch_;
+    s.accept_in.reserve(in_bytes);
+    check(cudaMemcpyAsync(s.accept_in.get(), pinned_in_.get(), in_bytes, cudaMemcpyHostToDevice, stream_),
+          "acceptance upload");
+    const uint8_t* in = s.accept_in.get<uint8_t>();
+    const auto device_at = [&](const void* host) { return in + (static_cast<const uint8_t*>(host) - pinned_in_.get<uint8_t>()); };
+    cuda::AcceptArgs a;
+    a.logits = s.logits.get<float>();
+    if (sampled_rows) {
+      s.probs.reserve(sizeof(float) * static_cast<size_t>(n_rows) * vocab);
+      cuda::sampling_probs(a.logits, n_rows, vocab, reinterpret_cast<const float*>(device_at(temperature)),
+                           reinterpret_cast<const int32_t*>(device_at(top_k)), reinterpret_cast<const float*>(device_at(top_p)),
+                           reinterpret_cast<const float*>(device_at(min_p)), s.probs.get<float>(), stream_);
+      a.probs = s.probs.get<float>();
+    }
+    a.draft_probs = reinterpret_cast<const float*>(device_at(q));
+    a.seq_rows = reinterpret_cast<const int32_t*>(device_at(seq_rows));
+    a.draft_rows = reinterpret_cast<const int32_t*>(device_at(draft_rows));
+    a.tokens = s.meta.get<int32_t>() + last_packed_tokens_;
+    a.uniforms = reinterpret_cast<const double*>(device_at(uniforms));
+    a.stride = stride;
+    a.n_seqs = n_seqs;
+    a.vocab = vocab;
+    a.rule = static_cast<int>(kind);
+    a.greedy_sampling = rule.sampling.greedy() ? 1 : 0;
+    a.alpha = rule.forced_acceptance;
+    const size_t out_ints = static_cast<size_t>(n_seqs) * (stride + 1), out_floats = static_cast<size_t>(n_seqs) * stride;
+    const size_t out_bytes = out_ints * sizeof(int32_t) + out_floats * sizeof(float);
+    s.accept_out.reserve(out_bytes);
+    a.out_tokens = s.accept_out.get<int32_t>();
+    a.out_logprobs = reinterpret_cast<float*>(a.out_tokens + out_ints);
+    cuda::accept_rows(a, stream_);
+    pinned_out_.reserve(out_bytes);
+    check(cudaMemcpyAsync(pinned_out_.get(), s.accept_out.get(), out_bytes, cudaMemcpyDeviceToHost, stream_),
+          "acceptance download");
+    check(cudaStreamSynchronize(stream_), "forward_accept");
+    step.commit();
+
+    const int32_t* kept = pinned_out_.get<int32_t>();
+    const float* logprobs = reinterpret_cast<const float*>(kept + out_ints);
+    out.assign(static_cast<size_t>(n_seqs), AcceptedRows{});
+    for (int i = 0; i < n_seqs; ++i) {
+      AcceptedRows& r = out[static_cast<size_t>(i)];
+      const int32_t* row = kept + static_cast<size_t>(i) * (stride + 1);
+      r.accepted = row[0];
+      r.tokens.assign(row + 1, row + 2 + r.accepted);
+      r.logprobs.assign(logprobs + static_cast<size_t>(i) * stride, logprobs + static_cast<size_t>(i) * stride + r.accepted + 1);
+      const int d = batch.offsets[i + 1] - batch.offsets[i] - 1;
+      if (Rng* g = drafts[static_cast<size_t>(i)].rng) {
+        for (int k = acceptance::draws(kind, rule.sampling.greedy(), d, r.accepted); k > 0; --k) g->uniform();
+      }
+    }
   }
 
   void forward_argmax(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<int32_t>& tokens,
@@ -441,8 +579,8 @@ class CudaBackend : public Backend {
     }
   }
 
-  // Scratch for the products of a step with m rows through these weights.
-  void reserve_products(const DeviceModel& model, int m, int layers) {
+  // Scratch for the products of a step with m rows through these weights; whether a buffer moved.
+  bool reserve_products(const DeviceModel& model, int m, int layers) {
     size_t split = 0;
     bool dequant = false;
     const auto need = [&](const DeviceProduct& p) {
@@ -457,38 +595,93 @@ class CudaBackend : public Backend {
       for (const DeviceProduct* p : {&w.qkv, &w.wo, &w.gate_up, &w.down}) need(*p);
     }
     need(model.logits());
-    scratch_.split.reserve(split * sizeof(float));
-    if (dequant) scratch_.dequant.reserve(kDequantBytes);
+    bool moved = scratch_.split.reserve(split * sizeof(float));
+    if (dequant) moved |= scratch_.dequant.reserve(kDequantBytes);
+    return moved;
   }
 
   // Runs the layers and the output matrix, leaving the wanted rows' logits in
-  // scratch_.logits; returns their number.
+  // scratch_.logits; returns their number. Decode and verification steps replay a CUDA
+  // graph captured for their bucket of shapes (their metadata padded to it, device_plan.h);
+  // longer steps launch the kernels one by one.
   int run(const Model& model, const DeviceModel& m, KvCache& cache, const RaggedBatch& batch, const BatchPlan& plan,
           int n_layers) {
     const ModelConfig& c = model.config;
     const int layers = n_layers < 0 ? c.n_layers : n_layers;
     auto* kv = static_cast<CudaKvStorage*>(cache.storage());
-    const int hd = c.head_dim(), q_dim = c.q_dim(), kv_dim = c.kv_dim();
-    const int qkv_cols = q_dim + 2 * kv_dim, dim = c.dim, hidden = c.hidden_dim;
-    const int group = c.n_heads / c.n_kv_heads;
-    const PackedPlan packed = pack_plan(plan, batch.tokens,
-                                        AttentionShape{cuda::attention_query_tile(c.n_heads, c.n_kv_heads),
-                                                       cuda::attention_piece_keys(), kParallelQueries, group});
-    const int n = plan.n_tokens, rows = static_cast<int>(plan.logit_rows.size());
+    const AttentionShape shape{cuda::attention_query_tile(c.n_heads, c.n_kv_heads), cuda::attention_piece_keys(),
+                               kParallelQueries, c.n_heads / c.n_kv_heads};
+    PackedPlan packed = pack_plan(plan, batch.tokens, shape);
+    const bool replay = graphs_enabled_ && plan.n_tokens <= kGraphTokens;
+    StepBucket bucket = exact_bucket(packed, plan);
+    if (replay) {
+      bucket = step_bucket(bucket);
+      packed = pack_plan(plan, batch.tokens, shape, bucket, kv->trash_slot());
+    }
+    reserve_step(c, m, bucket, packed.data.size(), layers);
+    std::memcpy(pinned_meta_.get(), packed.data.data(), packed.data.size() * sizeof(int32_t));
+    last_packed_tokens_ = packed.tokens;
+    if (!replay) {
+      enqueue_step(c, m, *kv, cache.block_size(), packed, bucket, layers);
+      return static_cast<int>(plan.logit_rows.size());
+    }
+    const GraphKey key{m.serial, kv->serial(), layers, bucket, scratch_generation_};
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+      if (graphs_.size() >= kMaxGraphs) clear_graphs();
+      cudaGraph_t graph = nullptr;
+      check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
+      try {
+        enqueue_step(c, m, *kv, cache.block_size(), packed, bucket, layers);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        throw;
+      }
+      check(cudaStreamEndCapture(stream_, &graph), "graph capture");
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      check(status, "graph instantiation");
+      it = graphs_.emplace(key, exec).first;
+    }
+    check(cudaGraphLaunch(it->second, stream_), "graph launch");
+    return static_cast<int>(plan.logit_rows.size());
+  }
+
+  // Every buffer a step of this bucket uses, before anything is enqueued (a captured graph
+  // keeps their addresses: a buffer that moves retires the graphs).
+  void reserve_step(const ModelConfig& c, const DeviceModel& m, const StepBucket& b, size_t meta_ints, int layers) {
+    const int n = b.tokens, rows = b.rows, dim = c.dim, hidden = c.hidden_dim, hd = c.head_dim();
+    const int q_dim = c.q_dim(), qkv_cols = q_dim + 2 * c.kv_dim();
     const size_t element = cuda::dtype_bytes(m.compute);
     Scratch& s = scratch_;
-    s.meta.reserve(packed.data.size() * sizeof(int32_t));
-    s.x.reserve(sizeof(float) * n * dim);
-    s.tmp.reserve(sizeof(float) * n * dim);
-    s.normed.reserve(element * n * std::max({dim, hidden, q_dim}));
-    s.qkv.reserve(sizeof(float) * n * qkv_cols);
-    s.attention.reserve(element * n * q_dim);
-    s.gate_up.reserve(sizeof(float) * n * 2 * hidden);
-    s.logits.reserve(sizeof(float) * rows * c.vocab_size);
-    s.partials.reserve(sizeof(float) * static_cast<size_t>(packed.partial_rows) * c.n_kv_heads * (hd + 2));
-    reserve_products(m, std::max(n, rows), layers);
-    check(cudaMemcpyAsync(s.meta.get(), packed.data.data(), packed.data.size() * sizeof(int32_t),
-                          cudaMemcpyHostToDevice, stream_),
+    bool moved = pinned_meta_.reserve(meta_ints * sizeof(int32_t));
+    moved |= s.meta.reserve(meta_ints * sizeof(int32_t));
+    moved |= s.x.reserve(sizeof(float) * n * dim);
+    moved |= s.tmp.reserve(sizeof(float) * n * dim);
+    moved |= s.normed.reserve(element * n * std::max({dim, hidden, q_dim}));
+    moved |= s.qkv.reserve(sizeof(float) * n * qkv_cols);
+    moved |= s.attention.reserve(element * n * q_dim);
+    moved |= s.gate_up.reserve(sizeof(float) * n * 2 * hidden);
+    moved |= s.logits.reserve(sizeof(float) * rows * c.vocab_size);
+    moved |= s.partials.reserve(sizeof(float) * static_cast<size_t>(b.partial_rows) * c.n_kv_heads * (hd + 2));
+    moved |= reserve_products(m, std::max(n, rows), layers);
+    if (moved) {
+      clear_graphs();
+      ++scratch_generation_;
+    }
+  }
+
+  // The step's work on stream_, from the metadata upload to the logits: what a graph captures.
+  void enqueue_step(const ModelConfig& c, const DeviceModel& m, CudaKvStorage& kv, int block_size, const PackedPlan& packed,
+                    const StepBucket& b, int layers) {
+    const int hd = c.head_dim(), q_dim = c.q_dim(), kv_dim = c.kv_dim();
+    const int qkv_cols = q_dim + 2 * kv_dim, dim = c.dim, hidden = c.hidden_dim, n = b.tokens, rows = b.rows;
+    Scratch& s = scratch_;
+    check(cudaMemcpyAsync(s.meta.get(), pinned_meta_.get(), packed.data.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                          stream_),
           "batch metadata upload");
     const int32_t* meta = s.meta.get<int32_t>();
     float* x = s.x.get<float>();
@@ -502,6 +695,18 @@ class CudaBackend : public Backend {
     } else {
       cuda::embedding(table.data.get(), m.compute, dim, meta + packed.tokens, n, x, stream_);
     }
+    cuda::RopeKvArgs r;
+    r.qkv = qkv;
+    r.row_stride = qkv_cols;
+    r.n_tokens = n;
+    r.positions = meta + packed.positions;
+    r.cache_slots = meta + packed.cache_slots;
+    r.n_heads = c.n_heads;
+    r.n_kv_heads = c.n_kv_heads;
+    r.head_dim = hd;
+    r.frequencies = m.rope_frequencies.get<double>();
+    r.layout = m.rope_layout;
+    r.cache_type = m.compute;
     cuda::AttentionArgs a;
     a.qkv = qkv;
     a.row_stride = qkv_cols;
@@ -514,7 +719,7 @@ class CudaBackend : public Backend {
     a.positions = meta + packed.positions;
     a.table_offsets = meta + packed.table_offsets;
     a.block_tables = meta + packed.block_tables;
-    a.block_size = cache.block_size();
+    a.block_size = block_size;
     a.n_heads = c.n_heads;
     a.n_kv_heads = c.n_kv_heads;
     a.head_dim = hd;
@@ -522,39 +727,56 @@ class CudaBackend : public Backend {
     a.partial_values = s.partials.get<float>();
     a.partial_stats = a.partial_values + static_cast<size_t>(packed.partial_rows) * c.n_kv_heads * hd;
     a.out = s.attention.get();
+    cuda::rmsnorm(x, m.layers[0].attn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.compute, stream_);
     for (int l = 0; l < layers; ++l) {
       const DeviceLayer& w = m.layers[static_cast<size_t>(l)];
-      // attention
-      cuda::rmsnorm(x, w.attn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.compute, stream_);
+      // attention (its input normed by the previous layer's last step)
       product(m, w.qkv, s.normed.get(), n, qkv, qkv_cols);
       if (w.qkv_bias.get()) cuda::add_bias(qkv, qkv_cols, n, w.qkv_bias.get<float>(), qkv_cols, stream_);
       if (w.q_norm.get()) {  // qwen3: each head of q and k normalized before the rotation
         cuda::head_rmsnorm(qkv, qkv_cols, n, c.n_heads, hd, w.q_norm.get<float>(), c.norm_eps, stream_);
         cuda::head_rmsnorm(qkv + q_dim, qkv_cols, n, c.n_kv_heads, hd, w.k_norm.get<float>(), c.norm_eps, stream_);
       }
-      cuda::rope(qkv, qkv_cols, meta + packed.positions, n, c.n_heads + c.n_kv_heads, hd, m.rope_frequencies.get<double>(),
-                 m.rope_layout, stream_);
-      cuda::kv_write(qkv, qkv_cols, q_dim, q_dim + kv_dim, meta + packed.cache_slots, n, kv_dim, kv->keys(l),
-                     kv->values(l), m.compute, stream_);
-      a.k_cache = kv->keys(l);
-      a.v_cache = kv->values(l);
+      a.k_cache = r.k_cache = kv.keys(l);
+      a.v_cache = r.v_cache = kv.values(l);
+      cuda::rope_kv_write(r, stream_);
       cuda::paged_attention(a, stream_);
       product(m, w.wo, s.attention.get(), n, tmp, dim);
       if (w.bo.get()) cuda::add_bias(tmp, dim, n, w.bo.get<float>(), dim, stream_);
-      cuda::residual_add(x, tmp, static_cast<int64_t>(n) * dim, stream_);
       // feed-forward
-      cuda::rmsnorm(x, w.ffn_norm.get<float>(), nullptr, n, dim, c.norm_eps, s.normed.get(), m.compute, stream_);
+      cuda::residual_rmsnorm(x, tmp, w.ffn_norm.get<float>(), n, dim, c.norm_eps, s.normed.get(), m.compute, stream_);
       product(m, w.gate_up, s.normed.get(), n, gate_up, 2 * hidden);
       cuda::swiglu(gate_up, n, hidden, s.normed.get(), m.compute, stream_);
       product(m, w.down, s.normed.get(), n, tmp, dim);
-      cuda::residual_add(x, tmp, static_cast<int64_t>(n) * dim, stream_);
+      if (l + 1 < layers) {
+        cuda::residual_rmsnorm(x, tmp, m.layers[static_cast<size_t>(l) + 1].attn_norm.get<float>(), n, dim, c.norm_eps,
+                               s.normed.get(), m.compute, stream_);
+      } else {
+        cuda::residual_add(x, tmp, static_cast<int64_t>(n) * dim, stream_);
+      }
     }
     // the final norm and the output matrix, on the wanted rows only
     cuda::rmsnorm(x, m.final_norm.get<float>(), meta + packed.logit_rows, rows, dim, c.norm_eps, s.normed.get(),
                   m.compute, stream_);
     product(m, m.logits(), s.normed.get(), rows, s.logits.get<float>(), c.vocab_size);
-    return rows;
   }
+
+  void clear_graphs() {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
+  }
+
+  // A captured step: which weights, cache, layer count and shapes, and which scratch buffers.
+  struct GraphKey {
+    uint64_t model;
+    uint64_t cache;
+    int layers;
+    StepBucket bucket;
+    uint64_t scratch;
+    auto operator<=>(const GraphKey&) const = default;
+  };
+  static constexpr int kGraphTokens = 64;  // steps up to this many tokens replay graphs
+  static constexpr size_t kMaxGraphs = 64;
 
   // Decode and verification items (at most this many tokens) spread their keys over blocks.
   static constexpr int kParallelQueries = 8;
@@ -572,6 +794,9 @@ class CudaBackend : public Backend {
     DeviceBuffer partials;   // attention pieces run in parallel: values, then (max, sum)
     DeviceBuffer split;      // quant_gemm's split-K partial sums
     DeviceBuffer dequant;    // fp16 rows of a quantized matrix for cuBLAS
+    DeviceBuffer probs;      // (n_rows, vocab) target distributions for sampled acceptance
+    DeviceBuffer accept_in;  // the acceptance inputs (forward_accept)
+    DeviceBuffer accept_out; // what each sequence keeps
   };
 
   const DeviceModel& device_model(const Model& model, const std::function<bool(double)>& progress) {
@@ -587,8 +812,17 @@ class CudaBackend : public Backend {
   cuda::GemmMode mode_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  bool graphs_enabled_;
   std::map<const Model*, std::shared_ptr<const DeviceModel>> models_;
   Scratch scratch_;
+  uint64_t scratch_generation_ = 0;  // bumped when a scratch buffer moves
+  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  PinnedBuffer pinned_meta_;         // the step's metadata, the source of its (captured) upload
+  static constexpr size_t kCublasWorkspace = size_t{32} << 20;
+  DeviceBuffer cublas_workspace_;
+  size_t last_packed_tokens_ = 0;  // where the last step's tokens are in scratch_.meta
+  PinnedBuffer pinned_in_;         // acceptance inputs, staged for one asynchronous copy
+  PinnedBuffer pinned_out_;        // acceptance results, copied back asynchronously
 };
 
 }  // namespace

@@ -14,6 +14,9 @@ struct CudaOptions {
   // weights alone, so a sequence's logits are the same bits whatever the batch holds
   // (greedy speculative == plain greedy exactly); slower than cuBLAS for long prompts.
   bool batch_invariant = false;
+  // Decode and verification steps (up to 64 tokens) replay a CUDA graph captured per bucket of
+  // shapes instead of launching about ten kernels per layer; the same kernels, the same bits.
+  bool graphs = true;
 };
 
 // The backend on the first CUDA device, or null with `why_not` saying why none is usable

@@ -43,26 +43,37 @@ AttentionTasks plan_attention_tasks(const BatchPlan& plan, const std::vector<Att
   return t;
 }
 
-PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, const AttentionShape& shape) {
+PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, const AttentionShape& shape,
+                     const StepBucket& bucket, int32_t trash_slot) {
   if (tokens.size() != static_cast<size_t>(plan.n_tokens)) {
     throw std::invalid_argument("pack_plan: " + std::to_string(tokens.size()) + " tokens for a plan of " +
                                 std::to_string(plan.n_tokens));
   }
   const std::vector<AttentionWork> work = partition_attention(plan, shape.query_tile);
   const AttentionTasks tasks = plan_attention_tasks(plan, work, shape.split_keys, shape.parallel_queries, shape.group);
+  const int n_work = static_cast<int>(work.size()), n_tasks = static_cast<int>(tasks.tasks.size());
+  const int n_rows = static_cast<int>(plan.logit_rows.size()), n_blocks = static_cast<int>(plan.block_tables.size());
+  if (bucket.tokens < plan.n_tokens || bucket.rows < n_rows || bucket.seqs < plan.n_seqs || bucket.blocks < n_blocks ||
+      bucket.work < n_work || bucket.tasks < n_tasks || bucket.partial_rows < tasks.partial_rows ||
+      (bucket.tokens > plan.n_tokens && bucket.work == n_work) || (bucket.work > n_work && bucket.tasks == n_tasks)) {
+    throw std::invalid_argument("pack_plan: the step does not fit its bucket");
+  }
   PackedPlan packed;
   std::vector<int32_t>& d = packed.data;
-  const auto append = [&d](const std::vector<int32_t>& v) {
+  // each field at its capacity, real entries first, then `pad`
+  const auto field = [&d](const std::vector<int32_t>& v, int capacity, int32_t pad) {
     const size_t at = d.size();
     d.insert(d.end(), v.begin(), v.end());
+    d.insert(d.end(), static_cast<size_t>(capacity) - v.size(), pad);
     return at;
   };
-  packed.tokens = append(tokens);
-  packed.positions = append(plan.positions);
-  packed.cache_slots = append(plan.cache_slots);
-  packed.table_offsets = append(plan.table_offsets);
-  packed.block_tables = append(plan.block_tables);
-  packed.logit_rows = append(plan.logit_rows);
+  const int32_t spare = n_work;  // the padding's work item: no queries, one empty task
+  packed.tokens = field(tokens, bucket.tokens, 0);
+  packed.positions = field(plan.positions, bucket.tokens, 0);
+  packed.cache_slots = field(plan.cache_slots, bucket.tokens, trash_slot);
+  packed.table_offsets = field(plan.table_offsets, bucket.seqs + 1, plan.table_offsets.back());
+  packed.block_tables = field(plan.block_tables, bucket.blocks, 0);
+  packed.logit_rows = field(plan.logit_rows, bucket.rows, 0);
   packed.work = d.size();
   std::vector<int32_t> token_work(static_cast<size_t>(plan.n_tokens), 0);
   for (size_t i = 0; i < work.size(); ++i) {
@@ -71,13 +82,55 @@ PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, 
                        tasks.first_task[i + 1] - tasks.first_task[i]});
     std::fill_n(token_work.begin() + w.first_token, w.n_queries, static_cast<int32_t>(i));
   }
-  packed.n_work = static_cast<int>(work.size());
+  for (int i = n_work; i < bucket.work; ++i) d.insert(d.end(), {0, 0, 0, n_tasks, 1});
+  packed.n_work = bucket.work;
   packed.tasks = d.size();
   for (const AttentionTask& t : tasks.tasks) d.insert(d.end(), {t.work, t.first_piece, t.n_pieces, t.partial_row});
-  packed.n_tasks = static_cast<int>(tasks.tasks.size());
-  packed.partial_rows = tasks.partial_rows;
-  packed.token_work = append(token_work);
+  for (int i = n_tasks; i < bucket.tasks; ++i) d.insert(d.end(), {spare, 0, 0, 0});
+  packed.n_tasks = bucket.tasks;
+  packed.partial_rows = bucket.partial_rows;
+  packed.token_work = field(token_work, bucket.tokens, spare);
   return packed;
+}
+
+StepBucket exact_bucket(const PackedPlan& packed, const BatchPlan& plan) {
+  return {plan.n_tokens,   static_cast<int>(plan.logit_rows.size()), plan.n_seqs, static_cast<int>(plan.block_tables.size()),
+          packed.n_work,   packed.n_tasks,                           packed.partial_rows};
+}
+
+namespace {
+
+int power_of_two_at_least(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+StepBucket step_bucket(const StepBucket& exact) {
+  StepBucket b;
+  b.tokens = power_of_two_at_least(exact.tokens);
+  b.rows = power_of_two_at_least(exact.rows);
+  b.seqs = power_of_two_at_least(exact.seqs);
+  b.blocks = power_of_two_at_least(exact.blocks);
+  b.work = power_of_two_at_least(exact.work + 1);  // room for the padding's item
+  b.tasks = power_of_two_at_least(exact.tasks + 1);
+  b.partial_rows = exact.partial_rows == 0 ? 0 : power_of_two_at_least(exact.partial_rows);
+  return b;
+}
+
+PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, const AttentionShape& shape) {
+  const std::vector<AttentionWork> work = partition_attention(plan, shape.query_tile);
+  const AttentionTasks tasks = plan_attention_tasks(plan, work, shape.split_keys, shape.parallel_queries, shape.group);
+  const StepBucket exact{plan.n_tokens,
+                         static_cast<int>(plan.logit_rows.size()),
+                         plan.n_seqs,
+                         static_cast<int>(plan.block_tables.size()),
+                         static_cast<int>(work.size()),
+                         static_cast<int>(tasks.tasks.size()),
+                         tasks.partial_rows};
+  return pack_plan(plan, tokens, shape, exact, 0);
 }
 
 // ---- weights on the device ----

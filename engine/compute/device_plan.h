@@ -79,6 +79,30 @@ struct AttentionShape {
 };
 PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, const AttentionShape& shape);
 
+// The capacities a step's metadata is packed at. A captured CUDA graph bakes in its grid
+// sizes and the offsets of the metadata, so steps share a graph when they share a bucket:
+// every count rounded up to a power of two (step_bucket), the padding inert: tokens with
+// token id 0 at position 0 writing to `trash_slot`, no queries of their own, logit rows
+// repeating row 0, empty work items and tasks.
+struct StepBucket {
+  int tokens = 0;        // new tokens (and product rows)
+  int rows = 0;          // logit rows
+  int seqs = 0;          // batch sequences
+  int blocks = 0;        // block table entries
+  int work = 0;          // attention work items, one of them spare for the padding
+  int tasks = 0;         // attention tasks
+  int partial_rows = 0;  // scratch rows of parallel pieces
+  auto operator<=>(const StepBucket&) const = default;
+};
+// The exact counts of a packed plan.
+StepBucket exact_bucket(const PackedPlan& packed, const BatchPlan& plan);
+// Every count of `exact` rounded up to a power of two (and one spare work item).
+StepBucket step_bucket(const StepBucket& exact);
+// pack_plan at the bucket's capacities: the same entries as pack_plan for the plan's tokens,
+// rows, sequences, items and tasks, at offsets fixed by the bucket, the rest inert padding.
+PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, const AttentionShape& shape,
+                     const StepBucket& bucket, int32_t trash_slot);
+
 // ---- weights on the device ----
 
 // The type a device computes a model in: its activations, KV cache and dense matrices. F32

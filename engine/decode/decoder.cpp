@@ -5,8 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "decode/acceptance.h"
-
 namespace specula {
 
 const char* finish_reason_name(FinishReason reason) {
@@ -66,7 +64,7 @@ struct Run {
   std::vector<int> ids;                      // (n_seqs) cache sequence of each; -1 once finished
   std::vector<std::vector<int>> tokens;      // (n_seqs) prompt + generated
   std::vector<Rng> rngs;                     // (n_seqs) sequence i draws with seed + i
-  std::vector<float> logits;                 // (rows, vocab) of the last target forward
+  std::vector<float> logits;                 // (rows, vocab) of the last run_target() forward (the prefill)
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
   SequenceOutput& out(int i) { return result.seqs[static_cast<size_t>(i)]; }
@@ -135,12 +133,17 @@ FinishReason interruption(const Run& run) {
   return FinishReason::Running;
 }
 
-void run_target(Run& run, const RaggedBatch& batch) {
-  run.backend.forward(run.target, run.cache, batch, run.logits);
+// Counts a target forward over `batch` in the statistics.
+void count_target_forward(Run& run, const RaggedBatch& batch) {
   DecodeStats& stats = run.result.stats;
   ++stats.target_forwards;
   stats.target_tokens += batch.n_tokens();
   stats.peak_blocks = std::max(stats.peak_blocks, run.cache.blocks_in_use());
+}
+
+void run_target(Run& run, const RaggedBatch& batch) {
+  run.backend.forward(run.target, run.cache, batch, run.logits);
+  count_target_forward(run, batch);
 }
 
 // Runs the prompt through the target once; every sequence forks from it, sharing its
@@ -195,32 +198,28 @@ RaggedBatch verification_batch(Run& run, std::span<const DraftRequest> requests,
   return batch;
 }
 
-// How much of sequence i's draft the target keeps, and the token that follows it.
-Verdict judge(Run& run, int i, const Draft& draft, std::span<const float> rows) {
-  const DecodeOptions& o = run.options;
-  const int vocab = run.target.config.vocab_size;
-  Rng& rng = run.rngs[static_cast<size_t>(i)];
-  if (o.forced_acceptance >= 0) return accept_forced(o.forced_acceptance, o.sampling, draft.tokens, rows, vocab, rng);
-  if (o.sampling.greedy()) return accept_greedy(draft.tokens, rows, vocab);
-  return accept_sampled(o.sampling, draft.tokens, draft.probs, rows, vocab, rng);
+// The target scores every row of the verification batch and judges each live sequence's
+// draft: how much of it is kept and the target's token after it, with the log-probability of
+// each. A device backend decides where the logits are; the rule is the sampler's either way.
+std::vector<AcceptedRows> judge(Run& run, std::span<const int> live, const RaggedBatch& batch,
+                                std::span<const Draft> drafts) {
+  const AcceptanceRule rule{run.options.sampling, run.options.forced_acceptance};
+  std::vector<DraftRows> rows;
+  for (size_t j = 0; j < live.size(); ++j) rows.push_back({drafts[j].probs, &run.rngs[static_cast<size_t>(live[j])]});
+  std::vector<AcceptedRows> kept;
+  run.backend.forward_accept(run.target, run.cache, batch, rule, rows, kept);
+  count_target_forward(run, batch);
+  return kept;
 }
 
 // Keeps sequence i's accepted prefix and the target's next token: the cache is cut back
-// to last_i and the accepted drafts (`next` is fed at the next step). Returns the count
-// accepted.
-int apply_verdict(Run& run, int i, const Draft& draft, std::span<const float> rows) {
-  const Verdict v = judge(run, i, draft, rows);
-  run.cache.truncate(run.ids[static_cast<size_t>(i)], static_cast<int>(run.all(i).size()) + v.accepted);
-  std::vector<int> step(draft.tokens.begin(), draft.tokens.begin() + v.accepted);
-  step.push_back(v.next);
-  std::vector<float> logprobs;
-  const size_t vocab = static_cast<size_t>(run.target.config.vocab_size);
-  for (size_t t = 0; t < step.size(); ++t) logprobs.push_back(token_logprob(rows.subspan(t * vocab, vocab), step[t]));
+// to last_i and the accepted drafts (the target's token is fed at the next step).
+void apply_verdict(Run& run, int i, const Draft& draft, const AcceptedRows& verdict) {
+  run.cache.truncate(run.ids[static_cast<size_t>(i)], static_cast<int>(run.all(i).size()) + verdict.accepted);
   SequenceOutput& out = run.out(i);
   out.proposed += static_cast<int>(draft.tokens.size());
-  out.accepted += v.accepted;
-  emit(run, i, step, logprobs);
-  return v.accepted;
+  out.accepted += verdict.accepted;
+  emit(run, i, verdict.tokens, verdict.logprobs);
 }
 
 // One speculative step over the live sequences: lengths, drafts, one target forward,
@@ -229,17 +228,14 @@ void step(Run& run, std::span<const int> live) {
   const std::vector<DraftRequest> requests = draft_requests(run, live);
   std::vector<Draft> drafts;
   run.drafter.propose(requests, drafts);
-  run_target(run, verification_batch(run, requests, drafts));
+  const std::vector<AcceptedRows> verdicts = judge(run, live, verification_batch(run, requests, drafts), drafts);
   ++run.result.stats.steps;
 
   std::vector<int> proposed(live.size()), accepted(live.size());
-  const size_t vocab = static_cast<size_t>(run.target.config.vocab_size);
-  size_t row = 0;
   for (size_t j = 0; j < live.size(); ++j) {
-    const size_t rows = drafts[j].tokens.size() + 1;
     proposed[j] = static_cast<int>(drafts[j].tokens.size());
-    accepted[j] = apply_verdict(run, live[j], drafts[j], std::span<const float>(run.logits).subspan(row * vocab, rows * vocab));
-    row += rows;
+    accepted[j] = verdicts[j].accepted;
+    apply_verdict(run, live[j], drafts[j], verdicts[j]);
   }
   run.policy.update(requests, proposed, accepted);
 }

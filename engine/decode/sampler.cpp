@@ -116,12 +116,14 @@ void sampling_distribution(const SamplingParams& params, std::span<const float> 
   for (size_t k = 0; k < keep; ++k) probs[order[k]] = static_cast<float>(p[order[k]] / kept);
 }
 
-int sample_from(std::span<const float> probs, Rng& rng) {
+int sample_from(std::span<const float> probs, Rng& rng) { return sample_at(probs, rng.uniform()); }
+
+int sample_at(std::span<const float> probs, double u) {
   if (probs.empty()) throw std::invalid_argument("sampling from an empty distribution");
   double total = 0.0;
   for (float v : probs) total += v;
   // scale the draw by the actual sum: float rounding never lets the draw run off the end
-  const double r = rng.uniform() * total;
+  const double r = u * total;
   double cdf = 0.0;
   int last_nonzero = 0;
   for (size_t i = 0; i < probs.size(); ++i) {

@@ -40,6 +40,9 @@ void sampling_distribution(const SamplingParams& params, std::span<const float> 
 
 // Draws an index from a normalized distribution.
 int sample_from(std::span<const float> probs, Rng& rng);
+// The same draw with the uniform `u` in [0, 1) given: the first index whose running sum
+// exceeds u times the sum (sample_from(probs, rng) is sample_at(probs, rng.uniform())).
+int sample_at(std::span<const float> probs, double u);
 
 // Draws the next token: argmax when greedy, else from sampling_distribution.
 int sample(const SamplingParams& params, std::span<const float> logits, Rng& rng);

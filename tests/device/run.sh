@@ -118,7 +118,7 @@ if [ "$versions_rc" -ne 0 ] || grep -q -E "SKIP .*(no usable CUDA device|no CUDA
 fi
 
 echo "== timings"
-# the session's own decoder (logits copied to the host every step) at forced acceptance: its log only
+# the session's own decoder (acceptance on the device) at forced acceptance: its log only
 timeout "$(limit 90)" "$(bin_of specula-cli)" bench-spec --device cuda --random 7b --type q4_K --n 1,8,16 \
   --drafters layers:4 --policies fixed:4 --temps 0 --alpha 0.8 --max-tokens 64 > "$build/bench-spec.log" 2>&1
 spec_rc=$?
@@ -129,7 +129,7 @@ bench_rc=$?
 echo
 cat "$build/versions.log"
 printf '%s\n' "${summary[@]}"
-echo "specula-cli bench-spec (the decoder, host sampling): exit $spec_rc, table in $build/bench-spec.log"
+echo "specula-cli bench-spec (the session's decoder): exit $spec_rc, table in $build/bench-spec.log"
 [ $bench_rc -ne 0 ] && echo "bench_cuda exit $bench_rc (log: $build/bench.log)"
 echo
 cat "$build/bench.log"

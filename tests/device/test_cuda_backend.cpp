@@ -4,6 +4,8 @@
 #include <QtTest>
 
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -194,6 +196,54 @@ class TestCudaBackend : public QObject {
     QCOMPARE(cache->length(s), 6);
   }
 
+  // Steps replayed from captured graphs (their metadata padded to a bucket) give the bits of
+  // the same steps launched kernel by kernel, across bucket changes as contexts grow past
+  // attention pieces and as sequences come and go.
+  void graphsReplayTheSameBits_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<bool>("invariant");
+    QTest::newRow("q4_K") << static_cast<int>(TensorType::Q4_K) << false;
+    QTest::newRow("f16 invariant") << static_cast<int>(TensorType::F16) << true;
+  }
+  void graphsReplayTheSameBits() {
+    SPECULA_REQUIRE_GPU();
+    QFETCH(int, type);
+    QFETCH(bool, invariant);
+    const auto model = make_random_model(small_shape(), static_cast<TensorType>(type), 13);
+    const auto steps = [&](bool graphs) {
+      CudaOptions options;
+      options.batch_invariant = invariant;
+      options.graphs = graphs;
+      auto backend = create_cuda_backend(nullptr, options);
+      auto cache = backend->create_cache(*model, 2048);
+      std::vector<int> seqs;
+      RaggedBatch prompt;
+      for (int s = 0; s < 3; ++s) {
+        seqs.push_back(cache->create());
+        prompt.add(seqs.back(), tokens_for(s, 60 + 30 * s), false);
+      }
+      std::vector<float> logits, all;
+      backend->forward(*model, *cache, prompt, logits);
+      for (int step = 0; step < 120; ++step) {
+        RaggedBatch b;
+        for (int s = 0; s < 3; ++s) {
+          if (s == 2 && step % 40 >= 20) continue;  // a sequence leaves and comes back
+          b.add(seqs[s], tokens_for(step, 1 + (step + s) % 4), true);  // decode and verify sizes
+        }
+        backend->forward(*model, *cache, b, logits);
+        all.insert(all.end(), logits.begin(), logits.end());
+        for (int s = 0; s < 3; ++s) {
+          if (s == 2 && step % 40 >= 20) continue;
+          cache->truncate(seqs[s], cache->length(seqs[s]) - (step + s) % 4);  // keep one token each
+        }
+      }
+      return all;
+    };
+    const std::vector<float> replayed = steps(true), launched = steps(false);
+    QCOMPARE(replayed.size(), launched.size());
+    QVERIFY(std::memcmp(replayed.data(), launched.data(), replayed.size() * sizeof(float)) == 0);
+  }
+
   void argmaxOnTheDeviceMatchesTheLogits() {
     SPECULA_REQUIRE_GPU();
     auto backend = create_cuda_backend(nullptr);
@@ -215,6 +265,88 @@ class TestCudaBackend : public QObject {
     for (size_t r = 0; r < tokens.size(); ++r) {
       const float* row = logits.data() + r * vocab;
       QCOMPARE(static_cast<size_t>(std::max_element(row, row + vocab) - row), static_cast<size_t>(tokens[r]));
+    }
+  }
+
+  // Acceptance on the device against the host's (Backend::forward_accept on the same
+  // backend, so the same logits): the same tokens kept, the same log-probabilities to
+  // rounding, and every sequence's generator left where the host leaves it; greedy, sampled
+  // (with and without draft distributions) and forced.
+  void acceptanceOnTheDeviceMatchesTheHost_data() {
+    QTest::addColumn<float>("temperature");
+    QTest::addColumn<double>("forced");
+    QTest::addColumn<bool>("with_q");
+    QTest::newRow("greedy") << 0.0f << -1.0 << false;
+    QTest::newRow("sampled, one-hot drafts") << 0.9f << -1.0 << false;
+    QTest::newRow("sampled, draft distributions") << 0.9f << -1.0 << true;
+    QTest::newRow("forced, greedy") << 0.0f << 0.6 << false;
+    QTest::newRow("forced, sampled") << 0.9f << 0.6 << false;
+  }
+  void acceptanceOnTheDeviceMatchesTheHost() {
+    SPECULA_REQUIRE_GPU();
+    QFETCH(float, temperature);
+    QFETCH(double, forced);
+    QFETCH(bool, with_q);
+    auto backend = create_cuda_backend(nullptr);
+    QVERIFY(backend);
+    const auto model = make_random_model(small_shape(), TensorType::Q8_0, 12);
+    const int vocab = model->config.vocab_size;
+    auto cache = backend->create_cache(*model, 512);
+    std::vector<int> seqs;
+    RaggedBatch prompt;
+    for (int s = 0; s < 4; ++s) {
+      seqs.push_back(cache->create());
+      prompt.add(seqs.back(), tokens_for(s, 9 + s), false);
+    }
+    std::vector<float> logits;
+    backend->forward(*model, *cache, prompt, logits);
+    // drafts of 0..3 tokens: the first of each the target's own greedy choice, so some are kept
+    std::vector<int32_t> next;
+    RaggedBatch probe;
+    for (int s = 0; s < 4; ++s) probe.add(seqs[s], tokens_for(s + 20, 1), false);
+    backend->forward_argmax(*model, *cache, probe, next);
+    for (int s = 0; s < 4; ++s) cache->truncate(seqs[s], 9 + s);
+    RaggedBatch batch;
+    std::vector<std::vector<float>> q(4);
+    std::mt19937 rng(3);
+    for (int s = 0; s < 4; ++s) {
+      std::vector<int32_t> rows = tokens_for(s + 20, 1);
+      for (int j = 0; j < s; ++j) rows.push_back(j == 0 ? next[s] : (s * 7 + j) % vocab);
+      batch.add(seqs[s], rows, true);
+      if (with_q) {
+        for (int j = 0; j < s; ++j) {
+          std::vector<float> row(static_cast<size_t>(vocab));
+          for (float& v : row) v = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
+          const float sum = std::accumulate(row.begin(), row.end(), 0.0f);
+          for (float& v : row) v /= sum;
+          q[s].insert(q[s].end(), row.begin(), row.end());
+        }
+      }
+    }
+    AcceptanceRule rule;
+    rule.sampling.temperature = temperature;
+    rule.sampling.top_k = 50;
+    rule.forced_acceptance = forced;
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      std::vector<Rng> device_rngs, host_rngs;
+      for (int s = 0; s < 4; ++s) device_rngs.emplace_back(seed * 10 + s), host_rngs.emplace_back(seed * 10 + s);
+      std::vector<DraftRows> on_device, on_host;
+      for (int s = 0; s < 4; ++s) {
+        on_device.push_back({q[s], &device_rngs[s]});
+        on_host.push_back({q[s], &host_rngs[s]});
+      }
+      std::vector<AcceptedRows> got, want;
+      backend->forward_accept(*model, *cache, batch, rule, on_device, got);
+      for (int s = 0; s < 4; ++s) cache->truncate(seqs[s], 9 + s);
+      backend->Backend::forward_accept(*model, *cache, batch, rule, on_host, want);
+      for (int s = 0; s < 4; ++s) cache->truncate(seqs[s], 9 + s);
+      for (int s = 0; s < 4; ++s) {
+        QCOMPARE(got[s].accepted, want[s].accepted);
+        QVERIFY(got[s].tokens == want[s].tokens);
+        QCOMPARE(got[s].logprobs.size(), want[s].logprobs.size());
+        for (size_t t = 0; t < want[s].logprobs.size(); ++t) QVERIFY(std::abs(got[s].logprobs[t] - want[s].logprobs[t]) < 1e-4);
+        QCOMPARE(device_rngs[s].next(), host_rngs[s].next());
+      }
     }
   }
 

@@ -319,6 +319,65 @@ class TestCudaKernels : public QObject {
     SPECULA_EXPECT_CLOSE(dx.download(), want, 1e-7, std::string("residual_add"));
   }
 
+  // The fused kernels of a layer give the bits of the kernels they replace.
+  void residualRmsnormIsTheAddThenTheNorm() {
+    std::mt19937 rng(14);
+    const int dim = 300, n = 6;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n) * dim, rng, 2.0f), y = random_floats(x.size(), rng);
+    const std::vector<float> w = random_floats(dim, rng);
+    Device<float> d_w(w), d_y(y);
+    for (DType t : kTypes) {
+      Device<float> x1(x), x2(x);
+      Device<uint8_t> out1(static_cast<size_t>(n) * dim * cuda::dtype_bytes(t)), out2(static_cast<size_t>(n) * dim * cuda::dtype_bytes(t));
+      cuda::residual_add(x1.get(), d_y.get(), static_cast<int64_t>(n) * dim, nullptr);
+      cuda::rmsnorm(x1.get(), d_w.get(), nullptr, n, dim, 1e-5f, out1.get(), t, nullptr);
+      cuda::residual_rmsnorm(x2.get(), d_y.get(), d_w.get(), n, dim, 1e-5f, out2.get(), t, nullptr);
+      QVERIFY(x1.download() == x2.download());
+      QVERIFY(out1.download() == out2.download());
+    }
+  }
+
+  // In both pair layouts, over a scaled frequency table.
+  void ropeKvWriteIsTheRopeThenTheWrite() {
+    std::mt19937 rng(15);
+    const int n_heads = 8, n_kv_heads = 2, hd = 64, q_dim = n_heads * hd, kv_dim = n_kv_heads * hd;
+    const int stride = q_dim + 2 * kv_dim, n = 5, n_slots = 40;
+    const std::vector<float> qkv = random_floats(static_cast<size_t>(n) * stride, rng);
+    const std::vector<int32_t> positions{0, 3, 17, 300, 4095}, slot_ids{33, 2, 17, 0, 39};
+    std::vector<double> frequencies;
+    for (int i = 0; i < hd / 2; ++i) frequencies.push_back(std::pow(10000.0, -2.0 * i / hd) / (i < hd / 4 ? 1.0 : 8.0));
+    Device<int32_t> d_pos(positions), d_slots(slot_ids);
+    Device<double> d_freq(frequencies);
+    for (cuda::RopeLayout layout : {cuda::RopeLayout::AdjacentPairs, cuda::RopeLayout::Halves}) {
+      for (DType t : kTypes) {
+        Device<float> a(qkv), b(qkv);
+        const size_t cache_bytes = static_cast<size_t>(n_slots) * kv_dim * cuda::dtype_bytes(t);
+        Device<uint8_t> k1(cache_bytes), v1(cache_bytes), k2(cache_bytes), v2(cache_bytes);
+        for (auto* d : {&k1, &v1, &k2, &v2}) d->poison();
+        cuda::rope(a.get(), stride, d_pos.get(), n, n_heads + n_kv_heads, hd, d_freq.get(), layout, nullptr);
+        cuda::kv_write(a.get(), stride, q_dim, q_dim + kv_dim, d_slots.get(), n, kv_dim, k1.get(), v1.get(), t, nullptr);
+        cuda::RopeKvArgs r;
+        r.qkv = b.get();
+        r.row_stride = stride;
+        r.n_tokens = n;
+        r.positions = d_pos.get();
+        r.cache_slots = d_slots.get();
+        r.n_heads = n_heads;
+        r.n_kv_heads = n_kv_heads;
+        r.head_dim = hd;
+        r.frequencies = d_freq.get();
+        r.layout = layout;
+        r.k_cache = k2.get();
+        r.v_cache = v2.get();
+        r.cache_type = t;
+        cuda::rope_kv_write(r, nullptr);
+        QVERIFY(a.download() == b.download());
+        QVERIFY(k1.download() == k2.download());
+        QVERIFY(v1.download() == v2.download());
+      }
+    }
+  }
+
   void kvWriteFillsTheSlots() {
     std::mt19937 rng(6);
     const int kv_dim = 48, dim = 96, stride = dim + 2 * kv_dim, n_slots = 40;
