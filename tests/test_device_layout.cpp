@@ -351,6 +351,33 @@ class TestDeviceLayout : public QObject {
     QCOMPARE(step_kv_bytes(c, TensorType::F16, contexts), size_t{2} * 2 * 310 * kv * 2);
     QCOMPARE(step_kv_bytes(c, TensorType::F16, contexts, 1), size_t{2} * 1 * 310 * kv * 2);
   }
+
+  // qwen2's q|k|v biases (one stacked f32 row) and qwen3's q/k norms (head_dim f32 each) are
+  // read once per layer and step, on top of what the same matrices cost without them.
+  void stepBytesCountBiasesAndHeadNorms() {
+    for (const char* shape : {"tiny-qwen2", "tiny-qwen3"}) {
+      ModelConfig c = random_model_config(shape);
+      c.dim = 256;
+      c.hidden_dim = 512;
+      ModelConfig plain = c;
+      plain.architecture = "llama";
+      const auto model = make_random_model(c, TensorType::Q4_0, 1, 1);
+      const auto without = make_random_model(plain, TensorType::Q4_0, 1, 1);
+      const size_t extra = sizeof(float) * static_cast<size_t>(c.architecture == "qwen2" ? c.q_dim() + 2 * c.kv_dim()
+                                                                                        : 2 * c.head_dim());
+      QCOMPARE(step_weight_bytes(*model) - step_weight_bytes(*without), c.n_layers * extra);
+      QCOMPARE(step_weight_bytes(*model, 1) - step_weight_bytes(*without, 1), extra);
+      QCOMPARE(device_weight_bytes(*model) - device_weight_bytes(*without), c.n_layers * extra);
+    }
+    // q biases alone: the stacked row is uploaded whole (zeros for k and v) and counted so
+    Model q_only = *make_random_model(random_model_config("tiny-qwen2"), TensorType::F16, 1, 1);
+    const size_t with_all = device_weight_bytes(q_only);
+    for (LayerWeights& l : q_only.weights.layers) l.bk = l.bv = TensorView{};
+    QCOMPARE(device_weight_bytes(q_only), with_all);
+    for (LayerWeights& l : q_only.weights.layers) l.bq = TensorView{};
+    QCOMPARE(device_weight_bytes(q_only) + q_only.config.n_layers * sizeof(float) *
+                 static_cast<size_t>(q_only.config.q_dim() + 2 * q_only.config.kv_dim()), with_all);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestDeviceLayout)

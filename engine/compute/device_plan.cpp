@@ -430,11 +430,11 @@ size_t layer_bytes(const DeviceLayerPlan& l) {
 }
 
 size_t vector_bytes(const LayerWeights& l) {
-  size_t bytes = 0;
-  for (const TensorView* v : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm}) {
-    bytes += static_cast<size_t>(v->cols * v->rows) * sizeof(float);
+  size_t floats = qkv_bias_row(l).size();  // the q|k|v biases as uploaded: one row, zeros for a missing part
+  for (const TensorView* v : {&l.attn_norm, &l.ffn_norm, &l.bo, &l.q_norm, &l.k_norm}) {
+    floats += static_cast<size_t>(v->cols * v->rows);
   }
-  return bytes;
+  return floats * sizeof(float);
 }
 
 }  // namespace
