@@ -14,20 +14,13 @@
 #include "model/random_model.h"
 #include "quant_tiles.h"
 #include "random_blocks.h"
+#include "tensor_view.h"
 
 using namespace specula;
 using specula::test::random_rows;
+using specula::test::view;
 
 namespace {
-
-TensorView view(TensorType type, int64_t rows, int64_t cols, const void* data) {
-  TensorView v;
-  v.type = type;
-  v.rows = rows;
-  v.cols = cols;
-  v.data = data;
-  return v;
-}
 
 std::vector<uint8_t> image_of(std::span<const TensorView* const> parts, const DeviceMatrixLayout& layout) {
   std::vector<uint8_t> image(layout.bytes());

@@ -13,20 +13,13 @@
 #include "compute/device_plan.h"
 #include "compute/kv_cache.h"
 #include "reference.h"
+#include "tensor_view.h"
 
 using namespace specula;
 namespace ref = specula::cuda::reference;
+using specula::test::view;
 
 namespace {
-
-TensorView view(TensorType type, int64_t rows, int64_t cols, const void* data) {
-  TensorView v;
-  v.type = type;
-  v.rows = rows;
-  v.cols = cols;
-  v.data = data;
-  return v;
-}
 
 // A ragged batch over forked sequences with different cache lengths, as a verification
 // step makes: a shared prompt, then each sequence with its own history and draft length.
