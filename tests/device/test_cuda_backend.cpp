@@ -21,9 +21,11 @@ using namespace specula::test;
 
 namespace {
 
-// Wide enough for 16-byte vector loads, 8-way grouped-query attention and K-quant rows.
-ModelConfig small_shape() {
-  ModelConfig c = random_model_config("tiny");
+// Wide enough for 16-byte vector loads, 8-way grouped-query attention and K-quant rows; of
+// the named tiny shape's architecture ("tiny-qwen2": q|k|v biases, "tiny-qwen3": q/k norms
+// and 32-wide heads; both rotate halves).
+ModelConfig small_shape(const std::string& tiny = "tiny") {
+  ModelConfig c = random_model_config(tiny);
   c.dim = 256;
   c.hidden_dim = 768;
   c.n_heads = 8;
@@ -31,6 +33,12 @@ ModelConfig small_shape() {
   c.vocab_size = 1000;
   c.context_length = 512;
   return c;
+}
+
+// The tiny shape a data row names by its first word ("qwen2 q4_K": tiny-qwen2).
+std::string tiny_of(const char* tag) {
+  const std::string t(tag);
+  return t.starts_with("qwen") ? "tiny-" + t.substr(0, t.find(' ')) : "tiny";
 }
 
 std::vector<int32_t> tokens_for(int seq, int n) {
@@ -117,6 +125,8 @@ class TestCudaBackend : public QObject {
     QTest::newRow("q8_0") << static_cast<int>(TensorType::Q8_0) << false << true;
     QTest::newRow("q4_K invariant") << static_cast<int>(TensorType::Q4_K) << true << true;
     QTest::newRow("q6_K") << static_cast<int>(TensorType::Q6_K) << false << true;
+    QTest::newRow("qwen2 q4_K") << static_cast<int>(TensorType::Q4_K) << false << true;
+    QTest::newRow("qwen3 f16 invariant") << static_cast<int>(TensorType::F16) << true << true;
   }
   void logitsDoNotDependOnTheBatch() {
     SPECULA_REQUIRE_GPU();
@@ -126,7 +136,7 @@ class TestCudaBackend : public QObject {
     std::string why;
     auto backend = create_cuda_backend(&why, CudaOptions{invariant});
     QVERIFY2(backend, why.c_str());
-    const auto model = make_random_model(small_shape(), static_cast<TensorType>(type), 5);
+    const auto model = make_random_model(small_shape(tiny_of(QTest::currentDataTag())), static_cast<TensorType>(type), 5);
     const Runs r = run_both_ways(*backend, *model);
     for (size_t s = 0; s < 3; ++s) {
       QCOMPARE(r.together[s].size(), r.alone[s].size());
@@ -204,12 +214,14 @@ class TestCudaBackend : public QObject {
     QTest::addColumn<bool>("invariant");
     QTest::newRow("q4_K") << static_cast<int>(TensorType::Q4_K) << false;
     QTest::newRow("f16 invariant") << static_cast<int>(TensorType::F16) << true;
+    QTest::newRow("qwen2 q8_0") << static_cast<int>(TensorType::Q8_0) << false;
+    QTest::newRow("qwen3 q4_K") << static_cast<int>(TensorType::Q4_K) << false;
   }
   void graphsReplayTheSameBits() {
     SPECULA_REQUIRE_GPU();
     QFETCH(int, type);
     QFETCH(bool, invariant);
-    const auto model = make_random_model(small_shape(), static_cast<TensorType>(type), 13);
+    const auto model = make_random_model(small_shape(tiny_of(QTest::currentDataTag())), static_cast<TensorType>(type), 13);
     const auto steps = [&](bool graphs) {
       CudaOptions options;
       options.batch_invariant = invariant;

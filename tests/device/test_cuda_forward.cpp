@@ -133,12 +133,19 @@ class TestCudaForward : public QObject {
     row("f32 invariant", "tiny", TensorType::F32, TensorType::F32, true, 1e-4);
     row("f16 cublas", "tiny", TensorType::F16, TensorType::F16, false, 1e-2);
     row("bf16 invariant", "tiny", TensorType::BF16, TensorType::BF16, true, 5e-2);
-    // K-quant rows are 256 values: "wide" is tiny with dim 256 and FFN 512
+    // K-quant rows are 256 values: "wide" is tiny with dim 256 and FFN 512, "wide-qwen2" and
+    // "wide-qwen3" the qwen shapes widened alike
     row("q8_0", "wide", TensorType::Q8_0, TensorType::Q8_0, false, 5e-2);
     row("q4_0 invariant", "wide", TensorType::Q4_0, TensorType::Q4_0, true, 5e-2);
     row("q4_K", "wide", TensorType::Q4_K, TensorType::Q4_K, false, 5e-2);
     row("q6_K invariant", "wide", TensorType::Q6_K, TensorType::Q6_K, true, 5e-2);
     row("q4_K with q6_K (as Q4_K_M)", "wide", TensorType::Q4_K, TensorType::Q6_K, false, 5e-2);
+    // quantized products with biases (stacked over Q4_K_M's two parts of q|k|v) and with q/k
+    // norms (qwen3's 32-wide heads make wo 128 columns: 32-value blocks only)
+    row("qwen2 q4_K with q6_K (as Q4_K_M)", "wide-qwen2", TensorType::Q4_K, TensorType::Q6_K, false, 5e-2);
+    row("qwen2 q8_0 invariant", "wide-qwen2", TensorType::Q8_0, TensorType::Q8_0, true, 5e-2);
+    row("qwen3 q4_0", "wide-qwen3", TensorType::Q4_0, TensorType::Q4_0, false, 5e-2);
+    row("qwen3 q8_0 invariant", "wide-qwen3", TensorType::Q8_0, TensorType::Q8_0, true, 5e-2);
     // biases; q/k norms with 32-wide heads (q twice dim); linear and llama3 rope scaling
     for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny+linear", "tiny+llama3"}) {
       row(std::string(shape) + " f32 cublas", shape, TensorType::F32, TensorType::F32, false, 1e-4);
@@ -152,8 +159,10 @@ class TestCudaForward : public QObject {
     QFETCH(int, second);
     QFETCH(bool, invariant);
     QFETCH(double, bound);
-    ModelConfig config = random_model_config(shape == "wide" ? "tiny" : shape.section('+', 0, 0).toStdString());
-    if (shape == "wide") {
+    const bool wide = shape.startsWith("wide");
+    ModelConfig config =
+        random_model_config((wide ? "tiny" + shape.mid(4) : shape.section('+', 0, 0)).toStdString());
+    if (wide) {
       config.dim = 256;
       config.hidden_dim = 512;
     }
