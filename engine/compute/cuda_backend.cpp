@@ -49,31 +49,40 @@ tiles::Format tile_format(TensorType type) {
   }
 }
 
-// A device allocation, freed with its owner.
-class DeviceBuffer {
+// Memory freed with its owner: on the device, or page-locked on the host (the only kind of
+// host memory a copy runs asynchronously from).
+enum class Memory { Device, Pinned };
+
+template <Memory kind>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  Buffer() = default;
+  explicit Buffer(size_t bytes) : bytes_(bytes) {
     if (bytes == 0) return;
-    if (const cudaError_t status = cudaMalloc(&data_, bytes); status != cudaSuccess) {
+    const cudaError_t status = kind == Memory::Device ? cudaMalloc(&data_, bytes) : cudaMallocHost(&data_, bytes);
+    if (status != cudaSuccess) {
       cudaGetLastError();  // clear it, so the next launch check does not report it again
-      check(status, ("allocating " + std::to_string(bytes >> 20) + " MiB of device memory").c_str());
+      const char* what = kind == Memory::Device ? " MiB of device memory" : " MiB of pinned host memory";
+      check(status, ("allocating " + std::to_string(bytes >> 20) + what).c_str());
     }
   }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
+  Buffer(Buffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+  Buffer& operator=(Buffer&& other) noexcept {
     std::swap(data_, other.data_);
     std::swap(bytes_, other.bytes_);
     return *this;
   }
-  ~DeviceBuffer() {
-    if (data_) cudaFree(data_);
+  ~Buffer() {
+    if (!data_) return;
+    if constexpr (kind == Memory::Device) cudaFree(data_);
+    else cudaFreeHost(data_);
   }
-  // Grows to at least `bytes`, the contents not kept; returns whether it moved.
+  // Grows to at least `bytes`, the contents not kept; returns whether it moved. Pinned
+  // staging grows by half again, so steps of growing sizes allocate rarely.
   bool reserve(size_t bytes) {
     if (bytes <= bytes_) return false;
-    *this = DeviceBuffer(bytes);
+    *this = Buffer(kind == Memory::Pinned ? bytes + bytes / 2 : bytes);
     return true;
   }
   template <typename T = void> T* get() const { return static_cast<T*>(data_); }
@@ -83,39 +92,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory: the only kind a copy runs asynchronously from.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes) : bytes_(bytes) {
-    if (const cudaError_t status = cudaMallocHost(&data_, bytes); status != cudaSuccess) {
-      cudaGetLastError();
-      check(status, ("allocating " + std::to_string(bytes >> 20) + " MiB of pinned host memory").c_str());
-    }
-  }
-  PinnedBuffer(PinnedBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(bytes_, other.bytes_);
-    return *this;
-  }
-  ~PinnedBuffer() {
-    if (data_) cudaFreeHost(data_);
-  }
-  // Grows to at least `bytes` (by half again, so steps of growing sizes allocate rarely),
-  // the contents not kept; returns whether it moved.
-  bool reserve(size_t bytes) {
-    if (bytes <= bytes_) return false;
-    *this = PinnedBuffer(bytes + bytes / 2);
-    return true;
-  }
-  template <typename T = void> T* get() const { return static_cast<T*>(data_); }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = Buffer<Memory::Device>;
+using PinnedBuffer = Buffer<Memory::Pinned>;
 
 // One matrix (or several stacked) in its device layout.
 struct DeviceMatrix {
