@@ -61,6 +61,10 @@ class TestCostModel : public QObject {
     QCOMPARE(c.seconds(2, 2, 100), 10 * (1.0 + 1.0) + 0.5);  // 100 attended positions
     QCOMPARE(c.seconds(2, 2, 0, 3), 3 * 1.0 + 0.5);        // the first 3 layers (a layers:3 draft)
     QCOMPARE(c.seconds(0, 0, 0), 0.0);
+    // beyond the last point at least in proportion to the batch, even after a flat segment
+    ForwardCost flat = c;
+    flat.layer_seconds = {1.0, 2.0, 2.0};
+    QCOMPARE(flat.seconds(8, 1, 0), 10 * (2.0 + 4 * (2.0 / 4)) + 0.5);
     // one sequence of 2 tokens after 10 cached: rows attend to 11 and 12 positions
     QCOMPARE(c.verify_seconds(2, 10), 10 * (1.0 + 23 * 0.01) + 0.5);
   }

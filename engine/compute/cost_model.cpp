@@ -35,8 +35,11 @@ constexpr int kMaxRounds = 5;        // runs of every probe at most; each keeps 
 constexpr double kFirstRound = 0.35; // share of the budget after which the first round takes no larger point
 constexpr int kContextProbe = 256;   // cached positions of the attention probe (at most)
 
-// Linear interpolation through (xs, ys); before the first point the first value, beyond
-// the last the last segment's slope (never negative).
+// Linear interpolation through (xs, ys); before the first point the first value. Beyond
+// the last point the cost grows at least in proportion to the batch (y_last / x_last per
+// token): past the largest batch measured the kernels are compute-bound, and a last segment
+// that happens to be flat (a tile boundary: 6 and 8 tokens cost the same) must not make
+// 32 tokens look as cheap as 8.
 double interpolate(const std::vector<int>& xs, const std::vector<double>& ys, double x) {
   if (x <= xs.front()) return ys.front();
   const size_t n = xs.size();
@@ -44,6 +47,7 @@ double interpolate(const std::vector<int>& xs, const std::vector<double>& ys, do
   size_t hi = 1;
   while (hi + 1 < n && xs[hi] < x) ++hi;
   const double slope = std::max(0.0, (ys[hi] - ys[hi - 1]) / (xs[hi] - xs[hi - 1]));
+  if (x > xs.back()) return ys.back() + std::max(slope, ys.back() / xs.back()) * (x - xs.back());
   return ys[hi - 1] + slope * (x - xs[hi - 1]);
 }
 

@@ -15,11 +15,12 @@
 // position_seconds: attention's share, per token, cached position and layer. It matters
 //           for small models at long contexts (stories260K), hardly for large ones.
 //
-// layer(n) is measured on the first layer alone at a few batch sizes and interpolated linearly
-// between them, extrapolated along the last segment beyond; one whole forward of one token,
-// the step plain decoding runs, splits the one-layer probe of one token into the layer's and
-// the head's shares. One layer keeps the measurement short whatever the depth, and gives the
-// cost of the self-speculative draft (the target's first K layers) for free.
+// layer(n) is measured on the first layer alone at a few batch sizes and interpolated
+// linearly between them; beyond the last one it grows at least in proportion to the batch.
+// One whole forward of one token, the step plain decoding runs, splits the one-layer probe of
+// one token into the layer's and the head's shares. One layer keeps the measurement short
+// whatever the depth, and gives the cost of the self-speculative draft (the target's first K
+// layers) for free.
 #pragma once
 
 #include <optional>
