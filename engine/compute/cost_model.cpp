@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Bumped whenever what a file holds or how it is measured changes: older files then miss.
-constexpr const char* kFormat = "specula forward cost 2";
+constexpr const char* kFormat = "specula forward cost 3";
 // Batch sizes measured, smallest first, while the budget lasts: dense where single
 // sequences verify short drafts, sparser where batches of drafts land.
 constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -79,12 +79,12 @@ double process_cpu_seconds() {
 // the wall clock also counts their turns, the CPU time does not.
 class Prober {
  public:
-  Prober(Backend& backend, const Model& model, int max_tokens)
+  Prober(Backend& backend, const Model& model, int max_tokens, int max_full_depth_tokens)
       : backend_(backend),
         model_(model),
         cache_(backend.create_cache(model, max_tokens + 32, 1)),
         seq_(cache_->create()),
-        full_depth_cache_(backend.create_cache(model, 32, model.config.n_layers)),
+        full_depth_cache_(backend.create_cache(model, max_full_depth_tokens + 32, model.config.n_layers)),
         full_depth_seq_(full_depth_cache_->create()) {
     // Between two uses of a layer's weights a real forward reads all the others; reading a
     // buffer as large as what the probe leaves out (up to twice the last-level cache) puts
@@ -107,10 +107,10 @@ class Prober {
     return seconds;
   }
 
-  // Seconds of a whole forward of one token, the step plain decoding runs: the probe that
-  // ties the one-layer probes to what a layer costs among all the others.
-  double time_full_depth() {
-    const double seconds = run(*full_depth_cache_, full_depth_seq_, 1, false, model_.config.n_layers);
+  // Seconds of a whole forward of `tokens` new tokens, logits for the last: what decoding
+  // (one token) and verifying a draft (several) run.
+  double time_full_depth(int tokens) {
+    const double seconds = run(*full_depth_cache_, full_depth_seq_, tokens, false, model_.config.n_layers);
     full_depth_cache_->truncate(full_depth_seq_, 0);
     return seconds;
   }
@@ -147,7 +147,7 @@ class Prober {
   const Model& model_;
   std::unique_ptr<KvCache> cache_;  // the first layer's keys and values
   int seq_;
-  std::unique_ptr<KvCache> full_depth_cache_;  // every layer's, for one token
+  std::unique_ptr<KvCache> full_depth_cache_;  // every layer's
   int full_depth_seq_;
   std::vector<float> logits_;
   std::vector<uint64_t> evict_;  // read before every probe
@@ -159,7 +159,7 @@ class Prober {
 struct Fastest {
   std::vector<double> last;  // (points) 1 layer, n tokens, logits for the last: layer(n) + head(1)
   std::vector<double> all;   // (points) 1 layer, n tokens, logits for all: layer(n) + head(n)
-  double full = INFINITY;    // all layers, 1 token: n_layers layer(1) + head(1)
+  std::vector<double> full;  // (points) all layers, n tokens, logits for the last: n_layers layer(n) + head(1)
   double context = INFINITY; // 1 layer, context_tokens tokens after kContextProbe positions, logits for the last
   void keep(double& best, double t) { best = std::min(best, t); }
 };
@@ -172,14 +172,11 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Fastes
   cost.n_layers = model.config.n_layers;
   cost.tokens = points;
   const double one = f.last[0];
+  const int depth = model.config.n_layers;
   // A lone layer's probe does not say how its time splits between the layer and the head; a
-  // whole forward does: the n_layers - 1 other layers cost what it adds. (Two layers alone
-  // do not: on the 1.1B Q8_0 file, 2 threads, AVX2, the second of two layers added 0.64 ms
-  // where each layer of a whole forward costs 2.4 to 2.9 ms, so verification looked five
-  // times dearer than one token at 8 tokens instead of about twice.)
-  double layer1 = model.config.n_layers >= 2
-                      ? (f.full - one) / (model.config.n_layers - 1)
-                      : one * static_cast<double>(layer_bytes(model)) / static_cast<double>(layer_bytes(model) + head_bytes(model));
+  // whole forward does: the depth - 1 other layers cost what it adds.
+  double layer1 = depth >= 2 ? (f.full[0] - one) / (depth - 1)
+                             : one * static_cast<double>(layer_bytes(model)) / static_cast<double>(layer_bytes(model) + head_bytes(model));
   layer1 = std::clamp(layer1, 0.02 * one, one);
   const double head1 = one - layer1;
   const size_t c = static_cast<size_t>(std::find(points.begin(), points.end(), context_tokens) - points.begin());
@@ -187,7 +184,11 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Fastes
   for (size_t p = 0; p < points.size(); ++p) {
     const double n = points[p];
     const double own_positions = n * (n + 1) / 2;  // the probe's tokens attend to each other
-    double layer = f.last[p] - head1 - cost.position_seconds * own_positions;
+    // A layer's cost at n tokens comes from whole forwards: one layer timed alone misjudged
+    // it both ways (the 1.1B Q8_0 file's 4 tokens at 1.8x one token where whole forwards
+    // take 1.3x; the demo target's 2 tokens as cheap as one where decoding pays 1.6x).
+    const double whole = depth >= 2 ? (f.full[p] - head1) / depth : f.last[p] - head1;
+    double layer = whole - cost.position_seconds * own_positions;
     double head = f.all[p] - f.last[p] + head1;
     if (p > 0) {
       layer = std::max(layer, cost.layer_seconds.back());
@@ -277,14 +278,17 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   // the attention probe runs a few tokens, a size every points list holds
   const int context_tokens = points[std::min<size_t>(3, points.size()) - 1];
   const int context_positions = std::max(1, std::min(kContextProbe, context_limit / 2 - context_tokens));
-  Prober probe(backend, model, std::max(points.back(), context_tokens + context_positions));
-  probe.time_full_depth();  // warm-up: pages, threads, allocations, repacked weights
+  Prober probe(backend, model, std::max(points.back(), context_tokens + context_positions), points.back());
+  probe.time_full_depth(1);  // warm-up: pages, threads, allocations, repacked weights
 
+  const bool whole_forwards = model.config.n_layers >= 2;
   Fastest f;
   f.last.assign(points.size(), INFINITY);
   f.all.assign(points.size(), INFINITY);
+  f.full.assign(points.size(), INFINITY);
   for (int round = 0; round < kMaxRounds && (round < kMinRounds || probe.spent() < budget_seconds); ++round) {
     for (size_t p = 0; p < points.size(); ++p) {
+      if (whole_forwards) f.keep(f.full[p], probe.time_full_depth(points[p]));
       f.keep(f.last[p], probe.time(points[p], false));
       f.keep(f.all[p], probe.time(points[p], true));
       // the first round decides how far the budget reaches; later rounds only repeat
@@ -293,11 +297,11 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
         break;
       }
     }
-    if (model.config.n_layers >= 2) f.keep(f.full, probe.time_full_depth());
     f.keep(f.context, probe.time(context_tokens, false, context_positions));
   }
   f.last.resize(points.size());
   f.all.resize(points.size());
+  f.full.resize(points.size());
   ForwardCost cost = fit(model, points, f, context_tokens, context_positions);
   cost.key = cost_model_key(backend, model);
   cost.measure_seconds = elapsed();

@@ -15,12 +15,13 @@
 // position_seconds: attention's share, per token, cached position and layer. It matters
 //           for small models at long contexts (stories260K), hardly for large ones.
 //
-// layer(n) is measured on the first layer alone at a few batch sizes and interpolated
-// linearly between them; beyond the last one it grows at least in proportion to the batch.
-// One whole forward of one token, the step plain decoding runs, splits the one-layer probe of
-// one token into the layer's and the head's shares. One layer keeps the measurement short
-// whatever the depth, and gives the cost of the self-speculative draft (the target's first K
-// layers) for free.
+// layer(n) comes from whole forwards of n tokens at a few batch sizes, interpolated linearly
+// between them; beyond the last one it grows at least in proportion to the batch. The first
+// layer timed alone splits a one-token forward into the layers' and the head's shares, and
+// gives head(n) (logits for every token against logits for the last). Probing every layer
+// costs a few of the forwards a decode runs anyway (1.5 s for the 1.1B shape on a 2-core
+// machine, once per model file); one layer alone misjudged what a layer costs among the
+// others, in both directions.
 #pragma once
 
 #include <optional>
