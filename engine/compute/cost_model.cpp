@@ -189,7 +189,7 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Fastes
     const double own_positions = n * (n + 1) / 2;  // the probe's tokens attend to each other
     // A layer's cost at n tokens comes from whole forwards: one layer timed alone misjudged
     // it both ways (the 1.1B Q8_0 file's 4 tokens at 1.8x one token where whole forwards
-    // take 1.3x; the demo target's 2 tokens as cheap as one where decoding pays 1.6x).
+    // take 1.3x; the demo target's 4 tokens at 1.1x where whole forwards take 1.7x).
     const double whole = depth >= 2 ? (f.full[p] - head1) / depth : f.last[p] - head1;
     double layer = whole - cost.position_seconds * own_positions;
     double head = f.all[p] - f.last[p] + head1;

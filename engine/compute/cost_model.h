@@ -19,7 +19,7 @@
 // between them; beyond the last one it grows at least in proportion to the batch. The first
 // layer timed alone splits a one-token forward into the layers' and the head's shares, and
 // gives head(n) (logits for every token against logits for the last). Probing every layer
-// costs a few of the forwards a decode runs anyway (1.5 s for the 1.1B shape on a 2-core
+// costs a few of the forwards a decode runs anyway (4.5 s for the 1.1B shape on a 2-core
 // machine, once per model file); one layer alone misjudged what a layer costs among the
 // others, in both directions.
 #pragma once
