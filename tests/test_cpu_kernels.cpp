@@ -439,6 +439,37 @@ class TestCpuKernels : public QObject {
     }
   }
 
+  // log Σ exp equals the float64 sum within 1e-6 for rows short and long (tails of every
+  // length, a Qwen-sized vocabulary), spread wide, with -inf entries and terms far below
+  // the maximum; a row of equal values gives log n.
+  void logSumExpMatchesFloat64Reference() {
+    std::mt19937 rng(19);
+    for (SimdLevel level : testable_simd_levels()) {
+      for (int64_t n : {1, 2, 7, 8, 15, 16, 17, 33, 255, 256, 257, 4096, 152064}) {
+        for (float spread : {0.5f, 8.0f, 60.0f}) {
+          std::vector<float> x(static_cast<size_t>(n));
+          std::normal_distribution<float> normal(3.0f, spread);
+          for (float& v : x) v = normal(rng);
+          if (n > 2) x[1] = -INFINITY;
+          const double max_value = *std::max_element(x.begin(), x.end());
+          double sum = 0.0;
+          for (const float v : x) sum += std::exp(static_cast<double>(v) - max_value);
+          const double exact = max_value + std::log(sum);
+          const double got = log_sum_exp(x.data(), n, level);
+          QVERIFY2(std::fabs(got - exact) <= 1e-6 * (1.0 + std::fabs(exact)),
+                   qPrintable(QStringLiteral("%1: n %2, spread %3: %4 vs %5")
+                                  .arg(simd_name(level).data())
+                                  .arg(n)
+                                  .arg(spread)
+                                  .arg(got, 0, 'g', 12)
+                                  .arg(exact, 0, 'g', 12)));
+        }
+      }
+      const std::vector<float> equal(1000, -2.5f);
+      QVERIFY(std::fabs(log_sum_exp(equal.data(), 1000, level) - (-2.5 + std::log(1000.0))) < 1e-6);
+    }
+  }
+
   // A head's attention is the same bits whether its group is computed together or each
   // head alone (the heads of a group share accumulator tiles).
   void attentionIsTheSameForEachHeadAlone() {

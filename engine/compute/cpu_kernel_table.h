@@ -26,6 +26,7 @@ struct KernelTable {
   void (*quantize_q8k)(const float* x, BlockQ8K* out, int64_t n);
   void (*attend)(const AttentionArgs& args);
   PeakLoop peak;
+  double (*log_sum_exp)(const float* x, int64_t n);
 };
 
 const KernelTable& portable_kernels();

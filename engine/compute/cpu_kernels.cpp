@@ -276,6 +276,10 @@ void attend(const AttentionArgs& args, SimdLevel level) {
   kernels::kernel_table(level).attend(args);
 }
 
+double log_sum_exp(const float* x, int64_t n, SimdLevel level) {
+  return kernels::kernel_table(level).log_sum_exp(x, n);
+}
+
 void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& pool) {
   using namespace kernels;
   const KernelTable& table = kernel_table(w.level);

@@ -99,6 +99,10 @@ struct AttentionArgs {
 };
 void attend(const AttentionArgs& args, SimdLevel level);
 
+// log Σ_i exp(x_i) over n values (n ≥ 1; the normaliser of a log-softmax), with the
+// vector exp of `level` (relative error of each term about 1e-7, the sum kept in double).
+double log_sum_exp(const float* x, int64_t n, SimdLevel level);
+
 // Multiply-adds per second one core sustains for the arithmetic of `type`'s kernel at
 // `level` with every operand in registers (the kernel's instruction mix, without its
 // loads): the peak its many-token tiles can approach. Runs for about `seconds` of CPU time.

@@ -41,6 +41,8 @@ struct Avx2Vec {
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+  // 2^n for whole n in [-126, 127], built in the exponent bits
+  static F pow2(I n) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23)); }
   static void fstore(float* p, F a) { _mm256_storeu_ps(p, a); }
   // ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)): the tree every 8-lane sum uses
   static float hsum(F a) {
@@ -136,6 +138,7 @@ struct Emu512Vec {
   static F fload_f16(const uint16_t* p) { return {H::fload_f16(p), H::fload_f16(p + 8)}; }
   static F fload_bf16(const uint16_t* p) { return {H::fload_bf16(p), H::fload_bf16(p + 8)}; }
   static F cvt(I a) { return {H::cvt(a.lo), H::cvt(a.hi)}; }
+  static F pow2(I n) { return {H::pow2(n.lo), H::pow2(n.hi)}; }
   static void fstore(float* p, F a) {
     H::fstore(p, a.lo);
     H::fstore(p + 8, a.hi);

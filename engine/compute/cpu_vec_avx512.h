@@ -44,6 +44,10 @@ struct Avx512Vec {
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
   }
   static F cvt(I a) { return _mm512_maskz_cvtepi32_ps(0xFFFF, a); }
+  // 2^n for whole n in [-126, 127], built in the exponent bits
+  static F pow2(I n) {
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_add_epi32(0xFFFF, n, _mm512_set1_epi32(127)), 23));
+  }
   static void fstore(float* p, F a) { _mm512_storeu_ps(p, a); }
   static __m256 low(F a) {
     return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(a), 0));

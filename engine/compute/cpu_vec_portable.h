@@ -86,6 +86,15 @@ struct PortableVec {
     for (int i = 0; i < 8; ++i) r.v[i] = static_cast<float>(get<int32_t>(a, i));
     return r;
   }
+  // 2^n for whole n in [-126, 127], built in the exponent bits
+  static F pow2(const I& n) {
+    F r;
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(get<int32_t>(n, i) + 127) << 23;
+      std::memcpy(&r.v[i], &bits, 4);
+    }
+    return r;
+  }
   static void fstore(float* p, F a) { std::memcpy(p, a.v, sizeof(a.v)); }
   static float hsum(F a) {
     return ((a.v[0] + a.v[1]) + (a.v[2] + a.v[3])) + ((a.v[4] + a.v[5]) + (a.v[6] + a.v[7]));

@@ -6,6 +6,9 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "compute/cpu_kernels.h"
+#include "compute/simd_level.h"
+
 namespace specula {
 
 namespace {
@@ -146,11 +149,11 @@ float token_logprob(std::span<const float> logits, int token) {
   if (token < 0 || static_cast<size_t>(token) >= logits.size()) {
     throw std::out_of_range("token id outside the logits");
   }
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - max_logit);
-  return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - max_logit -
-                            std::log(sum));
+  // Once per emitted token over the whole vocabulary: with the scalar exp this cost more
+  // than a small model's forward (55 µs for 4096 pieces, 2 ms for Qwen's 152 064).
+  static const SimdLevel level = best_simd_level();
+  const double normaliser = log_sum_exp(logits.data(), static_cast<int64_t>(logits.size()), level);
+  return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - normaliser);
 }
 
 }  // namespace specula
