@@ -147,10 +147,9 @@ class GoodputPolicy : public DraftPolicy {
   static constexpr double kPriorWeight = 2.0;   // worth that many observed tokens
   static constexpr double kDecay = 0.9;         // per drafted step: recent steps count more
   static constexpr double kIdleDecay = 0.98;    // per step without a draft: old evidence fades, so a sequence tries again
+  static constexpr double kOptimism = 1.0;      // standard deviations added to the estimate
   static constexpr double kMaxAcceptance = 0.99;
   static constexpr double kMinGain = 1.05;      // draft only when predicted this much faster than not drafting
-  static constexpr double kProbeEvidence = 0.25; // below this much evidence in the batch (a probe adds 1 or more), probe ...
-  static constexpr double kProbeCost = 0.9;     // ... with one-token drafts, if the step keeps this share of the no-draft goodput
 
   GoodputPolicy(int n_seqs, StepCosts costs) : costs_(std::move(costs)), counts_(static_cast<size_t>(n_seqs)) {
     if (!costs_.target) throw std::invalid_argument("draft policy 'goodput' needs the cost of the target's forwards");
@@ -165,7 +164,6 @@ class GoodputPolicy : public DraftPolicy {
     const double best = best_threshold(live, time, none, k);
     const double refined = costs_.draft ? refine(live, time, best, k) : best;
     if (refined < kMinGain * none) k.assign(live.size(), 0);
-    if (evidence() < kProbeEvidence) probe(live, time, none, k);
   }
 
   void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted) override {
@@ -195,7 +193,12 @@ class GoodputPolicy : public DraftPolicy {
   };
 
   // A sequence's own evidence, shrunk toward the batch's (all candidates continue one
-  // prompt), which is shrunk toward the prior.
+  // prompt), which is shrunk toward the prior; then raised by kOptimism standard
+  // deviations of that estimate (a Beta posterior's, counting the sequence's own evidence
+  // or the batch's mean per sequence, whichever is more). Without the optimism one early
+  // rejection, likely at any rate, would stop a sequence's drafting until its evidence had
+  // faded (some 70 steps); with it, thin evidence keeps drafting while repeated rejections
+  // stop it.
   double acceptance(int seq) const {
     double accepted = 0, rejected = 0;
     for (const Counts& c : counts_) {
@@ -204,26 +207,10 @@ class GoodputPolicy : public DraftPolicy {
     }
     const double batch = (accepted + kPriorWeight * kPrior) / (accepted + rejected + kPriorWeight);
     const Counts& own = counts_.at(static_cast<size_t>(seq));
-    const double alpha = (own.accepted + kPriorWeight * batch) / (own.accepted + own.rejected + kPriorWeight);
-    return std::min(alpha, kMaxAcceptance);
-  }
-
-  double evidence() const {
-    double weight = 0;
-    for (const Counts& c : counts_) weight += c.accepted + c.rejected;
-    return weight;
-  }
-
-  // Without evidence the prior decides, and a prior that says "do not draft" would never
-  // be tested: sequences that draft nothing draft one token instead, as long as the step
-  // stays within kProbeCost of plain decoding. Evidence fades while nothing is drafted, so
-  // this happens again after a while (at worst a few slower steps per hundred).
-  void probe(std::span<const DraftRequest> live, StepTime& time, double none, std::vector<int>& k) const {
-    for (size_t j = 0; j < live.size(); ++j) {
-      if (k[j] > 0 || live[j].max_tokens < 1) continue;
-      k[j] = 1;
-      if (goodput(live, time, k) < kProbeCost * none) k[j] = 0;
-    }
+    const double mean = (own.accepted + kPriorWeight * batch) / (own.accepted + own.rejected + kPriorWeight);
+    const double weight = std::max(own.accepted + own.rejected, (accepted + rejected) / static_cast<double>(counts_.size()));
+    const double deviation = std::sqrt(mean * (1 - mean) / (weight + kPriorWeight + 1));
+    return std::min(mean + kOptimism * deviation, kMaxAcceptance);
   }
 
   // Tries every probability threshold: drafting exactly the tokens more likely than it.
