@@ -41,7 +41,8 @@ struct Setup {
     // goodput on a backend whose verification is flat up to 64 tokens and whose drafts are
     // cheap, so that it drafts whatever the drafter
     backend.cost = std::make_shared<ForwardCost>(roofline_cost(target->config.n_layers, 1e-3, 1e-3 / 64));
-    StepCosts cheap{backend.cost, std::make_shared<ForwardCost>(roofline_cost(1, 1e-5, 1e-6)), -1};
+    // made-up costs: the fake backend's real step times say nothing against them
+    StepCosts cheap{backend.cost, std::make_shared<ForwardCost>(roofline_cost(1, 1e-5, 1e-6)), -1, false};
     policy = policy_spec == "goodput" ? create_draft_policy(policy_spec, o.n_seqs, cheap)
                                       : create_draft_policy(policy_spec, o.n_seqs, backend, *target, *drafter);
   }
@@ -68,7 +69,7 @@ struct LiveBatch {
 // accepted[j] of them, `steps` times.
 void feed(DraftPolicy& policy, std::span<const DraftRequest> live, int proposed, const std::vector<int>& accepted,
           int steps) {
-  for (int s = 0; s < steps; ++s) policy.update(live, std::vector<int>(live.size(), proposed), accepted);
+  for (int s = 0; s < steps; ++s) policy.update(live, std::vector<int>(live.size(), proposed), accepted, 0.0);
 }
 
 // Drafts nothing for the first `wait` steps, then `k` tokens for every sequence: a policy
@@ -81,7 +82,7 @@ class LatePolicy : public DraftPolicy {
     k.assign(live.size(), steps_ < wait_ ? 0 : k_);
     ++steps_;
   }
-  void update(std::span<const DraftRequest>, std::span<const int>, std::span<const int>) override {}
+  void update(std::span<const DraftRequest>, std::span<const int>, std::span<const int>, double) override {}
 
  private:
   int wait_, k_;
@@ -409,7 +410,7 @@ class TestSpecDecode : public QObject {
     p->lengths(live, k);
     QCOMPARE(k, std::vector<int>(3, 7));
     const auto step = [&](std::vector<int> proposed, std::vector<int> accepted) {
-      p->update(live, proposed, accepted);
+      p->update(live, proposed, accepted, 0.0);
       p->lengths(live, k);
       return k[0];
     };
@@ -430,10 +431,10 @@ class TestSpecDecode : public QObject {
     const auto live = LiveBatch().add(1, 40).add(3, 40).requests;
     p->lengths(live, k);
     QCOMPARE(k, (std::vector<int>{4, 4}));
-    p->update(live, std::vector<int>{4, 4}, std::vector<int>{4, 1});
+    p->update(live, std::vector<int>{4, 4}, std::vector<int>{4, 1}, 0.0);
     p->lengths(live, k);
     QCOMPARE(k, (std::vector<int>{6, 3}));
-    for (int i = 0; i < 5; ++i) p->update(live, std::vector<int>{1, 1}, std::vector<int>{0, 0});
+    for (int i = 0; i < 5; ++i) p->update(live, std::vector<int>{1, 1}, std::vector<int>{0, 0}, 0.0);
     p->lengths(live, k);
     QCOMPARE(k, (std::vector<int>{1, 1}));
   }
@@ -507,6 +508,39 @@ class TestSpecDecode : public QObject {
     QCOMPARE(k[0], 0);
   }
 
+  // What steps take outweighs what the cost model predicts: drafts that are all accepted,
+  // on a forward predicted flat, stop once steps with drafts are seen to take far longer
+  // than steps without; steps that take what was predicted keep them going; once the slow
+  // steps are long past, drafting is tried again.
+  void goodputBelievesWhatStepsTake() {
+    const auto flat = std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0, 1e-4));
+    const double plain_seconds = flat->seconds(1, 1, 20);
+    const auto live = LiveBatch().add(0, 40).requests;
+    for (const bool drafts_are_slow : {false, true}) {
+      auto p = create_draft_policy("goodput", 1, StepCosts{flat, nullptr, -1});
+      std::vector<int> k;
+      for (int s = 0; s < 10; ++s) {
+        p->lengths(live, k);
+        const double seconds = k[0] > 0 && drafts_are_slow ? 100 * plain_seconds : plain_seconds;
+        p->update(live, k, k, seconds);
+      }
+      p->lengths(live, k);
+      if (!drafts_are_slow) {
+        QCOMPARE(k[0], 32);
+        continue;
+      }
+      QCOMPARE(k[0], 0);
+      feed(*p, live, 0, {0}, 5);  // untimed steps teach nothing about time
+      p->lengths(live, k);
+      QCOMPARE(k[0], 0);
+      for (int s = 0; s < 300 && k[0] == 0; ++s) {
+        p->update(live, k, k, plain_seconds);
+        p->lengths(live, k);
+      }
+      QVERIFY2(k[0] > 0, "drafting was never tried again");
+    }
+  }
+
   // The acceptance estimate follows what happens: rejections stop the drafting where each
   // verified token costs something; long enough without evidence, it tries again.
   void goodputLearnsAndRetries() {
@@ -535,7 +569,7 @@ class TestSpecDecode : public QObject {
       o.n_seqs = 3;
       o.max_new_tokens = 25;
       Setup s(kind, "fixed:1", o, 14);
-      StepCosts linear{std::make_shared<ForwardCost>(roofline_cost(4, 0.0, 1e-4)), nullptr, -1};
+      StepCosts linear{std::make_shared<ForwardCost>(roofline_cost(4, 0.0, 1e-4)), nullptr, -1, false};
       if (std::string(kind) != "ngram") linear.draft = linear.target;
       s.policy = create_draft_policy("goodput", o.n_seqs, linear);
       const auto r = s.run(prompt, o);

@@ -225,10 +225,12 @@ void apply_verdict(Run& run, int i, const Draft& draft, const AcceptedRows& verd
 // One speculative step over the live sequences: lengths, drafts, one target forward,
 // acceptance, and what the policy learns from it.
 void step(Run& run, std::span<const int> live) {
+  const double start = run.elapsed();
   const std::vector<DraftRequest> requests = draft_requests(run, live);
   std::vector<Draft> drafts;
   run.drafter.propose(requests, drafts);
   const std::vector<AcceptedRows> verdicts = judge(run, live, verification_batch(run, requests, drafts), drafts);
+  const double seconds = run.elapsed() - start;
   ++run.result.stats.steps;
 
   std::vector<int> proposed(live.size()), accepted(live.size());
@@ -237,7 +239,7 @@ void step(Run& run, std::span<const int> live) {
     accepted[j] = verdicts[j].accepted;
     apply_verdict(run, live[j], drafts[j], verdicts[j]);
   }
-  run.policy.update(requests, proposed, accepted);
+  run.policy.update(requests, proposed, accepted, seconds);
 }
 
 void validate(const Model& target, std::span<const int> prompt, const DecodeOptions& options) {

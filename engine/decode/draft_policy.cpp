@@ -14,7 +14,7 @@ class FixedPolicy : public DraftPolicy {
   explicit FixedPolicy(int k) : k_(k) {}
   std::string name() const override { return "fixed:" + std::to_string(k_); }
   void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override { k.assign(live.size(), k_); }
-  void update(std::span<const DraftRequest>, std::span<const int>, std::span<const int>) override {}
+  void update(std::span<const DraftRequest>, std::span<const int>, std::span<const int>, double) override {}
 
  private:
   int k_;
@@ -33,7 +33,8 @@ class BassPolicy : public DraftPolicy {
 
   std::string name() const override { return "bass"; }
   void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override { k.assign(live.size(), l_); }
-  void update(std::span<const DraftRequest>, std::span<const int> proposed, std::span<const int> accepted) override {
+  void update(std::span<const DraftRequest>, std::span<const int> proposed, std::span<const int> accepted,
+              double) override {
     int best = 0;
     bool drafted = false;
     for (size_t j = 0; j < accepted.size(); ++j) {
@@ -67,7 +68,8 @@ class AdaptivePolicy : public DraftPolicy {
     k.clear();
     for (const DraftRequest& r : live) k.push_back(k_.at(static_cast<size_t>(r.seq)));
   }
-  void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted) override {
+  void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted,
+              double) override {
     for (size_t j = 0; j < live.size(); ++j) {
       if (proposed[j] == 0) continue;
       int& k = k_.at(static_cast<size_t>(live[j].seq));
@@ -150,6 +152,7 @@ class GoodputPolicy : public DraftPolicy {
   static constexpr double kOptimism = 1.0;      // standard deviations added to the estimate
   static constexpr double kMaxAcceptance = 0.99;
   static constexpr double kMinGain = 1.05;      // draft only when predicted this much faster than not drafting
+  static constexpr double kTimingPriorWeight = 2.0;  // steps of "the cost model is right" before any timing
 
   GoodputPolicy(int n_seqs, StepCosts costs) : costs_(std::move(costs)), counts_(static_cast<size_t>(n_seqs)) {
     if (!costs_.target) throw std::invalid_argument("draft policy 'goodput' needs the cost of the target's forwards");
@@ -163,10 +166,13 @@ class GoodputPolicy : public DraftPolicy {
     const double none = static_cast<double>(live.size()) / time.seconds();
     const double best = best_threshold(live, time, none, k);
     const double refined = costs_.draft ? refine(live, time, best, k) : best;
-    if (refined < kMinGain * none) k.assign(live.size(), 0);
+    // The cost model chose the lengths; what steps were seen to take decides whether to draft.
+    if (refined / drafted_steps_.scale() < kMinGain * none / plain_steps_.scale()) k.assign(live.size(), 0);
   }
 
-  void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted) override {
+  void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted,
+              double seconds) override {
+    if (costs_.timed && seconds > 0) learn_timing(live, proposed, seconds);
     for (size_t j = 0; j < live.size(); ++j) {
       Counts& c = counts_.at(static_cast<size_t>(live[j].seq));
       if (proposed[j] == 0) {
@@ -185,6 +191,23 @@ class GoodputPolicy : public DraftPolicy {
   // is the most likely α.
   struct Counts {
     double accepted = 0, rejected = 0;
+  };
+  // How far off the cost model's predictions were for one kind of step (with drafts, or
+  // without): decayed sums of log(seen / predicted) over steps, shrunk toward "right" by
+  // kTimingPriorWeight steps. A step's time is noisy (other programs, the caches), a
+  // model's error steady (work around the forwards it does not see, a measurement taken
+  // on a crowded machine): the mean over recent steps tells the second apart.
+  struct Timing {
+    double log_ratio = 0, steps = 0;
+    void add(double log_seen_over_predicted) {
+      log_ratio = kDecay * log_ratio + log_seen_over_predicted;
+      steps = kDecay * steps + 1;
+    }
+    void fade(double decay) {
+      log_ratio *= decay;
+      steps *= decay;
+    }
+    double scale() const { return std::exp(log_ratio / (steps + kTimingPriorWeight)); }
   };
   struct Candidate {
     double value;  // probability that the token is accepted
@@ -244,6 +267,18 @@ class GoodputPolicy : public DraftPolicy {
     return best;
   }
 
+  // What the step that drafted `proposed` was predicted to take, against what it took.
+  void learn_timing(std::span<const DraftRequest> live, std::span<const int> proposed, double seconds) {
+    StepTime time(costs_, live);
+    bool drafted = false;
+    for (size_t j = 0; j < live.size(); ++j) {
+      for (int p = 1; p <= proposed[j]; ++p) time.add(j, p);
+      drafted = drafted || proposed[j] > 0;
+    }
+    (drafted ? drafted_steps_ : plain_steps_).add(std::log(seconds / time.seconds()));
+    if (!drafted) drafted_steps_.fade(kIdleDecay);
+  }
+
   double goodput(std::span<const DraftRequest> live, StepTime& time, const std::vector<int>& k) const {
     time.reset();
     double tokens = static_cast<double>(live.size());
@@ -285,6 +320,7 @@ class GoodputPolicy : public DraftPolicy {
 
   StepCosts costs_;
   std::vector<Counts> counts_;          // (n_seqs)
+  Timing plain_steps_, drafted_steps_;  // the cost model's error on each kind of step
   std::vector<double> alpha_;           // (live) this step's estimates
   std::vector<Candidate> candidates_;   // scratch
 };

@@ -9,7 +9,8 @@
 //   goodput   one length per sequence, 0 included, chosen every step to maximise the
 //             batch's expected tokens per second: each sequence's online acceptance
 //             estimate against the measured cost of the target's verification and of the
-//             drafter's own forwards (compute/cost_model.h). Where verifying more tokens
+//             drafter's own forwards (compute/cost_model.h), corrected by what steps
+//             with and without drafts were seen to take. Where verifying more tokens
 //             costs little it drafts long; where it costs what the tokens are worth, nothing.
 #pragma once
 
@@ -30,6 +31,8 @@ struct StepCosts {
   std::shared_ptr<const ForwardCost> target;  // the target's forwards (verification)
   std::shared_ptr<const ForwardCost> draft;   // the drafter's forwards; null when it runs none (none, ngram)
   int draft_layers = -1;                      // layers one draft forward runs (K of layers:K; -1: all)
+  bool timed = true;                          // check the predictions against the steps' wall time
+                                              // (false where the costs are made up for a fake backend)
 };
 
 // The costs of a step with this drafter on this backend (measured or read from the cost
@@ -45,9 +48,10 @@ class DraftPolicy {
   // it to the drafter, with max_tokens the most it can still use (lengths beyond are cut).
   virtual void lengths(std::span<const DraftRequest> live, std::vector<int>& k) = 0;
   // After verification: sequence live[j] was proposed proposed[j] draft tokens and
-  // accepted[j] of them were accepted.
+  // accepted[j] of them were accepted; the step's drafting and verification took `seconds`
+  // of wall time (0: not timed). Only goodput uses the time, to check its predictions.
   virtual void update(std::span<const DraftRequest> live, std::span<const int> proposed,
-                      std::span<const int> accepted) = 0;
+                      std::span<const int> accepted, double seconds) = 0;
 };
 
 // "fixed:K" (1 <= K <= 32), "bass", "adaptive" or "goodput" (which needs costs.target),
