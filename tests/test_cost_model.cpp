@@ -71,20 +71,22 @@ class TestCostModel : public QObject {
 
   // With no budget, the fewest probes: 1 to 8 tokens, two runs of each; with a large
   // one, every batch size up to 64 and five runs. Each size is timed as a whole forward and
-  // as one layer (logits for the last token and for all); a whole forward warms up.
+  // as one layer (logits for the last token and for all); a whole forward warms up. This
+  // model fits in the last-level cache, so each whole forward, the attention probe's too,
+  // follows an untimed one of its size, as a decoding step follows another.
   void measurementIsBoundedByItsBudget() {
     FakeBackend backend;
     const auto model = make_fake_model("target", 24, 6);
     const ForwardCost small = measure_forward_cost(backend, *model, 0.0);
     QCOMPARE(small.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8}));
-    QCOMPARE(backend.calls, 1 + 2 * (3 * 6 + 1));  // warm-up, then per round: 6 sizes x (whole forward, 1 layer x 2), context
+    QCOMPARE(backend.calls, 2 + 2 * (4 * 6 + 2));  // warm-up (a whole forward: 2), then per round: 6 sizes x (whole forward x 2, 1 layer x 2), context x 2
     QCOMPARE(backend.max_layers, 6);
     QCOMPARE(small.n_layers, 6);
 
     backend.calls = 0;
     const ForwardCost full = measure_forward_cost(backend, *model, 1e6);
     QCOMPARE(full.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}));
-    QCOMPARE(backend.calls, 1 + 5 * (3 * 12 + 1));
+    QCOMPARE(backend.calls, 2 + 5 * (4 * 12 + 2));
     for (const ForwardCost* c : {&small, &full}) {
       QCOMPARE(c->layer_seconds.size(), c->tokens.size());
       QCOMPARE(c->head_seconds.size(), c->tokens.size());

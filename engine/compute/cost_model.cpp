@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Bumped whenever what a file holds or how it is measured changes: older files then miss.
-constexpr const char* kFormat = "specula forward cost 3";
+constexpr const char* kFormat = "specula forward cost 4";
 // Batch sizes measured, smallest first, while the budget lasts: dense where single
 // sequences verify short drafts, sparser where batches of drafts land.
 constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -85,7 +85,8 @@ class Prober {
         cache_(backend.create_cache(model, max_tokens + 32, 1)),
         seq_(cache_->create()),
         full_depth_cache_(backend.create_cache(model, max_full_depth_tokens + 32, model.config.n_layers)),
-        full_depth_seq_(full_depth_cache_->create()) {
+        full_depth_seq_(full_depth_cache_->create()),
+        fits_in_cache_(model.weight_bytes() <= last_level_cache_bytes()) {
     // Between two uses of a layer's weights a real forward reads all the others; reading a
     // buffer as large as what the probe leaves out (up to twice the last-level cache) puts
     // the probe in the same state. Models that fit in the cache stay in it, as they do.
@@ -108,12 +109,21 @@ class Prober {
     return seconds;
   }
 
-  // Seconds of a whole forward of `tokens` new tokens, logits for the last: what decoding
-  // (one token) and verifying a draft (several) run. Nothing is evicted first: a whole
-  // forward reads every layer between two uses of one, as decoding does, and it follows the
-  // previous probe as one step follows another (a pool that slept through an eviction
-  // would add a wake-up that decoding never pays: a third of the demo target's forward).
-  double time_full_depth(int tokens) {
+  // Seconds of a whole forward of `tokens` new tokens after `context` cached positions,
+  // logits for the last: what decoding (one token) and verifying a draft (several) run.
+  // Nothing is evicted first: a whole forward reads every layer between two uses of one,
+  // as decoding does. A decoding step follows the previous one at once, so the forward
+  // of a model that fits in the last-level cache is timed right after an untimed one of
+  // the same size: after the one-layer probes its weights are partly evicted and the pool
+  // asleep, which made the demo target's one-token forward look 1.5x and its attention 6x
+  // what decoding pays. (A larger model's forward reads memory anyway, and lasts long
+  // enough not to notice a wake-up.)
+  double time_full_depth(int tokens, int context = 0) {
+    if (context > 0) full_depth_cache_->extend(full_depth_seq_, context);  // keys and values as they are
+    if (fits_in_cache_) {
+      run(*full_depth_cache_, full_depth_seq_, tokens, false, model_.config.n_layers);
+      full_depth_cache_->truncate(full_depth_seq_, context);
+    }
     const double seconds = run(*full_depth_cache_, full_depth_seq_, tokens, false, model_.config.n_layers);
     full_depth_cache_->truncate(full_depth_seq_, 0);
     return seconds;
@@ -156,6 +166,7 @@ class Prober {
   std::vector<uint64_t> evict_;  // read before every probe
   volatile uint64_t sink_ = 0;   // keeps the reads
   double spent_ = 0;
+  bool fits_in_cache_;  // the model's weights fit in the last-level cache
 };
 
 // The fastest run of each probe: on a shared machine, the least disturbed one.
@@ -163,7 +174,7 @@ struct Fastest {
   std::vector<double> last;  // (points) 1 layer, n tokens, logits for the last: layer(n) + head(1)
   std::vector<double> all;   // (points) 1 layer, n tokens, logits for all: layer(n) + head(n)
   std::vector<double> full;  // (points) all layers, n tokens, logits for the last: n_layers layer(n) + head(1)
-  double context = INFINITY; // 1 layer, context_tokens tokens after kContextProbe positions, logits for the last
+  double context = INFINITY; // all layers (1 if the model has one), context_tokens tokens after kContextProbe positions, logits for the last
   void keep(double& best, double t) { best = std::min(best, t); }
 };
 
@@ -183,7 +194,11 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Fastes
   layer1 = std::clamp(layer1, 0.02 * one, one);
   const double head1 = one - layer1;
   const size_t c = static_cast<size_t>(std::find(points.begin(), points.end(), context_tokens) - points.begin());
-  cost.position_seconds = std::max(0.0, (f.context - f.last[c]) / (static_cast<double>(context_tokens) * context_positions));
+  // the attention probe is a whole forward where there are whole forwards, like its baseline
+  const double without_context = depth >= 2 ? f.full[c] : f.last[c];
+  const double probed_layers = depth >= 2 ? depth : 1;
+  cost.position_seconds = std::max(0.0, (f.context - without_context) /
+                                            (probed_layers * static_cast<double>(context_tokens) * context_positions));
   for (size_t p = 0; p < points.size(); ++p) {
     const double n = points[p];
     const double own_positions = n * (n + 1) / 2;  // the probe's tokens attend to each other
@@ -281,7 +296,8 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   // the attention probe runs a few tokens, a size every points list holds
   const int context_tokens = points[std::min<size_t>(3, points.size()) - 1];
   const int context_positions = std::max(1, std::min(kContextProbe, context_limit / 2 - context_tokens));
-  Prober probe(backend, model, std::max(points.back(), context_tokens + context_positions), points.back());
+  const int max_tokens = std::max(points.back(), context_tokens + context_positions);
+  Prober probe(backend, model, max_tokens, max_tokens);
   probe.time_full_depth(1);  // warm-up: pages, threads, allocations, repacked weights
 
   const bool whole_forwards = model.config.n_layers >= 2;
@@ -300,7 +316,8 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
         break;
       }
     }
-    f.keep(f.context, probe.time(context_tokens, false, context_positions));
+    f.keep(f.context, whole_forwards ? probe.time_full_depth(context_tokens, context_positions)
+                                     : probe.time(context_tokens, false, context_positions));
   }
   f.last.resize(points.size());
   f.all.resize(points.size());
