@@ -510,8 +510,9 @@ class TestSpecDecode : public QObject {
 
   // What steps take outweighs what the cost model predicts: drafts that are all accepted,
   // on a forward predicted flat, stop once steps with drafts are seen to take far longer
-  // than steps without; steps that take what was predicted keep them going; once the slow
-  // steps are long past, drafting is tried again.
+  // than steps without (some of which the policy takes to have them to compare with);
+  // steps that take what was predicted keep them going; once the slow steps are long past,
+  // drafting is tried again.
   void goodputBelievesWhatStepsTake() {
     const auto flat = std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0, 1e-4));
     const double plain_seconds = flat->seconds(1, 1, 20);
@@ -519,13 +520,16 @@ class TestSpecDecode : public QObject {
     for (const bool drafts_are_slow : {false, true}) {
       auto p = create_draft_policy("goodput", 1, StepCosts{flat, nullptr, -1});
       std::vector<int> k;
-      for (int s = 0; s < 10; ++s) {
+      std::vector<int> plain_steps;
+      for (int s = 0; s < 20; ++s) {
         p->lengths(live, k);
+        if (k[0] == 0) plain_steps.push_back(s);
         const double seconds = k[0] > 0 && drafts_are_slow ? 100 * plain_seconds : plain_seconds;
         p->update(live, k, k, seconds);
       }
       p->lengths(live, k);
       if (!drafts_are_slow) {
+        QCOMPARE(plain_steps, std::vector<int>{1});  // the one taken to time a step without drafts
         QCOMPARE(k[0], 32);
         continue;
       }

@@ -152,7 +152,9 @@ class GoodputPolicy : public DraftPolicy {
   static constexpr double kOptimism = 1.0;      // standard deviations added to the estimate
   static constexpr double kMaxAcceptance = 0.99;
   static constexpr double kMinGain = 1.05;      // draft only when predicted this much faster than not drafting
-  static constexpr double kTimingPriorWeight = 2.0;  // steps of "the cost model is right" before any timing
+  static constexpr double kTimingPriorWeight = 0.5;  // steps of "the cost model is right" before any timing
+  static constexpr double kPlainEvidence = 0.5;      // once steps are timed, a plain step whenever the
+                                                     // timing of plain steps has faded below this
 
   GoodputPolicy(int n_seqs, StepCosts costs) : costs_(std::move(costs)), counts_(static_cast<size_t>(n_seqs)) {
     if (!costs_.target) throw std::invalid_argument("draft policy 'goodput' needs the cost of the target's forwards");
@@ -167,7 +169,12 @@ class GoodputPolicy : public DraftPolicy {
     const double best = best_threshold(live, time, none, k);
     const double refined = costs_.draft ? refine(live, time, best, k) : best;
     // The cost model chose the lengths; what steps were seen to take decides whether to draft.
-    if (refined / drafted_steps_.scale() < kMinGain * none / plain_steps_.scale()) k.assign(live.size(), 0);
+    // That needs some steps without drafts to compare with: the first after timing starts,
+    // then one whenever their evidence has faded (every ~35 steps while drafting).
+    const bool time_plain = drafted_steps_.steps > 0 && plain_steps_.steps < kPlainEvidence;
+    if (time_plain || refined / drafted_steps_.scale() < kMinGain * none / plain_steps_.scale()) {
+      k.assign(live.size(), 0);
+    }
   }
 
   void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted,
@@ -276,7 +283,7 @@ class GoodputPolicy : public DraftPolicy {
       drafted = drafted || proposed[j] > 0;
     }
     (drafted ? drafted_steps_ : plain_steps_).add(std::log(seconds / time.seconds()));
-    if (!drafted) drafted_steps_.fade(kIdleDecay);
+    (drafted ? plain_steps_ : drafted_steps_).fade(kIdleDecay);
   }
 
   double goodput(std::span<const DraftRequest> live, StepTime& time, const std::vector<int>& k) const {
