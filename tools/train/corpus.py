@@ -2,7 +2,9 @@
 
 Writes work/corpus/documents.json (a list of {"source", "split", "text"}) and
 work/corpus/manifest.json (file list hash, sizes, generator seed, benchmark check).
-Refuses to write a corpus that contains any HumanEval prompt or any demo problem prompt.
+Refuses to write a corpus that contains any evaluation prompt: HumanEval's, or one of any
+problem set in resources/problems/ (each whole prompt, and its final function with its docstring).
+A generated task that contains an evaluation prompt's final function is dropped (and counted).
 
     python3 corpus.py --stdlib /usr/lib/python3.11 --humaneval HumanEval.jsonl.gz
 """
@@ -38,6 +40,11 @@ def held_out(key, fraction):
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) < fraction * 2**32
 
 
+def final_function(prompt):
+    """The prompt's last function: its def line, its docstring and whatever follows."""
+    return prompt[prompt.rindex("def "):]
+
+
 def read_jsonl(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
@@ -48,8 +55,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stdlib", default="/usr/lib/python3.11")
     parser.add_argument("--humaneval", required=True)
-    parser.add_argument("--demo", default=os.path.join(REPO, "resources/problems/demo.jsonl"))
-    parser.add_argument("--tasks", type=int, default=40000)
+    parser.add_argument("--problems", default=os.path.join(REPO, "resources/problems"),
+                        help="folder of problem sets (.jsonl) whose prompts must stay out of the corpus")
+    parser.add_argument("--tasks", type=int, default=100000)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--held-out", type=float, default=0.03)
     parser.add_argument("--out", default=os.path.join(HERE, "work/corpus"))
@@ -70,29 +78,29 @@ def main():
         split = "val" if held_out(relative, options.held_out) else "train"
         documents.append({"source": "stdlib", "split": split, "name": relative, "text": text})
 
-    demo = read_jsonl(options.demo) if os.path.exists(options.demo) else []
-    demo_signatures = {p["prompt"][p["prompt"].rindex("def "):].split("\n", 1)[0] for p in demo}
+    benchmark = read_jsonl(options.humaneval)
+    problem_sets = {name: read_jsonl(os.path.join(options.problems, name))
+                    for name in sorted(os.listdir(options.problems)) if name.endswith(".jsonl")}
+    evaluation = benchmark + [p for problems in problem_sets.values() for p in problems]
+    functions = [final_function(p["prompt"]) for p in evaluation]
     generated = dropped = 0
     seen = set()
     for prompt, body, _ in tasks.generate(options.seed, options.tasks):
-        if prompt.split("\n", 1)[0] in demo_signatures:
-            dropped += 1
-            continue
         if prompt in seen:
             continue
         seen.add(prompt)
+        if any(f in prompt for f in functions):
+            dropped += 1
+            continue
         split = "val" if held_out(prompt, options.held_out) else "train"
         documents.append({"source": "tasks", "split": split, "name": f"task{generated}",
                           "text": prompt + body})
         generated += 1
 
     corpus = "\n".join(d["text"] for d in documents)
-    benchmark = read_jsonl(options.humaneval)
-    leaks = [p["task_id"] for p in benchmark
-             if p["prompt"] in corpus or p["prompt"][p["prompt"].rindex("def "):] in corpus]
-    leaks += [p["task_id"] for p in demo if p["prompt"] in corpus]
+    leaks = [p["task_id"] for p, f in zip(evaluation, functions) if p["prompt"] in corpus or f in corpus]
     if leaks:
-        raise SystemExit(f"corpus contains benchmark or demo prompts: {leaks}")
+        raise SystemExit(f"corpus contains evaluation prompts: {leaks}")
 
     os.makedirs(options.out, exist_ok=True)
     with open(os.path.join(options.out, "documents.json"), "w", encoding="utf-8") as f:
@@ -103,13 +111,13 @@ def main():
         "stdlib_file_list_sha256": listing.hexdigest(),
         "generator_seed": options.seed,
         "generated_tasks": generated,
-        "generated_tasks_dropped_as_demo_signatures": dropped,
+        "generated_tasks_dropped_as_evaluation_prompts": dropped,
         "held_out_fraction": options.held_out,
         "bytes": {s: {k: sum(len(d["text"].encode()) for d in documents
                              if d["source"] == s and d["split"] == k) for k in ("train", "val")}
                   for s in ("stdlib", "tasks")},
         "humaneval_prompts_checked": len(benchmark),
-        "demo_prompts_checked": len(demo),
+        "problem_set_prompts_checked": {name: len(p) for name, p in problem_sets.items()},
     }
     with open(os.path.join(options.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
