@@ -583,12 +583,17 @@ DiffView* MainWindow::openDiff(int index) {
     showMessage(tr("A diff needs at least two candidates."), false);
     return nullptr;
   }
-  // the best-ranked other candidate, preferring one whose text differs: that is the diff worth seeing
+  // the best-ranked other candidate, preferring one whose lines differ (not just a final
+  // newline, which the diff does not show): that is the diff worth seeing
+  const auto lines = [](QString text) {
+    while (text.endsWith('\n')) text.chop(1);
+    return text;
+  };
   int other = -1;
   for (int i : grid_->order()) {
     if (i == index) continue;
     if (other < 0) other = i;
-    if (grid_->pane(i)->text() != grid_->pane(index)->text()) {
+    if (lines(grid_->pane(i)->text()) != lines(grid_->pane(index)->text())) {
       other = i;
       break;
     }
