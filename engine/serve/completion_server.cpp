@@ -159,6 +159,8 @@ struct CompletionServer::Impl {
   std::shared_ptr<Job> running;            // the job the engine thread generates; null: none
   ServerStats counters;
   bool stopping = false;
+  bool listening = false;                  // serve() is on its way into, or in, the accept loop
+  std::atomic<bool> listen_returned{false};
 
   const Tokenizer& tokenizer() const { return *generator.target().tokenizer; }
   int context() const { return generator.target().config.context_length; }
@@ -199,19 +201,34 @@ int CompletionServer::listen() {
 
 void CompletionServer::serve() {
   std::thread engine([this] { impl_->engine_loop(); });
-  impl_->http.listen_after_bind();
+  bool stopped_already;
+  {
+    std::lock_guard lock(impl_->mutex);
+    stopped_already = impl_->stopping;
+    impl_->listening = !stopped_already;
+  }
+  if (!stopped_already) impl_->http.listen_after_bind();
+  impl_->listen_returned = true;
   stop();
   engine.join();
 }
 
 void CompletionServer::stop() {
+  bool listening;
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stopping = true;
+    listening = impl_->listening;
     for (const auto& job : impl_->queue) job->cancel = true;
     if (impl_->running) impl_->running->cancel = true;
   }
   impl_->queue_changed.notify_all();
+  // httplib ignores a stop that comes before its accept loop runs, and the loop would then
+  // never end (a SIGTERM right after "listening" was printed, while the engine thread
+  // measured the cost model, left the server running): wait until it runs, then stop it.
+  while (listening && !impl_->http.is_running() && !impl_->listen_returned) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   impl_->http.stop();
 }
 
