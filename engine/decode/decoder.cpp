@@ -239,7 +239,10 @@ void step(Run& run, std::span<const int> live) {
     accepted[j] = verdicts[j].accepted;
     apply_verdict(run, live[j], drafts[j], verdicts[j]);
   }
-  run.policy.update(requests, proposed, accepted, seconds);
+  // A sampled run's tokens depend on its draft lengths, and its seed must reproduce it (a
+  // server must give what the local engine gives): only a greedy run, whose tokens never
+  // depend on them, lets the policy learn from the wall clock.
+  run.policy.update(requests, proposed, accepted, run.options.sampling.greedy() ? seconds : 0.0);
 }
 
 void validate(const Model& target, std::span<const int> prompt, const DecodeOptions& options) {
