@@ -79,12 +79,13 @@ double process_cpu_seconds() {
 // the wall clock also counts their turns, the CPU time does not.
 class Prober {
  public:
-  Prober(Backend& backend, const Model& model, int max_tokens, int max_full_depth_tokens)
+  // `max_tokens`: the most positions a probe fills (its context and its new tokens)
+  Prober(Backend& backend, const Model& model, int max_tokens)
       : backend_(backend),
         model_(model),
         cache_(backend.create_cache(model, max_tokens + 32, 1)),
         seq_(cache_->create()),
-        full_depth_cache_(backend.create_cache(model, max_full_depth_tokens + 32, model.config.n_layers)),
+        full_depth_cache_(backend.create_cache(model, max_tokens + 32, model.config.n_layers)),
         full_depth_seq_(full_depth_cache_->create()),
         fits_in_cache_(model.weight_bytes() <= last_level_cache_bytes()) {
     // Between two uses of a layer's weights a real forward reads all the others; reading a
@@ -296,8 +297,7 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   // the attention probe runs a few tokens, a size every points list holds
   const int context_tokens = points[std::min<size_t>(3, points.size()) - 1];
   const int context_positions = std::max(1, std::min(kContextProbe, context_limit / 2 - context_tokens));
-  const int max_tokens = std::max(points.back(), context_tokens + context_positions);
-  Prober probe(backend, model, max_tokens, max_tokens);
+  Prober probe(backend, model, std::max(points.back(), context_tokens + context_positions));
   probe.time_full_depth(1);  // warm-up: pages, threads, allocations, repacked weights
 
   const bool whole_forwards = model.config.n_layers >= 2;

@@ -1,5 +1,5 @@
 // What a forward pass costs, as a function of the batch: measured once per model and
-// backend (a fraction of a second for small models, 4.5 to 5.5 s for the 1.1B shape on 2 cores: it
+// backend (a fraction of a second for small models, 5 to 9 s for the 1.1B shape on 2 cores: it
 // runs a few whole forwards of each batch size), kept in a cache file, and read by the
 // draft-length policies that weigh speculation against its price (decode/draft_policy.h,
 // "goodput").
@@ -21,7 +21,7 @@
 // between them; beyond the last one it grows at least in proportion to the batch. The first
 // layer timed alone splits a one-token forward into the layers' and the head's shares, and
 // gives head(n) (logits for every token against logits for the last). Probing every layer
-// costs a few of the forwards a decode runs anyway (4.5 s for the 1.1B shape on a 2-core
+// costs a few of the forwards a decode runs anyway (5 to 9 s for the 1.1B shape on a 2-core
 // machine, once per model file); one layer alone misjudged what a layer costs among the
 // others, in both directions.
 #pragma once
