@@ -142,7 +142,8 @@ class TestDraftVocabulary : public QObject {
       sampling.seed = 3;
       auto drafter = create_drafter("model", *backend, *target, big, sampling, 2, 256);
       const std::vector<int> prompt = {1, 40, 41, 42};
-      drafter->prepare(prompt, 2);
+      auto target_cache = backend->create_cache(*target, 256);
+      drafter->prepare(prompt, 2, *target_cache);
       std::vector<int> tokens = prompt;
       int proposed = 0;
       for (int step = 0; step < 12; ++step) {

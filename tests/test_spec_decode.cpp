@@ -594,14 +594,15 @@ class TestSpecDecode : public QObject {
   void modelDrafterPrefillsOnceWhenFirstAsked() {
     const int prompt_len = 21;
     const auto prompt = make_prompt(prompt_len, 9);
-    for (const std::string kind : {"layers:2", "model"}) {
+    {
       FakeBackend backend;
       const auto target = make_fake_model("target");
       const auto draft = make_fake_model("small draft", 24, 2);
-      const Model& model = kind == "model" ? *draft : *target;
-      const int layers = kind == "model" ? -1 : 2;
-      auto drafter = create_drafter(kind, backend, *target, draft, SamplingParams{}, 3, 400);
-      drafter->prepare(prompt, 3);
+      const Model& model = *draft;
+      const int layers = -1;
+      auto drafter = create_drafter("model", backend, *target, draft, SamplingParams{}, 3, 400);
+      auto target_cache = backend.create_cache(*target, 400, -1, 16);
+      drafter->prepare(prompt, 3, *target_cache);
       std::vector<std::vector<int>> seqs(3, prompt);
       for (int i = 0; i < 3; ++i) {
         for (int g = 0; g < 3 + i; ++g) seqs[static_cast<size_t>(i)].push_back((5 * i + 7 * g + 1) % 24);
@@ -631,11 +632,66 @@ class TestSpecDecode : public QObject {
       drafter->finish(0);
       drafter->finish(2);
       QCOMPARE(drafter->blocks_in_use(), 0);
+      QVERIFY(drafter->setup_seconds() > 0);  // the prefill, which no step is charged for
     }
   }
 
+  // layers:K drafts through the target's own cache: nothing to catch up on (backlog 0,
+  // no prefill, no blocks of its own), one forward of K layers per draft position, each
+  // sequence's draft the K-layer greedy continuation, and the target's cache left exactly
+  // as it was (lengths, blocks, contents: the decode after it still reads its tokens).
+  void selfDrafterSharesTheTargetCache() {
+    const int prompt_len = 21;
+    const auto prompt = make_prompt(prompt_len, 9);
+    FakeBackend backend;
+    const auto target = make_fake_model("target");
+    auto cache = backend.create_cache(*target, 400, -1, 16);
+    auto drafter = create_drafter("layers:2", backend, *target, nullptr, SamplingParams{}, 2, 400);
+    drafter->prepare(prompt, 2, *cache);
+    const int root = cache->create();
+    RaggedBatch batch;
+    batch.add(root, std::span<const int>(prompt).first(prompt_len - 1), false);
+    std::vector<float> logits;
+    backend.forward(*target, *cache, batch, logits, -1);
+    std::vector<std::vector<int>> seqs{prompt, prompt};
+    seqs[1].push_back(5);  // one more token, cached as the target would have
+    const int ids[2] = {cache->fork(root), cache->fork(root)};
+    cache->release(root);
+    RaggedBatch one;
+    one.add(ids[1], std::span<const int>(&prompt.back(), 1), false);
+    backend.forward(*target, *cache, one, logits, -1);
+    const int blocks = cache->blocks_in_use();
+    const int calls = backend.calls;
+
+    for (size_t i = 0; i < 2; ++i) QCOMPARE(drafter->backlog(static_cast<int>(i), seqs[i]), 0);
+    std::vector<Draft> drafts;
+    drafter->propose(std::vector<DraftRequest>{{0, seqs[0], 4, 0, ids[0]}, {1, seqs[1], 2, 0, ids[1]}}, drafts);
+    QCOMPARE(drafts[0].tokens, draft_greedy(*target, 2, seqs[0], 4));
+    QCOMPARE(drafts[1].tokens, draft_greedy(*target, 2, seqs[1], 2));
+    QCOMPARE(backend.calls - calls, 4);  // one forward per draft position, no prefill
+    QCOMPARE(cache->length(ids[0]), prompt_len - 1);
+    QCOMPARE(cache->length(ids[1]), prompt_len);
+    QCOMPARE(cache->blocks_in_use(), blocks);
+    QCOMPARE(drafter->blocks_in_use(), 0);
+    QCOMPARE(drafter->setup_seconds(), 0.0);
+
+    // the target's next forward reads its own tokens, not the drafted ones
+    RaggedBatch verify;
+    verify.add(ids[0], std::span<const int>(&seqs[0].back(), 1), true);
+    backend.forward(*target, *cache, verify, logits, -1);
+    std::vector<float> expected(static_cast<size_t>(target->config.vocab_size));
+    reference_logits(*target, seqs[0], -1, expected.data());
+    QCOMPARE(logits, expected);
+
+    // a request whose cache does not hold its tokens is refused, and the cache is untouched
+    QVERIFY_THROWS_EXCEPTION(std::logic_error,
+                             drafter->propose(std::vector<DraftRequest>{{1, seqs[0], 2, 0, ids[1]}}, drafts));
+    QCOMPARE(cache->length(ids[1]), prompt_len);
+  }
+
+
   // A policy that starts drafting late: the draft model's prefill comes with the first
-  // draft, after the sequences generated on their own (one of them finished by then), and
+  // draft (layers:K has none), after the sequences generated on their own (one of them finished by then), and
   // every candidate still equals plain greedy decoding.
   void lateFirstDraftEqualsPlainGreedy() {
     const int prompt_len = 17, wait = 6;
@@ -662,7 +718,8 @@ class TestSpecDecode : public QObject {
           }
         }
         QVERIFY2(r.seqs[0].proposed > 0, where.constData());
-        QCOMPARE(s.backend.writes.size(), size_t{2});
+        // a draft model writes a cache of its own; layers:2 only the target's
+        QCOMPARE(s.backend.writes.size(), kind == "model" ? size_t{2} : size_t{1});
         for (const auto& [cache, w] : s.backend.writes) {
           if (cache == s.cache.get()) continue;
           QCOMPARE(w.first_call, 1 + wait + 1);  // the target's prefill and `wait` plain steps came first

@@ -155,7 +155,7 @@ void prefill(Run& run, std::span<const int> prompt) {
   RaggedBatch batch;
   batch.add(root, prompt, false);
   run_target(run, batch);
-  run.drafter.prepare(prompt, n);
+  run.drafter.prepare(prompt, n, run.cache);
   for (int i = 0; i < n; ++i) {
     run.ids[static_cast<size_t>(i)] = run.guard.track(run.cache.fork(root));
     run.all(i).assign(prompt.begin(), prompt.end());
@@ -177,7 +177,8 @@ std::vector<DraftRequest> draft_requests(Run& run, std::span<const int> live) {
     const std::vector<int>& all = run.all(i);
     const int left = run.options.max_new_tokens - static_cast<int>(run.out(i).tokens.size()) - 1;
     const int room = run.target.config.context_length - static_cast<int>(all.size());
-    requests.push_back(DraftRequest{i, all, std::max(0, std::min(left, room)), run.drafter.backlog(i, all)});
+    requests.push_back(
+        DraftRequest{i, all, std::max(0, std::min(left, room)), run.drafter.backlog(i, all), run.ids[static_cast<size_t>(i)]});
   }
   std::vector<int> k;
   run.policy.lengths(requests, k);
@@ -225,12 +226,12 @@ void apply_verdict(Run& run, int i, const Draft& draft, const AcceptedRows& verd
 // One speculative step over the live sequences: lengths, drafts, one target forward,
 // acceptance, and what the policy learns from it.
 void step(Run& run, std::span<const int> live) {
-  const double start = run.elapsed();
+  const double start = run.elapsed() - run.drafter.setup_seconds();
   const std::vector<DraftRequest> requests = draft_requests(run, live);
   std::vector<Draft> drafts;
   run.drafter.propose(requests, drafts);
   const std::vector<AcceptedRows> verdicts = judge(run, live, verification_batch(run, requests, drafts), drafts);
-  const double seconds = run.elapsed() - start;
+  const double seconds = run.elapsed() - run.drafter.setup_seconds() - start;  // the step's own work
   ++run.result.stats.steps;
 
   std::vector<int> proposed(live.size()), accepted(live.size());

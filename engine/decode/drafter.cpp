@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <stdexcept>
 
 namespace specula {
@@ -12,7 +13,7 @@ namespace {
 class NoDrafter : public Drafter {
  public:
   std::string name() const override { return "none"; }
-  void prepare(std::span<const int>, int) override {}
+  void prepare(std::span<const int>, int, KvCache&) override {}
   void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
     drafts.assign(requests.size(), Draft{});
   }
@@ -28,7 +29,7 @@ class NgramDrafter : public Drafter {
   static constexpr int kMaxNgram = 3;
 
   std::string name() const override { return "ngram"; }
-  void prepare(std::span<const int>, int) override {}
+  void prepare(std::span<const int>, int, KvCache&) override {}
   void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
     drafts.assign(requests.size(), Draft{});
     for (size_t r = 0; r < requests.size(); ++r) {
@@ -56,89 +57,59 @@ class NgramDrafter : public Drafter {
   }
 };
 
-// A model run autoregressively over its own KV cache: the target's first K layers
-// (self-speculation) or a separate draft model (all its layers).
-class ModelDrafter : public Drafter {
+// What a drafter that runs a model shares: one forward per draft position over a batch of
+// every drafting sequence, and each row's token drawn the way the session samples.
+class ForwardDrafter : public Drafter {
  public:
-  ModelDrafter(std::string name, Backend& backend, std::shared_ptr<const Model> keep_alive,
-               const Model& model, int n_layers, int target_vocab, const SamplingParams& sampling,
-               int n_seqs, int max_tokens)
-      : name_(std::move(name)),
+  ForwardDrafter(std::string name, Backend& backend, const Model& model, int n_layers, int target_vocab,
+                 const SamplingParams& sampling, int n_seqs)
+      : model_(model),
         backend_(backend),
-        keep_alive_(std::move(keep_alive)),
-        model_(model),
         n_layers_(n_layers),
+        name_(std::move(name)),
         target_vocab_(target_vocab),
-        sampling_(sampling),
-        cache_(backend.create_cache(model, max_tokens, n_layers)) {
-    seqs_.resize(static_cast<size_t>(n_seqs));
+        sampling_(sampling) {
+    rngs_.reserve(static_cast<size_t>(n_seqs));
     for (int i = 0; i < n_seqs; ++i) {
       // a stream of its own, apart from the candidate's acceptance RNG
-      seqs_[static_cast<size_t>(i)].rng = Rng((sampling.seed + static_cast<uint64_t>(i)) ^ 0xd1b54a32d192ed03ULL);
+      rngs_.emplace_back((sampling.seed + static_cast<uint64_t>(i)) ^ 0xd1b54a32d192ed03ULL);
     }
   }
 
   std::string name() const override { return name_; }
-  int blocks_in_use() const override { return cache_->blocks_in_use(); }
-  // Before the shared prefill the prompt (but its last token) counts as seen: it is fed
-  // once for all sequences, at a cost eager prefilling would have paid anyway.
-  int backlog(int seq, std::span<const int> tokens) const override {
-    const size_t seen = prefilled_ ? seqs_.at(static_cast<size_t>(seq)).cached.size() : prompt_.size() - 1;
-    return static_cast<int>(tokens.size() - seen);
-  }
   const Model* forward_model() const override { return &model_; }
   int forward_layers() const override { return n_layers_; }
 
-  // The draft cache is filled when a first draft is asked for, so that a decode whose
-  // policy never drafts runs no draft forward at all.
-  void prepare(std::span<const int> prompt, int n_seqs) override {
-    if (n_seqs != static_cast<int>(seqs_.size())) throw std::logic_error("drafter prepared for another count");
-    prompt_.assign(prompt.begin(), prompt.end());
-    prefilled_ = false;
+ protected:
+  // How many tokens requests[r] can be drafted: its ask, cut to the model's context.
+  int room(const DraftRequest& r) const {
+    return std::max(0, std::min(r.max_tokens, model_.config.context_length - static_cast<int>(r.tokens.size()) + 1));
   }
 
-  void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
+  // Drafts want[r] tokens for requests[r] through `cache`, where its sequence is ids[r]:
+  // round 0 feeds first[r] (the tokens the cache has not seen, the last one included),
+  // each later round the token drawn in the one before; the last drawn token is never fed.
+  void draft(KvCache& cache, std::span<const DraftRequest> requests, std::span<const int> want,
+             std::span<const int> ids, const std::vector<std::vector<int>>& first, std::vector<Draft>& drafts) {
     drafts.assign(requests.size(), Draft{});
+    const int rounds = want.empty() ? 0 : *std::max_element(want.begin(), want.end());
     const int vocab = model_.config.vocab_size;
-    const int context = model_.config.context_length;
-    std::vector<int> want(requests.size(), 0);
-    int rounds = 0;
-    for (size_t r = 0; r < requests.size(); ++r) {
-      const auto& req = requests[r];
-      if (seqs_.at(static_cast<size_t>(req.seq)).finished) throw std::logic_error("draft for a finished sequence");
-      // the draft's context bounds how far it can look ahead
-      const int room = context - static_cast<int>(req.tokens.size()) + 1;
-      want[r] = std::max(0, std::min(req.max_tokens, room));
-      // a sequence holding an id the draft has no row for (a padding id of a larger target
-      // vocabulary) cannot run through the draft: it gets no drafts from then on
-      if (!has_rows(req.tokens.subspan(seqs_[static_cast<size_t>(req.seq)].cached.size()))) want[r] = 0;
-      rounds = std::max(rounds, want[r]);
-    }
-    if (rounds > 0) prefill();
-    // round 0 catches each sequence up on the tokens it has not seen; later rounds feed
-    // one drafted token each; the last drafted token is never fed (sync would drop it)
     std::vector<int> rows;  // request index of each logits row
     for (int round = 0; round < rounds; ++round) {
       RaggedBatch batch;
       rows.clear();
       for (size_t r = 0; r < requests.size(); ++r) {
         if (want[r] <= round) continue;
-        Seq& s = seqs_[static_cast<size_t>(requests[r].seq)];
-        std::vector<int> feed;
         if (round == 0) {
-          const auto& t = requests[r].tokens;
-          feed.assign(t.begin() + static_cast<long>(s.cached.size()), t.end());
+          batch.add(ids[r], first[r], false);
         } else {
-          feed.push_back(drafts[r].tokens.back());
+          batch.add(ids[r], std::span<const int>(&drafts[r].tokens.back(), 1), false);
         }
-        batch.add(s.id, feed, false);
-        s.cached.insert(s.cached.end(), feed.begin(), feed.end());
         rows.push_back(static_cast<int>(r));
       }
-      run(batch);
+      run(cache, batch);
       for (size_t row = 0; row < rows.size(); ++row) {
         const size_t r = static_cast<size_t>(rows[row]);
-        Seq& s = seqs_[static_cast<size_t>(requests[r].seq)];
         // only ids the target has: rows beyond its vocabulary are masked out
         const std::span<const float> lg(logits_.data() + row * static_cast<size_t>(vocab),
                                         static_cast<size_t>(std::min(vocab, target_vocab_)));
@@ -146,12 +117,130 @@ class ModelDrafter : public Drafter {
           drafts[r].tokens.push_back(argmax(lg));
         } else {
           sampling_distribution(sampling_, lg, probs_);
-          drafts[r].tokens.push_back(sample_from(probs_, s.rng));
+          drafts[r].tokens.push_back(sample_from(probs_, rngs_.at(static_cast<size_t>(requests[r].seq))));
           // a distribution over the target's ids, zero where the draft has no row
           probs_.resize(static_cast<size_t>(target_vocab_), 0.0f);
           drafts[r].probs.insert(drafts[r].probs.end(), probs_.begin(), probs_.end());
         }
       }
+    }
+  }
+
+  void run(KvCache& cache, const RaggedBatch& batch) {
+    backend_.forward(model_, cache, batch, logits_, n_layers_);
+    ++forwards_;
+  }
+
+  const Model& model_;
+
+ private:
+  Backend& backend_;
+  int n_layers_;
+  std::string name_;
+  int target_vocab_;            // ids the target scores: proposals stay below it
+  SamplingParams sampling_;
+  std::vector<Rng> rngs_;       // (n_seqs) each candidate's draft tokens when sampling
+  std::vector<float> logits_;   // (rows, vocab) of the last draft forward
+  std::vector<float> probs_;    // (vocab) scratch
+};
+
+// Self-speculation: the target's first K layers, final norm and output matrix, run through
+// the target's own KV cache. Those layers' keys and values of every verified token are
+// the ones the draft would compute (same weights, same tokens, batch-invariant kernels), so
+// the draft has nothing to catch up on: no prefill, no backlog, no cache of its own. Its
+// drafted positions are written past the end of each sequence and cut off again before
+// the target verifies (which writes them anew, every layer).
+class SelfDrafter : public ForwardDrafter {
+ public:
+  SelfDrafter(std::string name, Backend& backend, const Model& target, int n_layers, const SamplingParams& sampling,
+              int n_seqs)
+      : ForwardDrafter(std::move(name), backend, target, n_layers, target.config.vocab_size, sampling, n_seqs) {}
+
+  void prepare(std::span<const int>, int, KvCache& target_cache) override { cache_ = &target_cache; }
+
+  void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
+    if (!cache_) throw std::logic_error("self-drafter used before prepare()");
+    std::vector<int> want, ids, lengths;
+    std::vector<std::vector<int>> first;
+    for (const DraftRequest& r : requests) {
+      const int length = static_cast<int>(r.tokens.size()) - 1;  // all but the last token are cached
+      if (r.cache_seq < 0 || cache_->length(r.cache_seq) != length) {
+        throw std::logic_error("self-drafter: the target's cache does not hold the sequence it is asked to draft");
+      }
+      want.push_back(room(r));
+      ids.push_back(r.cache_seq);
+      lengths.push_back(length);
+      first.push_back({r.tokens.back()});
+    }
+    // the target's cache is left as it was found, even when a forward throws
+    struct Restore {
+      KvCache& cache;
+      std::span<const int> ids, lengths;
+      ~Restore() {
+        for (size_t r = 0; r < ids.size(); ++r) cache.truncate(ids[r], lengths[r]);
+      }
+    } restore{*cache_, ids, lengths};
+    draft(*cache_, requests, want, ids, first, drafts);
+  }
+  void sync(int, std::span<const int>) override {}
+  void finish(int) override {}
+
+ private:
+  KvCache* cache_ = nullptr;  // the target's, set by prepare()
+};
+
+// A separate draft model run autoregressively over a KV cache of its own.
+class ModelDrafter : public ForwardDrafter {
+ public:
+  ModelDrafter(Backend& backend, std::shared_ptr<const Model> model, int target_vocab, const SamplingParams& sampling,
+               int n_seqs, int max_tokens)
+      : ForwardDrafter("model", backend, *model, -1, target_vocab, sampling, n_seqs),
+        keep_alive_(std::move(model)),
+        cache_(backend.create_cache(model_, max_tokens)),
+        seqs_(static_cast<size_t>(n_seqs)) {}
+
+  int blocks_in_use() const override { return cache_->blocks_in_use(); }
+  // Before the shared prefill the prompt (but its last token) counts as seen: it is fed
+  // once for all sequences, at a cost eager prefilling would have paid anyway.
+  int backlog(int seq, std::span<const int> tokens) const override {
+    const size_t seen = prefilled_ ? seqs_.at(static_cast<size_t>(seq)).cached.size() : prompt_.size() - 1;
+    return static_cast<int>(tokens.size() - seen);
+  }
+  double setup_seconds() const override { return setup_seconds_; }
+
+  // The draft cache is filled when a first draft is asked for, so that a decode whose
+  // policy never drafts runs no draft forward at all.
+  void prepare(std::span<const int> prompt, int n_seqs, KvCache&) override {
+    if (n_seqs != static_cast<int>(seqs_.size())) throw std::logic_error("drafter prepared for another count");
+    prompt_.assign(prompt.begin(), prompt.end());
+    prefilled_ = false;
+  }
+
+  void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
+    std::vector<int> want, ids;
+    std::vector<std::vector<int>> first;
+    for (const DraftRequest& r : requests) {
+      const Seq& s = seqs_.at(static_cast<size_t>(r.seq));
+      if (s.finished) throw std::logic_error("draft for a finished sequence");
+      want.push_back(room(r));
+      // a sequence holding an id the draft has no row for (a padding id of a larger target
+      // vocabulary) cannot run through the draft: it gets no drafts from then on
+      if (!has_rows(r.tokens.subspan(s.cached.size()))) want.back() = 0;
+    }
+    if (std::any_of(want.begin(), want.end(), [](int w) { return w > 0; })) prefill();
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const Seq& s = seqs_[static_cast<size_t>(requests[r].seq)];
+      const auto& t = requests[r].tokens;
+      ids.push_back(s.id);
+      first.emplace_back();
+      if (want[r] > 0) first.back().assign(t.begin() + static_cast<long>(s.cached.size()), t.end());
+    }
+    draft(*cache_, requests, want, ids, first, drafts);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      if (want[r] == 0) continue;
+      Seq& s = seqs_[static_cast<size_t>(requests[r].seq)];
+      s.cached.insert(s.cached.end(), first[r].begin(), first[r].end());
+      s.cached.insert(s.cached.end(), drafts[r].tokens.begin(), drafts[r].tokens.end() - 1);
     }
   }
 
@@ -181,21 +270,22 @@ class ModelDrafter : public Drafter {
     int id = -1;              // sequence in the draft cache; -1 before the prefill and once finished
     std::vector<int> cached;  // tokens whose keys/values the draft cache holds
     bool finished = false;    // finish() was called: it takes no part in the prefill
-    Rng rng;                  // draws its draft tokens when sampling
   };
 
   // Runs all but the last prompt token through the draft once, and forks every live
-  // sequence from it (propose() always feeds at least one token).
+  // sequence from it (propose() always feeds at least one token). Its time is the run's
+  // setup, not a step's (setup_seconds).
   void prefill() {
     if (prefilled_) return;
     prefilled_ = true;
+    const auto start = std::chrono::steady_clock::now();
     const int root = cache_->create();
     std::vector<int> cached(prompt_.begin(), prompt_.end() - 1);
     if (!has_rows(cached)) cached.clear();  // propose() then never drafts for it
     if (!cached.empty()) {
       RaggedBatch batch;
       batch.add(root, cached, false);
-      run(batch);
+      run(*cache_, batch);
     }
     for (Seq& s : seqs_) {
       if (s.finished) continue;
@@ -203,30 +293,19 @@ class ModelDrafter : public Drafter {
       s.cached = cached;
     }
     cache_->release(root);
+    setup_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   bool has_rows(std::span<const int> tokens) const {
     return std::all_of(tokens.begin(), tokens.end(), [&](int t) { return t < model_.config.vocab_size; });
   }
 
-  void run(const RaggedBatch& batch) {
-    backend_.forward(model_, *cache_, batch, logits_, n_layers_);
-    ++forwards_;
-  }
-
-  std::string name_;
-  Backend& backend_;
-  std::shared_ptr<const Model> keep_alive_;  // the separate draft model, when there is one
-  const Model& model_;
-  int n_layers_;
-  int target_vocab_;            // ids the target scores: proposals stay below it
-  SamplingParams sampling_;
+  std::shared_ptr<const Model> keep_alive_;  // the draft model
   std::unique_ptr<KvCache> cache_;
-  std::vector<Seq> seqs_;       // (n_seqs)
-  std::vector<int> prompt_;     // every sequence's start
-  bool prefilled_ = false;      // the draft cache holds the prompt
-  std::vector<float> logits_;   // (rows, vocab) of the last draft forward
-  std::vector<float> probs_;    // (vocab) scratch
+  std::vector<Seq> seqs_;         // (n_seqs)
+  std::vector<int> prompt_;       // every sequence's start
+  bool prefilled_ = false;        // the draft cache holds the prompt
+  double setup_seconds_ = 0;      // spent prefilling the prompt
 };
 
 }  // namespace
@@ -285,15 +364,13 @@ std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backen
       throw std::invalid_argument("draft 'layers:" + std::to_string(k) + "': K must be between 1 and the target's " +
                                   std::to_string(layers) + " layers");
     }
-    return std::make_unique<ModelDrafter>(kind, backend, nullptr, target, k, target.config.vocab_size, sampling,
-                                          n_seqs, max_tokens);
+    return std::make_unique<SelfDrafter>(kind, backend, target, k, sampling, n_seqs);
   }
   if (kind == "model") {
     if (!draft_model) throw std::invalid_argument("draft 'model' needs a draft model file (-d)");
     check_tokenizers_match(target, *draft_model);
-    const Model& m = *draft_model;
-    return std::make_unique<ModelDrafter>("model", backend, std::move(draft_model), m, -1, target.config.vocab_size,
-                                          sampling, n_seqs, max_tokens);
+    return std::make_unique<ModelDrafter>(backend, std::move(draft_model), target.config.vocab_size, sampling, n_seqs,
+                                          max_tokens);
   }
   throw std::invalid_argument("unknown draft kind '" + kind + "': use none, ngram, layers:K or model");
 }

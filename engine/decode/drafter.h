@@ -4,7 +4,7 @@
 //   ngram     prompt/context lookup: finds the latest earlier occurrence of the sequence's
 //             last 1-3 tokens and proposes what followed it. No model; strong on code.
 //   layers:K  self-speculation: the target's own first K layers + final norm + output matrix,
-//             with its own KV cache (no extra weights).
+//             over the target's own KV cache (no extra weights, no cache of its own).
 //   model     a separate, smaller draft model with its own KV cache; every id both
 //             vocabularies have must be the same piece (one may have more rows: padding),
 //             and the draft never proposes an id the target has no row for.
@@ -28,6 +28,7 @@ struct DraftRequest {
   std::span<const int> tokens;   // the sequence so far: prompt and generated tokens
   int max_tokens = 0;            // propose at most this many (0: none this step)
   int backlog = 0;               // tokens the drafter must feed before its first proposal (Drafter::backlog)
+  int cache_seq = -1;            // the sequence's id in the target's KV cache, which holds all its tokens but the last
 };
 
 struct Draft {
@@ -39,9 +40,10 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string name() const = 0;
-  // Once, before decoding: the prompt every one of `n_seqs` sequences starts from. A model
-  // drafter runs it through its model only when a first draft is asked for.
-  virtual void prepare(std::span<const int> prompt, int n_seqs) = 0;
+  // Once, before decoding: the prompt every one of `n_seqs` sequences starts from, and the
+  // target's KV cache the decoder verifies through (layers:K drafts through it). A model
+  // drafter runs the prompt through its model only when a first draft is asked for.
+  virtual void prepare(std::span<const int> prompt, int n_seqs, KvCache& target_cache) = 0;
   // Fills drafts[r] for requests[r] (drafts is resized to requests.size()).
   virtual void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) = 0;
   // Sequence `seq` now reads `tokens` after verification: forget what was assumed beyond.
@@ -57,6 +59,9 @@ class Drafter {
   // all); null for drafters that run no forward.
   virtual const Model* forward_model() const { return nullptr; }
   virtual int forward_layers() const { return -1; }
+  // Seconds spent so far on work done once per run rather than per step (a model
+  // drafter's prefill of the prompt): what a step took, less this, is the step's cost.
+  virtual double setup_seconds() const { return 0.0; }
 
   int forwards() const { return forwards_; }  // draft forward passes run
   // Draft KV blocks in use (0 for drafters without a cache); for leak checks.
