@@ -90,7 +90,7 @@ class ForwardDrafter : public Drafter {
   // round 0 feeds first[r] (the tokens the cache has not seen, the last one included),
   // each later round the token drawn in the one before; the last drawn token is never fed.
   void draft(KvCache& cache, std::span<const DraftRequest> requests, std::span<const int> want,
-             std::span<const int> ids, const std::vector<std::vector<int>>& first, std::vector<Draft>& drafts) {
+             std::span<const int> ids, std::span<const std::span<const int>> first, std::vector<Draft>& drafts) {
     drafts.assign(requests.size(), Draft{});
     const int rounds = want.empty() ? 0 : *std::max_element(want.begin(), want.end());
     const int vocab = model_.config.vocab_size;
@@ -161,7 +161,7 @@ class SelfDrafter : public ForwardDrafter {
   void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
     if (!cache_) throw std::logic_error("self-drafter used before prepare()");
     std::vector<int> want, ids, lengths;
-    std::vector<std::vector<int>> first;
+    std::vector<std::span<const int>> first;
     for (const DraftRequest& r : requests) {
       const int length = static_cast<int>(r.tokens.size()) - 1;  // all but the last token are cached
       if (r.cache_seq < 0 || cache_->length(r.cache_seq) != length) {
@@ -170,7 +170,7 @@ class SelfDrafter : public ForwardDrafter {
       want.push_back(room(r));
       ids.push_back(r.cache_seq);
       lengths.push_back(length);
-      first.push_back({r.tokens.back()});
+      first.push_back(r.tokens.last(1));
     }
     // the target's cache is left as it was found, even when a forward throws
     struct Restore {
@@ -218,7 +218,7 @@ class ModelDrafter : public ForwardDrafter {
 
   void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
     std::vector<int> want, ids;
-    std::vector<std::vector<int>> first;
+    std::vector<std::span<const int>> first;
     for (const DraftRequest& r : requests) {
       const Seq& s = seqs_.at(static_cast<size_t>(r.seq));
       if (s.finished) throw std::logic_error("draft for a finished sequence");
@@ -230,10 +230,8 @@ class ModelDrafter : public ForwardDrafter {
     if (std::any_of(want.begin(), want.end(), [](int w) { return w > 0; })) prefill();
     for (size_t r = 0; r < requests.size(); ++r) {
       const Seq& s = seqs_[static_cast<size_t>(requests[r].seq)];
-      const auto& t = requests[r].tokens;
       ids.push_back(s.id);
-      first.emplace_back();
-      if (want[r] > 0) first.back().assign(t.begin() + static_cast<long>(s.cached.size()), t.end());
+      first.push_back(want[r] > 0 ? requests[r].tokens.subspan(s.cached.size()) : std::span<const int>{});
     }
     draft(*cache_, requests, want, ids, first, drafts);
     for (size_t r = 0; r < requests.size(); ++r) {
