@@ -82,11 +82,35 @@ class LatePolicy : public DraftPolicy {
     k.assign(live.size(), steps_ < wait_ ? 0 : k_);
     ++steps_;
   }
-  void update(std::span<const DraftRequest>, std::span<const int>, std::span<const int>, double) override {}
+  void update(std::span<const DraftRequest>, std::span<const int>, std::span<const int>, double seconds) override {
+    step_seconds.push_back(seconds);
+  }
+
+  std::vector<double> step_seconds;  // what each step was reported to take
 
  private:
   int wait_, k_;
   int steps_ = 0;  // lengths() calls so far
+};
+
+// Proposes nothing; the first time it is asked for a draft it reports a setup of 1000 s
+// (as a draft model reports its lazy prefill), which it never spent.
+class SetupDrafter : public Drafter {
+ public:
+  std::string name() const override { return "setup"; }
+  void prepare(std::span<const int>, int, KvCache&) override {}
+  void propose(std::span<const DraftRequest> requests, std::vector<Draft>& drafts) override {
+    drafts.assign(requests.size(), Draft{});
+    for (const DraftRequest& r : requests) {
+      if (r.max_tokens > 0) setup_ = 1000.0;
+    }
+  }
+  void sync(int, std::span<const int>) override {}
+  void finish(int) override {}
+  double setup_seconds() const override { return setup_; }
+
+ private:
+  double setup_ = 0.0;
 };
 
 // The draft model's own greedy continuation of `context`, from scratch: what a greedy
@@ -689,6 +713,27 @@ class TestSpecDecode : public QObject {
     QCOMPARE(cache->length(ids[1]), prompt_len);
   }
 
+
+  // The time a step reports to the policy leaves out the drafter's setup (a draft model's
+  // prefill, done once per run): the step in which 1000 s of setup were reported is
+  // reported 1000 s short, the others whole.
+  void stepTimeLeavesOutTheDraftersSetup() {
+    const auto prompt = make_prompt(12, 4);
+    DecodeOptions o;
+    o.n_seqs = 2;
+    o.max_new_tokens = 8;
+    Setup s("none", "fixed:1", o, 12);
+    s.drafter = std::make_unique<SetupDrafter>();
+    auto policy = std::make_unique<LatePolicy>(3, 2);
+    LatePolicy& late = *policy;
+    s.policy = std::move(policy);
+    s.run(prompt, o);
+    QCOMPARE(late.step_seconds.size(), size_t{7});
+    for (size_t step = 0; step < late.step_seconds.size(); ++step) {
+      const double t = late.step_seconds[step];
+      QVERIFY2(step == 3 ? t < -999.0 : t >= 0.0, qPrintable(QString("step %1: %2 s").arg(step).arg(t)));
+    }
+  }
 
   // A policy that starts drafting late: the draft model's prefill comes with the first
   // draft (layers:K has none), after the sequences generated on their own (one of them finished by then), and
