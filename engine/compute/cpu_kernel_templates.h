@@ -164,6 +164,10 @@ template <class V>
 constexpr int kQuantTokens = V::kRegisters >= 32 ? 8 : 4;
 
 // Q4_0: weights as unsigned nibbles (w + 8); the activation offsets subtract 8 · Σq.
+// Activation rows are reached through one pointer per token (the scales and offsets at fixed
+// distances from it, q8_row's layout): three pointers per token would not fit the general
+// registers at 8 tokens, and the spills cost more than the products. On VNNI levels the
+// tokens' products are interleaved per weight vector, each token's sum a chain of 8.
 template <class V>
 struct Q4_0Panel {
   static constexpr int kBias = 8;
@@ -175,9 +179,10 @@ struct Q4_0Panel {
     using F = typename V::F;
     using I = typename V::I;
     constexpr int P = V::kLanes;
-    Q8Row a[T];
+    const uint8_t* row[T];
     F acc[T];
-    for (int t = 0; t < T; ++t) a[t] = q8_row(x + t * x_stride, cols), acc[t] = V::fzero();
+    for (int t = 0; t < T; ++t) row[t] = x + t * x_stride, acc[t] = V::fzero();
+    const size_t scales_at = static_cast<size_t>(cols), offsets_at = scales_at + cols / 32 * 4;
     const I low = V::set8(0x0F);
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* block = panel + b * q4_0_panel_block(P);
@@ -189,18 +194,29 @@ struct Q4_0Panel {
         w[v + 4] = V::and_(V::template srl16<4>(raw), low);
       }
       const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
-      for (int t = 0; t < T; ++t) {
-        const int8_t* q = a[t].values + 32 * b;
-        I sum;
-        if constexpr (V::kVnni) {
-          sum = V::bcast32(a[t].offsets + b);
-          for (int c = 0; c < 8; ++c) sum = V::dpbusd(sum, w[c], V::bcast32(q + 4 * c));
-        } else {
+      const auto update = [&](int t, I sum) {
+        float scale;
+        std::memcpy(&scale, row[t] + scales_at + 4 * b, 4);
+        acc[t] = V::fma(V::cvt(sum), V::fmul(d, V::fset1(scale)), acc[t]);
+      };
+      if constexpr (V::kVnni) {
+        I sum[T];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) sum[t] = V::bcast32(row[t] + offsets_at + 4 * b);
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) sum[t] = V::dpbusd(sum[t], w[c], V::bcast32(row[t] + 32 * b + 4 * c));
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) update(t, sum[t]);
+      } else {  // 16 registers: each token's sum is used up before the next one's
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* q = row[t] + 32 * b;
           I pairs = V::maddubs(w[0], V::bcast32(q));
           for (int c = 1; c < 8; ++c) pairs = V::add16(pairs, V::maddubs(w[c], V::bcast32(q + 4 * c)));
-          sum = V::add32(V::madd16(pairs, V::set16(1)), V::bcast32(a[t].offsets + b));
+          update(t, V::add32(V::madd16(pairs, V::set16(1)), V::bcast32(row[t] + offsets_at + 4 * b)));
         }
-        acc[t] = V::fma(V::cvt(sum), V::fmul(d, V::fset1(a[t].scales[b])), acc[t]);
       }
     }
     for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
