@@ -5,6 +5,8 @@
 // directory costs nothing but the file. No assertion depends on timing.
 #include <QtTest>
 
+#include <QDateTime>
+#include <QFile>
 #include <QTemporaryDir>
 #include <cmath>
 #include <fstream>
@@ -116,8 +118,19 @@ class TestCostModel : public QObject {
     QVERIFY(key.find(model->path) != std::string::npos);
     QVERIFY(key.find("backend fake") != std::string::npos);
     QVERIFY(key.find("logical cores") != std::string::npos);
+    // the running program, by its file: a rebuilt program measures its own kernels
+    const std::string program = QCoreApplication::applicationFilePath().toStdString();
+    QVERIFY2(key.find("program " + program + ", ") != std::string::npos, key.c_str());
     write_text(model->path, "other weights");  // the file changed: another measurement
-    QVERIFY(cost_model_key(backend, *model) != key);
+    const std::string rewritten = cost_model_key(backend, *model);
+    QVERIFY(rewritten != key);
+    // the same size, written later: still another measurement
+    write_text(model->path, "OTHER WEIGHTS");
+    QFile file(QString::fromStdString(model->path));
+    QVERIFY(file.open(QIODevice::ReadWrite));
+    QVERIFY(file.setFileTime(QDateTime::currentDateTime().addSecs(3600), QFileDevice::FileModificationTime));
+    file.close();
+    QVERIFY(cost_model_key(backend, *model) != rewritten);
   }
 
   void cacheFileRoundTrip() {

@@ -249,7 +249,10 @@ std::string file_identity(const std::string& path) {
   std::error_code ec;
   const fs::path p = fs::absolute(path, ec);
   uintmax_t size = 0;
-  fs::file_time_type newest{};
+  // not {}: the clock's epoch lies in the future (2174 in libstdc++), so every real file's
+  // time is negative and max() with it kept 0, and a rewritten file of the same size had
+  // the same identity
+  fs::file_time_type newest = fs::file_time_type::min();
   const auto add = [&](const fs::path& f) {
     size += fs::file_size(f, ec);
     newest = std::max(newest, fs::last_write_time(f, ec));
@@ -341,6 +344,10 @@ std::string cost_model_key(const Backend& backend, const Model& model) {
   }
   key << "; backend " << backend.name() << "; machine " << cpu_model_name() << ", "
       << std::thread::hardware_concurrency() << " logical cores";
+  // the program that measured: a rebuilt one has other kernels, whose costs were never taken
+  std::error_code ec;
+  const fs::path program = fs::read_symlink("/proc/self/exe", ec);
+  key << "; program " << (ec ? std::string("unknown") : file_identity(program.string()));
   return key.str();
 }
 

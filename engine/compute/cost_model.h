@@ -36,7 +36,7 @@ class Backend;
 struct Model;
 
 struct ForwardCost {
-  std::string key;                    // what was measured: model file, backend, machine (cost_model_key)
+  std::string key;                    // what was measured: model file, backend, machine, program (cost_model_key)
   int n_layers = 0;                   // the model's layers: the default depth of seconds()
   std::vector<int> tokens;            // (points) batch sizes measured, ascending, the first 1
   std::vector<double> layer_seconds;  // (points) one layer over that many tokens, nondecreasing
@@ -59,9 +59,10 @@ struct ForwardCost {
 ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds = 0.4);
 
 // The identity of a measurement: the model file (absolute path, size, modification time)
-// with the model's shape, the backend's name (SIMD level and threads included) and the
-// machine (processor model, logical cores). Empty for a model without a file (random or
-// in-memory weights), which is then never cached.
+// with the model's shape, the backend's name (SIMD level and threads included), the
+// machine (processor model, logical cores) and the running program's file (a rebuilt
+// program has other kernels). Empty for a model without a file (random or in-memory
+// weights), which is then never cached.
 std::string cost_model_key(const Backend& backend, const Model& model);
 
 // $XDG_CACHE_HOME/specula, else $HOME/.cache/specula; empty when neither is set.
