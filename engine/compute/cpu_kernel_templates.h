@@ -168,9 +168,9 @@ alignas(64) constexpr uint8_t kDupHigh[64] = {
 // (panels lie one after another, so that runs on into the next panel): the hardware
 // prefetchers alone keep too few lines in flight for the cores to read at the memory's rate,
 // in one-token decoding and, more still, in tiles of a few tokens, whose arithmetic spaces
-// the loads out. The distances were measured on the 1.1B files (docs/performance.md): 4 KiB
-// for the 32-value blocks, 8 KiB for the K-quants' 256-value ones. Prefetches never fault,
-// past the matrix's end included.
+// the loads out. The distances come from alternated runs of the 1.1B files at 4 and 8 KiB:
+// 4 KiB for the 32-value blocks, 8 KiB for the K-quants' 256-value ones (docs/cpu_backend.md).
+// Prefetches never fault, past the matrix's end included.
 template <size_t kAhead>
 inline void prefetch_ahead(const uint8_t* block, size_t bytes) {
   for (size_t line = 0; line < bytes; line += 64) __builtin_prefetch(block + kAhead + line);
@@ -199,7 +199,9 @@ struct Q4_0Panel {
     const uint8_t* row[T];
     F acc[T];
     for (int t = 0; t < T; ++t) row[t] = x + t * x_stride, acc[t] = V::fzero();
-    const size_t scales_at = static_cast<size_t>(cols), offsets_at = scales_at + cols / 32 * 4;
+    const Q8Row layout = q8_row(x, cols);  // its distances from a row's start hold in every row
+    const auto scales_at = reinterpret_cast<const uint8_t*>(layout.scales) - x;
+    const auto offsets_at = reinterpret_cast<const uint8_t*>(layout.offsets) - x;
     const I low = V::set8(0x0F);
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* block = panel + b * q4_0_panel_block(P);
