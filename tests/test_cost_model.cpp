@@ -2,7 +2,8 @@
 // the shape of a measurement on the controlled fake backend (which probes run, how many,
 // how the budget bounds them), the identity of a measurement, and the cache file: a valid
 // file is used, a stale or corrupt one is measured again and replaced, an unwritable
-// directory costs nothing but the file. No assertion depends on timing.
+// directory costs nothing but the file. No assertion depends on how fast anything runs; one
+// rests on sleeps, in the direction a sleep cannot miss (it never ends early).
 #include <QtTest>
 
 #include <QDateTime>
@@ -71,7 +72,7 @@ class TestCostModel : public QObject {
     QCOMPARE(c.verify_seconds(2, 10), 10 * (1.0 + 23 * 0.01) + 0.5);
   }
 
-  // With no budget, the fewest probes: 1 to 8 tokens, two runs of each; with a large
+  // With no budget, the fewest probes: 1 to 16 tokens, three runs of each; with a large
   // one, every batch size up to 64 and five runs. Each size is timed as a whole forward and
   // as one layer (logits for the last token and for all); a whole forward warms up. This
   // model fits in the last-level cache, so each whole forward, the attention probe's too,
@@ -80,8 +81,8 @@ class TestCostModel : public QObject {
     FakeBackend backend;
     const auto model = make_fake_model("target", 24, 6);
     const ForwardCost small = measure_forward_cost(backend, *model, 0.0);
-    QCOMPARE(small.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8}));
-    QCOMPARE(backend.calls, 2 + 2 * (4 * 6 + 2));  // warm-up (a whole forward: 2), then per round: 6 sizes x (whole forward x 2, 1 layer x 2), context x 2
+    QCOMPARE(small.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16}));
+    QCOMPARE(backend.calls, 2 + 3 * (4 * 8 + 2));  // warm-up (a whole forward: 2), then per round: 8 sizes x (whole forward x 2, 1 layer x 2), context x 2
     QCOMPARE(backend.max_layers, 6);
     QCOMPARE(small.n_layers, 6);
 
@@ -107,6 +108,27 @@ class TestCostModel : public QObject {
     const auto model = make_fake_model("target", 24, 3, 20);
     const ForwardCost c = measure_forward_cost(backend, *model, 1e6);
     QCOMPARE(c.tokens, (std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16}));
+  }
+
+  // The typical run of a probe decides, not the luckiest: a one-token whole forward that is
+  // fast once and slow twice is costed as slow (the fastest run would say it costs nothing).
+  void aTypicalRunDecidesNotALuckyOne() {
+    struct OneLuckyRun : FakeBackend {
+      int whole_one_token_forwards = 0;
+      void forward(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<float>& logits,
+                   int n_layers) override {
+        if (n_layers == model.config.n_layers && batch.n_tokens() == 1) {
+          // each timed whole forward of this small model follows an untimed one: the
+          // warm-up's two, then the first round's, whose timed run is the lucky one
+          if (++whole_one_token_forwards != 4) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        }
+        FakeBackend::forward(model, cache, batch, logits, n_layers);
+      }
+    } backend;
+    const auto model = make_fake_model("target", 24, 6);
+    const ForwardCost c = measure_forward_cost(backend, *model, 0.0);
+    QCOMPARE(backend.whole_one_token_forwards, 2 + 3 * 2);
+    QVERIFY2(c.seconds(1, 1, 0) >= 0.030, qPrintable(QString::number(c.seconds(1, 1, 0))));
   }
 
   void keyNamesModelFileBackendAndMachine() {

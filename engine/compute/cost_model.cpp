@@ -25,13 +25,16 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Bumped whenever what a file holds or how it is measured changes: older files then miss.
-constexpr const char* kFormat = "specula forward cost 4";
+constexpr const char* kFormat = "specula forward cost 5";
 // Batch sizes measured, smallest first, while the budget lasts: dense where single
 // sequences verify short drafts, sparser where batches of drafts land.
 constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
-constexpr int kMinPoints = 6;        // 1 to 8 tokens whatever the budget: fewer extrapolate badly
-constexpr int kMinRounds = 2;        // runs of every probe whatever the budget: one run may meet a load spike
-constexpr int kMaxRounds = 5;        // runs of every probe at most; each keeps its fastest run
+// 1 to 16 tokens whatever the budget: two sequences drafting 7 tokens, or four drafting 3,
+// verify 16, and extrapolating there from 8 misjudged it both ways (a machine whose 16 tokens
+// cost 1.6x its 8 was predicted at 2x, and its sequences drafted too little)
+constexpr int kMinPoints = 8;
+constexpr int kMinRounds = 3;        // runs of every probe whatever the budget: the median of three outvotes a load spike
+constexpr int kMaxRounds = 5;        // runs of every probe at most; each keeps its median run
 constexpr double kFirstRound = 0.35; // share of the budget after which the first round takes no larger point
 constexpr int kContextProbe = 256;   // cached positions of the attention probe (at most)
 
@@ -170,18 +173,46 @@ class Prober {
   bool fits_in_cache_;  // the model's weights fit in the last-level cache
 };
 
-// The fastest run of each probe: on a shared machine, the least disturbed one.
-struct Fastest {
+// What each probe typically takes: the median of its runs. Not the fastest run: where other
+// tenants share the memory, a memory-bound forward's time spreads (a 1.1B file's one-token
+// forward ran 18 to 29 ms) while a compute-bound one's hardly does, so the fastest of a few
+// runs favoured one token (that file's 4 tokens came out at 1.65x one, where the medians
+// are 1.15x) and its drafts looked dearer than they are. A median is as deaf to a lone load
+// spike as a minimum.
+struct Typical {
   std::vector<double> last;  // (points) 1 layer, n tokens, logits for the last: layer(n) + head(1)
   std::vector<double> all;   // (points) 1 layer, n tokens, logits for all: layer(n) + head(n)
   std::vector<double> full;  // (points) all layers, n tokens, logits for the last: n_layers layer(n) + head(1)
-  double context = INFINITY; // all layers (1 if the model has one), context_tokens tokens after kContextProbe positions, logits for the last
-  void keep(double& best, double t) { best = std::min(best, t); }
+  double context = 0;        // all layers (1 if the model has one), context_tokens tokens after kContextProbe positions, logits for the last
+};
+
+// Every run of every probe, per batch size.
+struct Runs {
+  std::vector<std::vector<double>> last, all, full;  // (points, runs) the probes of Typical
+  std::vector<double> context;                       // (runs)
+
+  explicit Runs(size_t points) : last(points), all(points), full(points) {}
+  static double median(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  }
+  Typical typical(size_t points) const {
+    Typical t;
+    for (size_t p = 0; p < points; ++p) {
+      t.last.push_back(median(last[p]));
+      t.all.push_back(median(all[p]));
+      t.full.push_back(median(full[p]));
+    }
+    t.context = median(context);
+    return t;
+  }
 };
 
 // Seconds are split into the model's terms; noise may make a difference negative, so each
 // term is kept positive and nondecreasing in the batch size.
-ForwardCost fit(const Model& model, const std::vector<int>& points, const Fastest& f, int context_tokens,
+ForwardCost fit(const Model& model, const std::vector<int>& points, const Typical& f, int context_tokens,
                 int context_positions) {
   ForwardCost cost;
   cost.n_layers = model.config.n_layers;
@@ -304,27 +335,22 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   probe.time_full_depth(1);  // warm-up: pages, threads, allocations, repacked weights
 
   const bool whole_forwards = model.config.n_layers >= 2;
-  Fastest f;
-  f.last.assign(points.size(), INFINITY);
-  f.all.assign(points.size(), INFINITY);
-  f.full.assign(points.size(), INFINITY);
+  Runs runs(points.size());
   for (int round = 0; round < kMaxRounds && (round < kMinRounds || probe.spent() < budget_seconds); ++round) {
     for (size_t p = 0; p < points.size(); ++p) {
-      if (whole_forwards) f.keep(f.full[p], probe.time_full_depth(points[p]));
-      f.keep(f.last[p], probe.time(points[p], false));
-      f.keep(f.all[p], probe.time(points[p], true));
+      if (whole_forwards) runs.full[p].push_back(probe.time_full_depth(points[p]));
+      runs.last[p].push_back(probe.time(points[p], false));
+      runs.all[p].push_back(probe.time(points[p], true));
       // the first round decides how far the budget reaches; later rounds only repeat
       if (round == 0 && static_cast<int>(p) + 1 >= kMinPoints && probe.spent() > kFirstRound * budget_seconds) {
         points.resize(p + 1);
         break;
       }
     }
-    f.keep(f.context, whole_forwards ? probe.time_full_depth(context_tokens, context_positions)
-                                     : probe.time(context_tokens, false, context_positions));
+    runs.context.push_back(whole_forwards ? probe.time_full_depth(context_tokens, context_positions)
+                                          : probe.time(context_tokens, false, context_positions));
   }
-  f.last.resize(points.size());
-  f.all.resize(points.size());
-  f.full.resize(points.size());
+  const Typical f = runs.typical(points.size());
   ForwardCost cost = fit(model, points, f, context_tokens, context_positions);
   cost.key = cost_model_key(backend, model);
   cost.measure_seconds = elapsed();

@@ -53,7 +53,7 @@ struct ForwardCost {
   double verify_seconds(int tokens, int context = 0) const;
 };
 
-// Measures `model` on `backend` with about `budget_seconds` of probes (batch sizes beyond 8
+// Measures `model` on `backend` with about `budget_seconds` of probes (batch sizes beyond 16
 // are left out when the budget runs short, and extrapolated; a busy machine stretches the
 // wall time, not the probes). The result has cost_model_key's key.
 ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds = 0.4);
