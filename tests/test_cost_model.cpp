@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 #include <cmath>
 #include <fstream>
+#include <unistd.h>
 
 #include "compute/cost_model.h"
 #include "fake_backend.h"
@@ -129,6 +130,33 @@ class TestCostModel : public QObject {
     const ForwardCost c = measure_forward_cost(backend, *model, 0.0);
     QCOMPARE(backend.whole_one_token_forwards, 2 + 3 * 2);
     QVERIFY2(c.seconds(1, 1, 0) >= 0.030, qPrintable(QString::number(c.seconds(1, 1, 0))));
+  }
+
+  // A model larger than the last-level cache streams its weights at one token: the head's
+  // share of a one-token forward is its share of the bytes, however fast a lone layer's probe
+  // happened to run (here at once, where whole forwards take 20 ms or more).
+  void aModelBeyondTheCacheSplitsByBytes() {
+    struct SlowWholeForwards : FakeBackend {
+      void forward(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<float>& logits,
+                   int n_layers) override {
+        if (n_layers == model.config.n_layers && batch.n_tokens() == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        FakeBackend::forward(model, cache, batch, logits, n_layers);
+      }
+    } backend;
+    auto model = make_fake_model("target", 24, 4);
+    // shapes without data: 4 layers of half the cache each, and a head of twice the cache,
+    // so that the head is half of what a one-token forward reads
+    const long cache = std::max(sysconf(_SC_LEVEL3_CACHE_SIZE), 32L << 20);
+    model->weights.layers.resize(4);
+    for (LayerWeights& layer : model->weights.layers) layer.w_gate = TensorView{TensorType::F32, 1024, cache / 2 / 4096, nullptr};
+    model->weights.output = TensorView{TensorType::F32, 1024, 2 * cache / 4096, nullptr};
+    QVERIFY(model->weight_bytes() > static_cast<size_t>(cache));
+    const ForwardCost c = measure_forward_cost(backend, *model, 0.0);
+    const double one = c.seconds(1, 1, 0);
+    QVERIFY2(c.head_seconds[0] >= 0.010, qPrintable(QString::number(c.head_seconds[0])));
+    QVERIFY(std::abs(c.head_seconds[0] - one / 2) < 0.05 * one);  // the lone-layer probes add next to nothing
   }
 
   void keyNamesModelFileBackendAndMachine() {

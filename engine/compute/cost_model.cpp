@@ -63,6 +63,16 @@ size_t layer_bytes(const Model& model) {
 
 size_t head_bytes(const Model& model) { return model.weights.output.bytes() + model.weights.final_norm.bytes(); }
 
+// What a one-token forward reads: every layer's weights and the head (and one embedding row,
+// which is nothing beside them).
+size_t streamed_bytes(const Model& model) {
+  size_t bytes = head_bytes(model);
+  for (const LayerWeights& layer : model.weights.layers) {
+    for (const TensorView* v : layer.tensors()) bytes += v->bytes();
+  }
+  return bytes;
+}
+
 // The last-level cache, which a probe must not find warm with weights that a whole
 // forward would have pushed out.
 size_t last_level_cache_bytes() {
@@ -213,18 +223,29 @@ struct Runs {
 // Seconds are split into the model's terms; noise may make a difference negative, so each
 // term is kept positive and nondecreasing in the batch size.
 ForwardCost fit(const Model& model, const std::vector<int>& points, const Typical& f, int context_tokens,
-                int context_positions) {
+                int context_positions, bool memory_bound) {
   ForwardCost cost;
   cost.n_layers = model.config.n_layers;
   cost.tokens = points;
   const double one = f.last[0];
   const int depth = model.config.n_layers;
-  // A lone layer's probe does not say how its time splits between the layer and the head; a
-  // whole forward does: the depth - 1 other layers cost what it adds.
-  double layer1 = depth >= 2 ? (f.full[0] - one) / (depth - 1)
-                             : one * static_cast<double>(layer_bytes(model)) / static_cast<double>(layer_bytes(model) + head_bytes(model));
-  layer1 = std::clamp(layer1, 0.02 * one, one);
-  const double head1 = one - layer1;
+  // How a one-token forward splits between the layers and the head. A model larger than the
+  // last-level cache streams its weights from memory at one token, so the forward's time
+  // divides as the bytes it reads do. (From a lone layer's probe the 1.1B Q4_K_M file's head
+  // came out at 0.3 to 1.2 ms where it costs about 1.1, as the memory's load from other
+  // tenants came and went, and layers:2 drafts were predicted at half their cost.) A model in
+  // the cache is bound by its arithmetic and the forward's overheads: there a lone layer's
+  // probe says what the head adds, and a whole forward what the depth - 1 other layers do.
+  double layer1 = 0, head1 = 0;
+  if (memory_bound && depth >= 2) {
+    head1 = f.full[0] * static_cast<double>(head_bytes(model)) / static_cast<double>(streamed_bytes(model));
+    layer1 = (f.full[0] - head1) / depth;
+  } else {
+    layer1 = depth >= 2 ? (f.full[0] - one) / (depth - 1)
+                        : one * static_cast<double>(layer_bytes(model)) / static_cast<double>(layer_bytes(model) + head_bytes(model));
+    layer1 = std::clamp(layer1, 0.02 * one, one);
+    head1 = one - layer1;
+  }
   const size_t c = static_cast<size_t>(std::find(points.begin(), points.end(), context_tokens) - points.begin());
   // the attention probe is a whole forward where there are whole forwards, like its baseline
   const double without_context = depth >= 2 ? f.full[c] : f.last[c];
@@ -239,7 +260,8 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Typica
     // take 1.3x; the demo target's 4 tokens at 1.1x where whole forwards take 1.7x).
     const double whole = depth >= 2 ? (f.full[p] - head1) / depth : f.last[p] - head1;
     double layer = whole - cost.position_seconds * own_positions;
-    double head = f.all[p] - f.last[p] + head1;
+    // logits for all of one token are the logits for the last: the two probes differ by noise
+    double head = points[p] == 1 ? head1 : f.all[p] - f.last[p] + head1;
     if (p > 0) {
       layer = std::max(layer, cost.layer_seconds.back());
       head = std::max(head, cost.head_seconds.back());
@@ -351,7 +373,8 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
                                           : probe.time(context_tokens, false, context_positions));
   }
   const Typical f = runs.typical(points.size());
-  ForwardCost cost = fit(model, points, f, context_tokens, context_positions);
+  ForwardCost cost = fit(model, points, f, context_tokens, context_positions,
+                         model.weight_bytes() > last_level_cache_bytes());
   cost.key = cost_model_key(backend, model);
   cost.measure_seconds = elapsed();
   cost.load = std::max(load_at_start, machine_load());
