@@ -18,9 +18,11 @@
 //           for small models at long contexts (stories260K), hardly for large ones.
 //
 // layer(n) comes from whole forwards of n tokens at a few batch sizes, interpolated linearly
-// between them; beyond the last one it grows at least in proportion to the batch. The first
-// layer timed alone splits a one-token forward into the layers' and the head's shares, and
-// gives head(n) (logits for every token against logits for the last). Probing every layer
+// between them; beyond the last one it grows at least in proportion to the batch. A one-token
+// forward splits into the layers' and the head's shares by the bytes they read when the model
+// is larger than the last-level cache (it streams its weights), else by the first layer timed
+// alone; that layer alone gives head(n) (logits for every token against logits for the
+// last). Probing every layer
 // costs a few of the forwards a decode runs anyway (5 to 9 s for the 1.1B shape on a 2-core
 // machine, once per model file); one layer alone misjudged what a layer costs among the
 // others, in both directions.
