@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <unistd.h>
 
 #include "compute/cost_model.h"
@@ -49,6 +50,21 @@ std::shared_ptr<Model> model_with_file(const QTemporaryDir& dir) {
   write_text(m->path, "weights");
   return m;
 }
+
+// The fake backend, with every whole-model forward of one token first sleeping as long as
+// `sleep_ms(n)` says for the n-th of them (from 1).
+struct SleepingWholeForwards : FakeBackend {
+  std::function<int(int)> sleep_ms;
+  int whole_one_token_forwards = 0;
+  explicit SleepingWholeForwards(std::function<int(int)> ms) : sleep_ms(std::move(ms)) {}
+  void forward(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<float>& logits,
+               int n_layers) override {
+    if (n_layers == model.config.n_layers && batch.n_tokens() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms(++whole_one_token_forwards)));
+    }
+    FakeBackend::forward(model, cache, batch, logits, n_layers);
+  }
+};
 
 }  // namespace
 
@@ -114,18 +130,9 @@ class TestCostModel : public QObject {
   // The typical run of a probe decides, not the luckiest: a one-token whole forward that is
   // fast once and slow twice is costed as slow (the fastest run would say it costs nothing).
   void aTypicalRunDecidesNotALuckyOne() {
-    struct OneLuckyRun : FakeBackend {
-      int whole_one_token_forwards = 0;
-      void forward(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<float>& logits,
-                   int n_layers) override {
-        if (n_layers == model.config.n_layers && batch.n_tokens() == 1) {
-          // each timed whole forward of this small model follows an untimed one: the
-          // warm-up's two, then the first round's, whose timed run is the lucky one
-          if (++whole_one_token_forwards != 4) std::this_thread::sleep_for(std::chrono::milliseconds(30));
-        }
-        FakeBackend::forward(model, cache, batch, logits, n_layers);
-      }
-    } backend;
+    // each timed whole forward of this small model follows an untimed one: the warm-up's
+    // two, then the first round's, whose timed run is the lucky one
+    SleepingWholeForwards backend([](int n) { return n == 4 ? 0 : 30; });
     const auto model = make_fake_model("target", 24, 6);
     const ForwardCost c = measure_forward_cost(backend, *model, 0.0);
     QCOMPARE(backend.whole_one_token_forwards, 2 + 3 * 2);
@@ -136,15 +143,7 @@ class TestCostModel : public QObject {
   // share of a one-token forward is its share of the bytes, however fast a lone layer's probe
   // happened to run (here at once, where whole forwards take 20 ms or more).
   void aModelBeyondTheCacheSplitsByBytes() {
-    struct SlowWholeForwards : FakeBackend {
-      void forward(const Model& model, KvCache& cache, const RaggedBatch& batch, std::vector<float>& logits,
-                   int n_layers) override {
-        if (n_layers == model.config.n_layers && batch.n_tokens() == 1) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        FakeBackend::forward(model, cache, batch, logits, n_layers);
-      }
-    } backend;
+    SleepingWholeForwards backend([](int) { return 20; });
     auto model = make_fake_model("target", 24, 4);
     // shapes without data: 4 layers of half the cache each, and a head of twice the cache,
     // so that the head is half of what a one-token forward reads
@@ -156,7 +155,7 @@ class TestCostModel : public QObject {
     const ForwardCost c = measure_forward_cost(backend, *model, 0.0);
     const double one = c.seconds(1, 1, 0);
     QVERIFY2(c.head_seconds[0] >= 0.010, qPrintable(QString::number(c.head_seconds[0])));
-    QVERIFY(std::abs(c.head_seconds[0] - one / 2) < 0.05 * one);  // the lone-layer probes add next to nothing
+    QVERIFY(std::abs(c.head_seconds[0] - one / 2) < 1e-9 * one);  // one-token seconds are the whole forward
   }
 
   void keyNamesModelFileBackendAndMachine() {

@@ -54,12 +54,14 @@ double interpolate(const std::vector<int>& xs, const std::vector<double>& ys, do
   return ys[hi - 1] + slope * (x - xs[hi - 1]);
 }
 
-size_t layer_bytes(const Model& model) {
+size_t bytes_of(const LayerWeights& layer) {
   size_t bytes = 0;
-  if (model.weights.layers.empty()) return bytes;
-  for (const TensorView* v : model.weights.layers.front().tensors()) bytes += v->bytes();
+  for (const TensorView* v : layer.tensors()) bytes += v->bytes();
   return bytes;
 }
+
+// The first layer's weights: what a one-layer probe reads besides the head.
+size_t layer_bytes(const Model& model) { return model.weights.layers.empty() ? 0 : bytes_of(model.weights.layers.front()); }
 
 size_t head_bytes(const Model& model) { return model.weights.output.bytes() + model.weights.final_norm.bytes(); }
 
@@ -67,9 +69,7 @@ size_t head_bytes(const Model& model) { return model.weights.output.bytes() + mo
 // which is nothing beside them).
 size_t streamed_bytes(const Model& model) {
   size_t bytes = head_bytes(model);
-  for (const LayerWeights& layer : model.weights.layers) {
-    for (const TensorView* v : layer.tensors()) bytes += v->bytes();
-  }
+  for (const LayerWeights& layer : model.weights.layers) bytes += bytes_of(layer);
   return bytes;
 }
 
