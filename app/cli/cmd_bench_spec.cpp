@@ -3,8 +3,10 @@
 // For every batch size N, drafter, draft policy and temperature it decodes the same prompt
 // with the same settings and reports ms/token/sequence, total tokens/s, acceptance rate,
 // verification steps per generated token and the speed-up over `--draft none` at the same
-// N. The configurations of one (mode, T, N) group run interleaved, repeat by repeat, so
-// that a shared machine's changing load falls on all of them alike; every timed run follows
+// N. The configurations of one (mode, T, N) group run interleaved, repeat by repeat (each
+// repeat in another order), so that a shared machine's changing load falls on all of them
+// alike, and a speed-up is the median over repeats of the ratio between runs of the same
+// repeat, printed with the lowest and highest such ratio; every timed run follows
 // a short warm-up run of the same configuration; decoding is timed apart from the prompt's
 // prefill, by the wall clock and by process CPU time (which other programs' turns on a
 // shared machine do not inflate). Runs ignore EOS so that every sequence generates exactly --max-tokens tokens.
@@ -73,9 +75,11 @@ struct Row {
   int n = 0;
   Config config;
   double decode_s = 0, prefill_s = 0, decode_cpu_s = 0;  // medians over the repeats
+  std::vector<double> decode_s_runs;                      // (repeats) each repeat's decoding time
   double ms_per_token_per_seq = 0, tokens_per_s = 0, acceptance = 0, steps_per_token = 0;
   double cpu_ms_per_token_per_seq = 0;
-  double speedup = 1.0, cpu_speedup = 1.0;
+  double speedup = 1.0, cpu_speedup = 1.0;  // medians of the repeats' ratios to the baseline
+  double speedup_low = 1.0, speedup_high = 1.0;  // the lowest and highest of those ratios (wall clock)
 };
 
 struct Bench {
@@ -138,6 +142,7 @@ Row summarize(const std::vector<RunTimes>& runs, int n) {
     proposed += t.proposed;
   }
   row.n = n;
+  row.decode_s_runs = decode;
   row.decode_s = median(decode);
   row.prefill_s = median(prefill);
   row.decode_cpu_s = median(cpu);
@@ -150,17 +155,35 @@ Row summarize(const std::vector<RunTimes>& runs, int n) {
   return row;
 }
 
+// A speed-up over the baseline, repeat by repeat: runs of one repeat ran minutes apart at
+// most, where the medians of whole rows may come from different phases of a shared
+// machine's load (on some machines a forward's time moves by half between phases lasting
+// seconds to minutes), so the ratio of medians mixes phases that the ratios of pairs do not.
+struct Ratios {
+  double median = 1.0, low = 1.0, high = 1.0;
+};
+Ratios paired_ratios(const std::vector<RunTimes>& baseline, const std::vector<RunTimes>& runs, double RunTimes::*time) {
+  std::vector<double> ratios;
+  for (size_t rep = 0; rep < runs.size(); ++rep) ratios.push_back(baseline[rep].*time / (runs[rep].*time));
+  const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+  return {median(ratios), *low, *high};
+}
+
 // The configurations of one group, interleaved: repeat by repeat, each one's warm-up and
-// timed run. Returns one row per configuration, the baseline first.
+// timed run, each repeat starting one configuration later than the one before (so that no
+// configuration always runs right after the same other one). Every configuration decodes
+// the same number of tokens, so ratios of decoding times are ratios of ms per token.
+// Returns one row per configuration, the baseline first.
 std::vector<Row> measure_group(const Bench& b, const std::vector<Config>& configs, DecodeOptions options,
                                const BenchArgs& a) {
-  std::vector<std::vector<RunTimes>> runs(configs.size());
+  std::vector<std::vector<RunTimes>> runs(configs.size(), std::vector<RunTimes>(static_cast<size_t>(a.repeats)));
   DecodeOptions warmup = options;
   warmup.max_new_tokens = std::min(a.warmup_tokens, options.max_new_tokens);
   for (int rep = 0; rep < a.repeats; ++rep) {
-    for (size_t c = 0; c < configs.size(); ++c) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const size_t c = (i + static_cast<size_t>(rep)) % configs.size();
       if (a.warmup_tokens > 0) run_once(b, configs[c], warmup);
-      runs[c].push_back(run_once(b, configs[c], options));
+      runs[c][static_cast<size_t>(rep)] = run_once(b, configs[c], options);
       std::fprintf(stderr, ".");
     }
   }
@@ -169,10 +192,11 @@ std::vector<Row> measure_group(const Bench& b, const std::vector<Config>& config
     Row r = summarize(runs[c], options.n_seqs);
     r.config = configs[c];
     r.temperature = options.sampling.temperature;
-    if (!rows.empty()) {
-      r.speedup = rows.front().ms_per_token_per_seq / r.ms_per_token_per_seq;
-      r.cpu_speedup = rows.front().cpu_ms_per_token_per_seq / r.cpu_ms_per_token_per_seq;
-    }
+    const Ratios wall = paired_ratios(runs.front(), runs[c], &RunTimes::decode_s);
+    r.speedup = wall.median;
+    r.speedup_low = wall.low;
+    r.speedup_high = wall.high;
+    r.cpu_speedup = paired_ratios(runs.front(), runs[c], &RunTimes::decode_cpu_s).median;
     rows.push_back(r);
   }
   return rows;
@@ -214,22 +238,25 @@ void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::str
                      {"prefill_s", r.prefill_s}, {"ms_per_token_per_seq", r.ms_per_token_per_seq},
                      {"tokens_per_s", r.tokens_per_s}, {"acceptance", r.acceptance},
                      {"steps_per_token", r.steps_per_token}, {"speedup_over_none", r.speedup},
+                     {"speedup_over_none_low", r.speedup_low}, {"speedup_over_none_high", r.speedup_high},
+                     {"decode_s_runs", r.decode_s_runs},
                      {"decode_cpu_s", r.decode_cpu_s}, {"cpu_ms_per_token_per_seq", r.cpu_ms_per_token_per_seq},
                      {"cpu_speedup_over_none", r.cpu_speedup}});
     }
     std::puts(out.dump(2).c_str());
     return;
   }
-  std::printf("SIMD %s; decoding timed apart from the prefill; median of %d interleaved runs, each after a warm-up\n\n",
+  std::printf("SIMD %s; decoding timed apart from the prefill; median of %d interleaved runs, each after a warm-up;\n"
+              "speed-ups: median over the runs of the ratio to the baseline's run of the same round (lowest-highest)\n\n",
               simd.c_str(), a.repeats);
   std::printf("| mode | T | N | drafter | policy | prefill ms | ms/token/seq | tokens/s | acceptance | steps/token | speed-up "
-              "| cpu ms/token/seq | speed-up by cpu |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "| range | cpu ms/token/seq | speed-up by cpu |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
-    std::printf("| %s | %.1f | %d | %s | %s | %.1f | %.3f | %.1f | %.2f | %.3f | %.2fx | %.3f | %.2fx |\n", r.mode.c_str(),
-                r.temperature, r.n, r.config.drafter.c_str(), r.config.policy.c_str(), r.prefill_s * 1e3,
-                r.ms_per_token_per_seq, r.tokens_per_s, r.acceptance, r.steps_per_token, r.speedup,
-                r.cpu_ms_per_token_per_seq, r.cpu_speedup);
+    std::printf("| %s | %.1f | %d | %s | %s | %.1f | %.3f | %.1f | %.2f | %.3f | %.2fx | %.2f-%.2f | %.3f | %.2fx |\n",
+                r.mode.c_str(), r.temperature, r.n, r.config.drafter.c_str(), r.config.policy.c_str(),
+                r.prefill_s * 1e3, r.ms_per_token_per_seq, r.tokens_per_s, r.acceptance, r.steps_per_token, r.speedup,
+                r.speedup_low, r.speedup_high, r.cpu_ms_per_token_per_seq, r.cpu_speedup);
   }
 }
 
@@ -328,7 +355,7 @@ void add_bench_spec_command(CLI::App& app) {
   cmd->add_option("--warmup-tokens", args->warmup_tokens,
                   "New tokens per sequence of the warm-up run before every timed run (default 8; 0: none)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--repeats", args->repeats, "Runs per configuration; a row shows the median run (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--repeats", args->repeats, "Runs per configuration; a row shows the median run and the median paired speed-up (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--device", args->device, "cpu, cuda or auto (default cpu)")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_flag("--json", args->json, "Print the rows as JSON");
   cmd->callback([args] { run(*args); });

@@ -1,0 +1,81 @@
+// specula-cli bench-spec, run as a user would on a tiny random model: the rows it prints as
+// JSON say what they ran, and a speed-up is the median over repeats of the ratio between the
+// baseline's and the configuration's runs of the same repeat, with the lowest and highest
+// ratio beside it (the whole rows' medians may come from different phases of a shared
+// machine's load).
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+
+#include <algorithm>
+#include <vector>
+
+#include "cli_run.h"
+
+using namespace specula::test;
+
+class TestCliBench : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void speedUpsPairTheRunsOfOneRepeat() {
+    constexpr int kRepeats = 5;
+    const CliRun run = run_cli({"bench-spec", "--random", "tiny", "--threads", "1", "--n", "1,2", "--drafters", "ngram",
+                                "--policies", "fixed:2,goodput", "--temps", "0", "--alpha", "0.7", "--max-tokens", "12",
+                                "--repeats", QString::number(kRepeats), "--json"});
+    QVERIFY2(run.code == 0, run.err.constData());
+    const QJsonArray rows = QJsonDocument::fromJson(run.out).array();
+    QCOMPARE(rows.size(), 2 * 3);  // per N: the baseline, then ngram with each policy
+
+    std::vector<double> baseline;
+    for (const QJsonValue& value : rows) {
+      const QJsonObject row = value.toObject();
+      QCOMPARE(row["mode"].toString(), QString("forced a=0.7"));
+      QVERIFY(!row["simd"].toString().isEmpty());
+      const QJsonArray runs = row["decode_s_runs"].toArray();
+      QCOMPARE(runs.size(), kRepeats);
+      std::vector<double> times;
+      for (const QJsonValue& t : runs) {
+        QVERIFY(t.toDouble() > 0);
+        times.push_back(t.toDouble());
+      }
+      std::vector<double> sorted = times;
+      std::sort(sorted.begin(), sorted.end());
+      QCOMPARE(row["decode_s"].toDouble(), sorted[kRepeats / 2]);
+
+      if (row["drafter"].toString() == "none") {
+        baseline = times;
+        QCOMPARE(row["speedup_over_none"].toDouble(), 1.0);
+        QCOMPARE(row["speedup_over_none_low"].toDouble(), 1.0);
+        QCOMPARE(row["speedup_over_none_high"].toDouble(), 1.0);
+        QCOMPARE(row["steps_per_token"].toDouble(), 1.0);
+        continue;
+      }
+      QCOMPARE(baseline.size(), times.size());
+      std::vector<double> ratios;
+      for (size_t rep = 0; rep < times.size(); ++rep) ratios.push_back(baseline[rep] / times[rep]);
+      std::sort(ratios.begin(), ratios.end());
+      QCOMPARE(row["speedup_over_none"].toDouble(), ratios[kRepeats / 2]);
+      QCOMPARE(row["speedup_over_none_low"].toDouble(), ratios.front());
+      QCOMPARE(row["speedup_over_none_high"].toDouble(), ratios.back());
+      if (row["policy"].toString() == "fixed:2") {
+        // forced acceptance 0.7 with two-token drafts: fewer verification steps than tokens
+        QVERIFY(row["steps_per_token"].toDouble() < 1.0);
+        QVERIFY(row["acceptance"].toDouble() > 0.0);
+      }
+    }
+  }
+
+  void badArgumentsFailCleanly() {
+    const CliRun none = run_cli({"bench-spec"});
+    QCOMPARE(none.code, 2);
+    QVERIFY(none.err.contains("-m MODEL or --random SHAPE"));
+    const CliRun simd = run_cli({"bench-spec", "--random", "tiny", "--simd", "avx512", "--device", "cuda"});
+    QCOMPARE(simd.code, 2);
+    QVERIFY(simd.err.contains("--simd"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliBench)
+#include "test_cli_bench.moc"
