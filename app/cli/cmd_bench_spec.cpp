@@ -247,7 +247,7 @@ void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::str
     return;
   }
   std::printf("SIMD %s; decoding timed apart from the prefill; median of %d interleaved runs, each after a warm-up;\n"
-              "speed-ups: median over the runs of the ratio to the baseline's run of the same round (lowest-highest)\n\n",
+              "speed-ups: median over the runs of the ratio to the baseline's run of the same repeat (lowest-highest)\n\n",
               simd.c_str(), a.repeats);
   std::printf("| mode | T | N | drafter | policy | prefill ms | ms/token/seq | tokens/s | acceptance | steps/token | speed-up "
               "| range | cpu ms/token/seq | speed-up by cpu |\n");
