@@ -6,9 +6,12 @@ goodput), at most --max-tokens new tokens) on every prompt of resources/problems
 
 - Acceptance: one candidate per prompt; draft tokens accepted / proposed, summed over prompts.
 - Speed (--speed): for each N and temperature, every prompt once with the draft and once
-  without, one after the other, repeated --repeats times; each run's rate is the generated
-  tokens of all prompts over their summed decoding time (`wall_s`, model loading excluded),
-  and a configuration reports its median run.
+  without, one after the other, repeated --repeats times; each repeat's rate is the generated
+  tokens of all prompts over their summed decoding time (`wall_s`, model loading excluded).
+  The rates are the median repeat's; the speed-up is the median over repeats of the ratio
+  between the two rates of the same repeat, with the lowest and highest such ratio (as
+  `specula-cli bench-spec` forms its speed-ups), so that a phase of a shared machine falls
+  on both sides of a ratio.
 
     python3 tools/train/acceptance.py --temps 0 0.8 --speed --n 1 4 8 --repeats 3
 """
@@ -57,8 +60,8 @@ def main():
     if not options.speed:
         return
 
-    print("| T | N | tokens/s, --draft none | tokens/s, -d draft | acceptance | speed-up |")
-    print("|---|---|---|---|---|---|")
+    print("| T | N | tokens/s, --draft none | tokens/s, -d draft | acceptance | speed-up | range |")
+    print("|---|---|---|---|---|---|---|")
     for temp in options.temps:
         for n in options.n:
             rates = {"none": [], "model": []}
@@ -77,8 +80,9 @@ def main():
                 for drafter in rates:
                     rates[drafter].append(tokens[drafter] / seconds[drafter])
             none, model = statistics.median(rates["none"]), statistics.median(rates["model"])
+            ratios = [m / b for m, b in zip(rates["model"], rates["none"])]
             print(f"| {temp} | {n} | {none:.0f} | {model:.0f} | {accepted / max(1, proposed):.2f} "
-                  f"| {model / none:.2f}x |", flush=True)
+                  f"| {statistics.median(ratios):.2f}x | {min(ratios):.2f}-{max(ratios):.2f} |", flush=True)
 
 
 if __name__ == "__main__":
