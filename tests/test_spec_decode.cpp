@@ -502,6 +502,24 @@ class TestSpecDecode : public QObject {
     QCOMPARE(k, (std::vector<int>{2, 2, 0, 0}));
   }
 
+  // A forward flat up to 8 tokens, twice as long from 9 on and flat again up to 64 (a
+  // tile boundary): with drafts nearly always accepted, 32 drafted tokens for 2 ms beat 7
+  // for 1 ms, though each token past the 7th makes the step slower before the step pays.
+  // The policy must look past that step rather than stop where goodput first falls.
+  void goodputLooksPastACostStep() {
+    auto staircase = std::make_shared<ForwardCost>();
+    staircase->n_layers = 1;
+    staircase->tokens = {1, 8, 9, 64};
+    staircase->layer_seconds = {1e-3, 1e-3, 2e-3, 2e-3};
+    staircase->head_seconds = {0.0, 0.0, 0.0, 0.0};
+    auto p = create_draft_policy("goodput", 2, StepCosts{staircase, nullptr, -1});
+    const auto live = LiveBatch().add(0, 40).requests;
+    feed(*p, live, 6, {6}, 20);
+    std::vector<int> k;
+    p->lengths(live, k);
+    QCOMPARE(k, (std::vector<int>{DraftPolicy::kMaxDraft}));
+  }
+
   // The drafter's own forwards count: one as costly as the target's never pays; a cheap
   // one does, except for a sequence that would first have to catch up on 300 tokens.
   void goodputWeighsTheDraftersCost() {

@@ -246,33 +246,59 @@ class GoodputPolicy : public DraftPolicy {
   // Tries every probability threshold: drafting exactly the tokens more likely than it.
   // For a drafter that costs nothing this is the best choice there is, since the step's
   // cost then depends only on how many tokens are verified. Returns the best goodput.
+  //
+  // The candidates come most likely first (value, then sequence, then position) from a
+  // merge of the sequences' own lists, which fall with p. The scan stops once no threshold
+  // further on can win: a step never gets cheaper as tokens are added (the cost curves
+  // never fall), so nothing beyond can reach more than (tokens + all values not yet taken) /
+  // (this step's seconds). It thus makes the choice the full scan would make, at a few
+  // candidates' cost where drafting does not pay, instead of sorting and pricing all
+  // N × kMaxDraft of them each step: for 16 sequences of a small model, 512 candidates cost
+  // some 4 % of a step's time.
   double best_threshold(std::span<const DraftRequest> live, StepTime& time, double none, std::vector<int>& k) {
-    candidates_.clear();
+    const auto later = [](const Candidate& a, const Candidate& b) {  // heap order: a comes after b
+      return a.value != b.value ? a.value < b.value : (a.j != b.j ? a.j > b.j : a.p > b.p);
+    };
+    heads_.clear();
+    double untaken = 0;  // the value of every candidate not yet taken
     for (size_t j = 0; j < live.size(); ++j) {
+      if (limit(live[j]) == 0) continue;
+      heads_.push_back({alpha_[j], j, 1});
       double value = 1.0;
-      for (int p = 1; p <= std::min(live[j].max_tokens, kMaxDraft); ++p) {
+      for (int p = 1; p <= limit(live[j]); ++p) {
         value *= alpha_[j];
-        candidates_.push_back({value, j, p});
+        untaken += value;
       }
     }
-    std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
-      return a.value != b.value ? a.value > b.value : (a.j != b.j ? a.j < b.j : a.p < b.p);
-    });
+    std::make_heap(heads_.begin(), heads_.end(), later);
+    taken_.clear();
     double tokens = static_cast<double>(live.size()), best = none;
     size_t best_count = 0;
-    for (size_t c = 0; c < candidates_.size(); ++c) {
-      time.add(candidates_[c].j, candidates_[c].p);
-      tokens += candidates_[c].value;
-      const double goodput = tokens / time.seconds();
-      if (goodput > best) {
-        best = goodput;
-        best_count = c + 1;
+    while (!heads_.empty()) {
+      std::pop_heap(heads_.begin(), heads_.end(), later);
+      const Candidate c = heads_.back();
+      heads_.pop_back();
+      taken_.push_back(c);
+      time.add(c.j, c.p);
+      tokens += c.value;
+      untaken -= c.value;
+      const double seconds = time.seconds();
+      if (tokens / seconds > best) {
+        best = tokens / seconds;
+        best_count = taken_.size();
+      }
+      if ((tokens + std::max(0.0, untaken)) * (1 + 1e-9) < best * seconds) break;  // margin: rounding
+      if (c.p < limit(live[c.j])) {
+        heads_.push_back({c.value * alpha_[c.j], c.j, c.p + 1});
+        std::push_heap(heads_.begin(), heads_.end(), later);
       }
     }
     k.assign(live.size(), 0);
-    for (size_t c = 0; c < best_count; ++c) k[candidates_[c].j] = candidates_[c].p;
+    for (size_t c = 0; c < best_count; ++c) k[taken_[c].j] = taken_[c].p;
     return best;
   }
+
+  static int limit(const DraftRequest& r) { return std::min(r.max_tokens, kMaxDraft); }
 
   // What the step that drafted `proposed` was predicted to take, against what it took.
   void learn_timing(std::span<const DraftRequest> live, std::span<const int> proposed, double seconds) {
@@ -310,7 +336,7 @@ class GoodputPolicy : public DraftPolicy {
       for (size_t j = 0; j < live.size(); ++j) {
         const int from = k[j];
         for (const int trial : {0, from - 1, from + 1}) {
-          if (trial < 0 || trial == k[j] || trial > std::min(live[j].max_tokens, kMaxDraft)) continue;
+          if (trial < 0 || trial == k[j] || trial > limit(live[j])) continue;
           const int keep = k[j];
           k[j] = trial;
           if (const double g = goodput(live, time, k); g > best * (1 + 1e-12)) {
@@ -329,7 +355,8 @@ class GoodputPolicy : public DraftPolicy {
   std::vector<Counts> counts_;          // (n_seqs)
   Timing plain_steps_, drafted_steps_;  // the cost model's error on each kind of step
   std::vector<double> alpha_;           // (live) this step's estimates
-  std::vector<Candidate> candidates_;   // scratch
+  std::vector<Candidate> heads_;        // scratch: each sequence's next candidate, a heap
+  std::vector<Candidate> taken_;        // scratch: the candidates scanned, in order
 };
 
 }  // namespace
