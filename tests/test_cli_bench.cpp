@@ -50,6 +50,7 @@ class TestCliBench : public QObject {
         QCOMPARE(row["speedup_over_none_low"].toDouble(), 1.0);
         QCOMPARE(row["speedup_over_none_high"].toDouble(), 1.0);
         QCOMPARE(row["steps_per_token"].toDouble(), 1.0);
+        QCOMPARE(row["drafted_per_token"].toDouble(), 0.0);
         continue;
       }
       QCOMPARE(baseline.size(), times.size());
@@ -63,6 +64,10 @@ class TestCliBench : public QObject {
         // forced acceptance 0.7 with two-token drafts: fewer verification steps than tokens
         QVERIFY(row["steps_per_token"].toDouble() < 1.0);
         QVERIFY(row["acceptance"].toDouble() > 0.0);
+        // at most two proposed per sequence and step, and some in every step but the last few
+        const double drafted = row["drafted_per_token"].toDouble();
+        QVERIFY(drafted > 0.0);
+        QVERIFY(drafted <= 2.0 * row["steps_per_token"].toDouble());
       }
     }
   }

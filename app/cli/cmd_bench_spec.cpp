@@ -1,8 +1,8 @@
 // specula-cli bench-spec: batched speculative decoding measured side by side.
 //
 // For every batch size N, drafter, draft policy and temperature it decodes the same prompt
-// with the same settings and reports ms/token/sequence, total tokens/s, acceptance rate,
-// verification steps per generated token and the speed-up over `--draft none` at the same
+// with the same settings and reports ms/token/sequence, total tokens/s, draft tokens
+// proposed per generated token, acceptance rate, verification steps per generated token and the speed-up over `--draft none` at the same
 // N. The configurations of one (mode, T, N) group run interleaved, repeat by repeat (each
 // repeat in another order), so that a shared machine's changing load falls on all of them
 // alike, and a speed-up is the median over repeats of the ratio between runs of the same
@@ -77,6 +77,7 @@ struct Row {
   double decode_s = 0, prefill_s = 0, decode_cpu_s = 0;  // medians over the repeats
   std::vector<double> decode_s_runs;                      // (repeats) each repeat's decoding time
   double ms_per_token_per_seq = 0, tokens_per_s = 0, acceptance = 0, steps_per_token = 0;
+  double drafted_per_token = 0;  // draft tokens proposed per generated token, mean over the repeats
   double cpu_ms_per_token_per_seq = 0;
   double speedup = 1.0, cpu_speedup = 1.0;  // medians of the repeats' ratios to the baseline
   double speedup_low = 1.0, speedup_high = 1.0;  // the lowest and highest of those ratios (wall clock)
@@ -152,6 +153,7 @@ Row summarize(const std::vector<RunTimes>& runs, int n) {
   row.cpu_ms_per_token_per_seq = 1000.0 * row.decode_cpu_s * n / decoded;
   row.acceptance = proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
   row.steps_per_token = static_cast<double>(runs.front().steps) * n / decoded;
+  row.drafted_per_token = static_cast<double>(proposed) / static_cast<double>(runs.size()) / decoded;
   return row;
 }
 
@@ -237,6 +239,7 @@ void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::str
                      {"policy", r.config.policy}, {"backend", backend}, {"simd", simd}, {"decode_s", r.decode_s},
                      {"prefill_s", r.prefill_s}, {"ms_per_token_per_seq", r.ms_per_token_per_seq},
                      {"tokens_per_s", r.tokens_per_s}, {"acceptance", r.acceptance},
+                     {"drafted_per_token", r.drafted_per_token},
                      {"steps_per_token", r.steps_per_token}, {"speedup_over_none", r.speedup},
                      {"speedup_over_none_low", r.speedup_low}, {"speedup_over_none_high", r.speedup_high},
                      {"decode_s_runs", r.decode_s_runs},
@@ -249,13 +252,13 @@ void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::str
   std::printf("SIMD %s; decoding timed apart from the prefill; median of %d interleaved runs, each after a warm-up;\n"
               "speed-ups: median over the runs of the ratio to the baseline's run of the same repeat (lowest-highest)\n\n",
               simd.c_str(), a.repeats);
-  std::printf("| mode | T | N | drafter | policy | prefill ms | ms/token/seq | tokens/s | acceptance | steps/token | speed-up "
-              "| range | cpu ms/token/seq | speed-up by cpu |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| mode | T | N | drafter | policy | prefill ms | ms/token/seq | tokens/s | drafted/token | acceptance | steps/token "
+              "| speed-up | range | cpu ms/token/seq | speed-up by cpu |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
-    std::printf("| %s | %.1f | %d | %s | %s | %.1f | %.3f | %.1f | %.2f | %.3f | %.2fx | %.2f-%.2f | %.3f | %.2fx |\n",
+    std::printf("| %s | %.1f | %d | %s | %s | %.1f | %.3f | %.1f | %.3f | %.2f | %.3f | %.2fx | %.2f-%.2f | %.3f | %.2fx |\n",
                 r.mode.c_str(), r.temperature, r.n, r.config.drafter.c_str(), r.config.policy.c_str(),
-                r.prefill_s * 1e3, r.ms_per_token_per_seq, r.tokens_per_s, r.acceptance, r.steps_per_token, r.speedup,
+                r.prefill_s * 1e3, r.ms_per_token_per_seq, r.tokens_per_s, r.drafted_per_token, r.acceptance, r.steps_per_token, r.speedup,
                 r.speedup_low, r.speedup_high, r.cpu_ms_per_token_per_seq, r.cpu_speedup);
   }
 }
