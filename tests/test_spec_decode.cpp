@@ -55,14 +55,35 @@ struct Setup {
 const std::vector<std::string> kDrafters{"none", "ngram", "layers:1", "layers:3", "model"};
 const std::vector<std::string> kPolicies{"fixed:1", "fixed:5", "bass", "adaptive", "goodput"};
 
-// Live sequences as the decoder hands them to a policy: each `context` tokens long.
+// Live sequences as the decoder hands them to a policy, each `length` tokens long (the
+// tokens, all alike, outlive any batch).
 struct LiveBatch {
-  std::vector<int> context = std::vector<int>(20, 3);
   std::vector<DraftRequest> requests;
-  LiveBatch& add(int seq, int max_tokens, int backlog = 0) {
-    requests.push_back(DraftRequest{seq, context, max_tokens, backlog});
+  LiveBatch& add(int seq, int max_tokens, int backlog = 0, int length = 20) {
+    static const std::vector<int> tokens(200, 3);
+    requests.push_back(DraftRequest{seq, std::span<const int>(tokens).first(static_cast<size_t>(length)), max_tokens, backlog});
     return *this;
   }
+};
+
+// Asks for `k` tokens for every sequence and keeps the requests as the decoder sent them.
+class RecordingPolicy : public DraftPolicy {
+ public:
+  explicit RecordingPolicy(int k) : k_(k) {}
+  std::string name() const override { return "recording"; }
+  void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override {
+    asked.emplace_back(live.begin(), live.end());
+    k.assign(live.size(), k_);
+  }
+  void update(std::span<const DraftRequest>, std::span<const int> proposed, std::span<const int>, double) override {
+    this->proposed.emplace_back(proposed.begin(), proposed.end());
+  }
+
+  std::vector<std::vector<DraftRequest>> asked;  // (steps, live) the requests before lengths
+  std::vector<std::vector<int>> proposed;        // (steps, live) draft tokens proposed
+
+ private:
+  int k_;
 };
 
 // Tells the policy that every live sequence was proposed `proposed` tokens and accepted
@@ -518,6 +539,35 @@ class TestSpecDecode : public QObject {
     std::vector<int> k;
     p->lengths(live, k);
     QCOMPARE(k, (std::vector<int>{DraftPolicy::kMaxDraft}));
+  }
+
+  // The n-gram drafter offers the policy what follows its match and nothing without one,
+  // and proposes exactly what it offered: the policy is never asked to count on a draft
+  // that cannot come.
+  void ngramOffersWhatItCanPropose() {
+    DecodeOptions o;
+    o.n_seqs = 3;
+    o.max_new_tokens = 30;
+    const auto prompt = make_prompt(16, 4);
+    Setup s("ngram", "fixed:1", o, 16);
+    const std::vector<int> repeated{5, 6, 7, 5, 6}, fresh{5, 6, 7};
+    QCOMPARE(s.drafter->proposable(repeated, 10), 3);  // "5 6" seen before, then 7 5 6
+    QCOMPARE(s.drafter->proposable(repeated, 2), 2);
+    QCOMPARE(s.drafter->proposable(fresh, 10), 0);
+    auto recording = std::make_unique<RecordingPolicy>(DraftPolicy::kMaxDraft);
+    RecordingPolicy& policy = *recording;
+    s.policy = std::move(recording);
+    const auto r = s.run(prompt, o);
+    int offered = 0;
+    for (size_t step = 0; step < policy.asked.size(); ++step) {
+      for (size_t j = 0; j < policy.asked[step].size(); ++j) {
+        QCOMPARE(policy.proposed[step][j], policy.asked[step][j].max_tokens);
+        offered += policy.asked[step][j].max_tokens;
+      }
+    }
+    QVERIFY(offered > 0);
+    const auto expected = plain_greedy(*s.target, prompt, 30);
+    for (const auto& seq : r.seqs) QCOMPARE(seq.tokens, expected);
   }
 
   // The drafter's own forwards count: one as costly as the target's never pays; a cheap

@@ -170,15 +170,15 @@ void prefill(Run& run, std::span<const int> prompt) {
 }
 
 // What each live sequence asks the drafter for: the policy's length, cut to what the
-// sequence can still use (its length limit, the context).
+// sequence can still use (its length limit, the context) and the drafter can propose.
 std::vector<DraftRequest> draft_requests(Run& run, std::span<const int> live) {
   std::vector<DraftRequest> requests;
   for (const int i : live) {
     const std::vector<int>& all = run.all(i);
     const int left = run.options.max_new_tokens - static_cast<int>(run.out(i).tokens.size()) - 1;
     const int room = run.target.config.context_length - static_cast<int>(all.size());
-    requests.push_back(
-        DraftRequest{i, all, std::max(0, std::min(left, room)), run.drafter.backlog(i, all), run.ids[static_cast<size_t>(i)]});
+    const int most = run.drafter.proposable(all, std::max(0, std::min(left, room)));
+    requests.push_back(DraftRequest{i, all, most, run.drafter.backlog(i, all), run.ids[static_cast<size_t>(i)]});
   }
   std::vector<int> k;
   run.policy.lengths(requests, k);

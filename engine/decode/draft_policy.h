@@ -45,7 +45,8 @@ class DraftPolicy {
   virtual ~DraftPolicy() = default;
   virtual std::string name() const = 0;
   // Draft length for each live sequence: live[j] is its request as the decoder will send
-  // it to the drafter, with max_tokens the most it can still use (lengths beyond are cut).
+  // it to the drafter, with max_tokens the most it can still use and the drafter can
+  // propose (lengths beyond are cut).
   virtual void lengths(std::span<const DraftRequest> live, std::vector<int>& k) = 0;
   // After verification: sequence live[j] was proposed proposed[j] draft tokens and
   // accepted[j] of them were accepted; the step's drafting and verification took `seconds`

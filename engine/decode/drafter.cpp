@@ -39,21 +39,30 @@ class NgramDrafter : public Drafter {
   }
   void sync(int, std::span<const int>) override {}
   void finish(int) override {}
+  int proposable(std::span<const int> tokens, int most) const override {
+    const int from = match_end(tokens);
+    return from < 0 ? 0 : std::min(most, static_cast<int>(tokens.size()) - from);
+  }
 
  private:
   static std::vector<int> lookup(std::span<const int> t, int max_tokens) {
+    const int from = match_end(t);
+    if (from < 0) return {};
+    const int to = std::min(static_cast<int>(t.size()), from + max_tokens);
+    return {t.begin() + from, t.begin() + to};
+  }
+  // Where the tokens after the latest earlier occurrence of the longest suffix (up to
+  // kMaxNgram tokens) begin; -1 when no suffix occurred before.
+  static int match_end(std::span<const int> t) {
     const int len = static_cast<int>(t.size());
     for (int n = std::min(kMaxNgram, len - 1); n >= 1; --n) {
       const auto pattern = t.subspan(static_cast<size_t>(len - n));
       // latest start j < len - n whose n tokens equal the pattern
       for (int j = len - n - 1; j >= 0; --j) {
-        if (!std::equal(pattern.begin(), pattern.end(), t.begin() + j)) continue;
-        const int from = j + n;
-        const int to = std::min(len, from + max_tokens);
-        return {t.begin() + from, t.begin() + to};
+        if (std::equal(pattern.begin(), pattern.end(), t.begin() + j)) return j + n;
       }
     }
-    return {};
+    return -1;
   }
 };
 
