@@ -541,6 +541,22 @@ class TestSpecDecode : public QObject {
     QCOMPARE(k, (std::vector<int>{DraftPolicy::kMaxDraft}));
   }
 
+  // The batch is done when its last sequence is: of two sequences with the same evidence,
+  // on a forward flat up to 8 tokens, the one 8 tokens ahead of the other gets fewer of the
+  // 6 free rows; level, they share them.
+  void goodputFavoursTheSequenceBehind() {
+    StepCosts roofline{std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 1e-3 / 8)), nullptr, -1};
+    const auto level = LiveBatch().add(0, 40, 0, 28).add(1, 40, 0, 28).requests;
+    const auto ahead = LiveBatch().add(0, 40, 0, 28).add(1, 40, 0, 20).requests;
+    std::vector<int> k;
+    auto p = create_draft_policy("goodput", 2, roofline);
+    feed(*p, level, 6, {3, 3}, 10);
+    p->lengths(level, k);
+    QCOMPARE(k, (std::vector<int>{3, 3}));
+    p->lengths(ahead, k);
+    QVERIFY2(k[0] < k[1] && k[0] + k[1] == 6, qPrintable(QString("%1 %2").arg(k[0]).arg(k[1])));
+  }
+
   // The n-gram drafter offers the policy what follows its match and nothing without one,
   // and proposes exactly what it offered: the policy is never asked to count on a draft
   // that cannot come.

@@ -83,9 +83,12 @@ class AdaptivePolicy : public DraftPolicy {
 
 // goodput (docs/draft-policies.md). Each sequence's acceptance rate is estimated online;
 // each step, every candidate draft token is worth the probability that it is accepted,
-// α^p for the p-th token of a sequence of rate α, and the step costs what the target's
-// verification and the drafter's forwards are predicted to cost. The policy keeps the set
-// of tokens that maximises (tokens emitted) / (seconds of the step).
+// α^p for the p-th token of a sequence of rate α, times its sequence's weight, and the
+// step costs what the target's verification and the drafter's forwards are predicted to
+// cost. The policy keeps the set of tokens that maximises (weighted tokens emitted) /
+// (seconds of the step). The weight halves for every kLeadHalfLife tokens a sequence is
+// ahead of the live sequence furthest behind: the N candidates are done when the last one
+// is, and a sequence that is ahead ends the batch no sooner by going faster.
 
 // Seconds of one step, built up one drafted token at a time: the target verifies every
 // live sequence's last token and its drafts in one forward; a model drafter runs one
@@ -155,6 +158,9 @@ class GoodputPolicy : public DraftPolicy {
   static constexpr double kTimingPriorWeight = 0.5;  // steps of "the cost model is right" before any timing
   static constexpr double kPlainEvidence = 0.5;      // once steps are timed, a plain step whenever the
                                                      // timing of plain steps has faded below this
+  static constexpr double kLeadHalfLife = 4.0;  // tokens of lead that halve a sequence's weight:
+                                                // about what one step's acceptance varies by, so
+                                                // that chance leads count for little
 
   GoodputPolicy(int n_seqs, StepCosts costs) : costs_(std::move(costs)), counts_(static_cast<size_t>(n_seqs)) {
     if (!costs_.target) throw std::invalid_argument("draft policy 'goodput' needs the cost of the target's forwards");
@@ -164,8 +170,9 @@ class GoodputPolicy : public DraftPolicy {
   void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override {
     alpha_.clear();
     for (const DraftRequest& r : live) alpha_.push_back(acceptance(r.seq));
+    weigh_leads(live);
     StepTime time(costs_, live);
-    const double none = static_cast<double>(live.size()) / time.seconds();
+    const double none = sure_tokens() / time.seconds();
     const double best = best_threshold(live, time, none, k);
     const double refined = costs_.draft ? refine(live, time, best, k) : best;
     // The cost model chose the lengths; what steps were seen to take decides whether to draft.
@@ -217,7 +224,7 @@ class GoodputPolicy : public DraftPolicy {
     double scale() const { return std::exp(log_ratio / (steps + kTimingPriorWeight)); }
   };
   struct Candidate {
-    double value;  // probability that the token is accepted
+    double value;  // probability that the token is accepted, times its sequence's weight
     size_t j;      // live sequence
     int p;         // its position in the draft, from 1
   };
@@ -243,6 +250,23 @@ class GoodputPolicy : public DraftPolicy {
     return std::min(mean + kOptimism * deviation, kMaxAcceptance);
   }
 
+  // Each live sequence's weight: 2^(-lead / kLeadHalfLife), its lead being how many tokens
+  // longer it is than the shortest live sequence (all continue one prompt).
+  void weigh_leads(std::span<const DraftRequest> live) {
+    size_t shortest = live.empty() ? 0 : live[0].tokens.size();
+    for (const DraftRequest& r : live) shortest = std::min(shortest, r.tokens.size());
+    weight_.clear();
+    for (const DraftRequest& r : live) {
+      weight_.push_back(std::exp2(-static_cast<double>(r.tokens.size() - shortest) / kLeadHalfLife));
+    }
+  }
+  // What a step without drafts emits: one token per live sequence, weighted.
+  double sure_tokens() const {
+    double tokens = 0;
+    for (const double w : weight_) tokens += w;
+    return tokens;
+  }
+
   // Tries every probability threshold: drafting exactly the tokens more likely than it.
   // For a drafter that costs nothing this is the best choice there is, since the step's
   // cost then depends only on how many tokens are verified. Returns the best goodput.
@@ -263,8 +287,8 @@ class GoodputPolicy : public DraftPolicy {
     double untaken = 0;  // the value of every candidate not yet taken
     for (size_t j = 0; j < live.size(); ++j) {
       if (limit(live[j]) == 0) continue;
-      heads_.push_back({alpha_[j], j, 1});
-      double value = 1.0;
+      heads_.push_back({weight_[j] * alpha_[j], j, 1});
+      double value = weight_[j];
       for (int p = 1; p <= limit(live[j]); ++p) {
         value *= alpha_[j];
         untaken += value;
@@ -272,7 +296,7 @@ class GoodputPolicy : public DraftPolicy {
     }
     std::make_heap(heads_.begin(), heads_.end(), later);
     taken_.clear();
-    double tokens = static_cast<double>(live.size()), best = none;
+    double tokens = sure_tokens(), best = none;
     size_t best_count = 0;
     while (!heads_.empty()) {
       std::pop_heap(heads_.begin(), heads_.end(), later);
@@ -314,9 +338,9 @@ class GoodputPolicy : public DraftPolicy {
 
   double goodput(std::span<const DraftRequest> live, StepTime& time, const std::vector<int>& k) const {
     time.reset();
-    double tokens = static_cast<double>(live.size());
+    double tokens = sure_tokens();
     for (size_t j = 0; j < live.size(); ++j) {
-      double value = 1.0;
+      double value = weight_[j];
       for (int p = 1; p <= k[j]; ++p) {
         value *= alpha_[j];
         tokens += value;
@@ -355,6 +379,7 @@ class GoodputPolicy : public DraftPolicy {
   std::vector<Counts> counts_;          // (n_seqs)
   Timing plain_steps_, drafted_steps_;  // the cost model's error on each kind of step
   std::vector<double> alpha_;           // (live) this step's estimates
+  std::vector<double> weight_;          // (live) this step's weights, 1 for the shortest
   std::vector<Candidate> heads_;        // scratch: each sequence's next candidate, a heap
   std::vector<Candidate> taken_;        // scratch: the candidates scanned, in order
 };

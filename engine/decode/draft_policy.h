@@ -12,6 +12,8 @@
 //             drafter's own forwards (compute/cost_model.h), corrected by what steps
 //             with and without drafts were seen to take. Where verifying more tokens
 //             costs little it drafts long; where it costs what the tokens are worth, nothing.
+//             A sequence ahead of the batch's slowest counts its tokens for less: the
+//             batch is done when its last sequence is.
 #pragma once
 
 #include <memory>
