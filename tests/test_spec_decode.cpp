@@ -567,9 +567,9 @@ class TestSpecDecode : public QObject {
     const auto prompt = make_prompt(16, 4);
     Setup s("ngram", "fixed:1", o, 16);
     const std::vector<int> repeated{5, 6, 7, 5, 6}, fresh{5, 6, 7};
-    QCOMPARE(s.drafter->proposable(repeated, 10), 3);  // "5 6" seen before, then 7 5 6
-    QCOMPARE(s.drafter->proposable(repeated, 2), 2);
-    QCOMPARE(s.drafter->proposable(fresh, 10), 0);
+    QCOMPARE(s.drafter->proposable(0, repeated, 10), 3);  // "5 6" seen before, then 7 5 6
+    QCOMPARE(s.drafter->proposable(0, repeated, 2), 2);
+    QCOMPARE(s.drafter->proposable(0, fresh, 10), 0);
     auto recording = std::make_unique<RecordingPolicy>(DraftPolicy::kMaxDraft);
     RecordingPolicy& policy = *recording;
     s.policy = std::move(recording);

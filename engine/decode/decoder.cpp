@@ -177,7 +177,7 @@ std::vector<DraftRequest> draft_requests(Run& run, std::span<const int> live) {
     const std::vector<int>& all = run.all(i);
     const int left = run.options.max_new_tokens - static_cast<int>(run.out(i).tokens.size()) - 1;
     const int room = run.target.config.context_length - static_cast<int>(all.size());
-    const int most = run.drafter.proposable(all, std::max(0, std::min(left, room)));
+    const int most = run.drafter.proposable(i, all, std::max(0, std::min(left, room)));
     requests.push_back(DraftRequest{i, all, most, run.drafter.backlog(i, all), run.ids[static_cast<size_t>(i)]});
   }
   std::vector<int> k;

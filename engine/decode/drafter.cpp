@@ -39,7 +39,7 @@ class NgramDrafter : public Drafter {
   }
   void sync(int, std::span<const int>) override {}
   void finish(int) override {}
-  int proposable(std::span<const int> tokens, int most) const override {
+  int proposable(int, std::span<const int> tokens, int most) const override {
     const int from = match_end(tokens);
     return from < 0 ? 0 : std::min(most, static_cast<int>(tokens.size()) - from);
   }
@@ -88,12 +88,12 @@ class ForwardDrafter : public Drafter {
   std::string name() const override { return name_; }
   const Model* forward_model() const override { return &model_; }
   int forward_layers() const override { return n_layers_; }
+  // As many as asked, cut to the model's context.
+  int proposable(int, std::span<const int> tokens, int most) const override {
+    return std::max(0, std::min(most, model_.config.context_length - static_cast<int>(tokens.size()) + 1));
+  }
 
  protected:
-  // How many tokens requests[r] can be drafted: its ask, cut to the model's context.
-  int room(const DraftRequest& r) const {
-    return std::max(0, std::min(r.max_tokens, model_.config.context_length - static_cast<int>(r.tokens.size()) + 1));
-  }
 
   // Drafts want[r] tokens for requests[r] through `cache`, where its sequence is ids[r]:
   // round 0 feeds first[r] (the tokens the cache has not seen, the last one included),
@@ -176,7 +176,7 @@ class SelfDrafter : public ForwardDrafter {
       if (r.cache_seq < 0 || cache_->length(r.cache_seq) != length) {
         throw std::logic_error("self-drafter: the target's cache does not hold the sequence it is asked to draft");
       }
-      want.push_back(room(r));
+      want.push_back(proposable(r.seq, r.tokens, r.max_tokens));
       ids.push_back(r.cache_seq);
       lengths.push_back(length);
       first.push_back(r.tokens.last(1));
@@ -216,6 +216,13 @@ class ModelDrafter : public ForwardDrafter {
     return static_cast<int>(tokens.size() - seen);
   }
   double setup_seconds() const override { return setup_seconds_; }
+  // A sequence holding an id the draft has no row for (a padding id of a larger target
+  // vocabulary) cannot run through the draft: it gets no drafts from then on.
+  int proposable(int seq, std::span<const int> tokens, int most) const override {
+    const Seq& s = seqs_.at(static_cast<size_t>(seq));
+    if (!has_rows(tokens.subspan(std::min(s.cached.size(), tokens.size())))) return 0;
+    return ForwardDrafter::proposable(seq, tokens, most);
+  }
 
   // The draft cache is filled when a first draft is asked for, so that a decode whose
   // policy never drafts runs no draft forward at all.
@@ -229,12 +236,8 @@ class ModelDrafter : public ForwardDrafter {
     std::vector<int> want, ids;
     std::vector<std::span<const int>> first;
     for (const DraftRequest& r : requests) {
-      const Seq& s = seqs_.at(static_cast<size_t>(r.seq));
-      if (s.finished) throw std::logic_error("draft for a finished sequence");
-      want.push_back(room(r));
-      // a sequence holding an id the draft has no row for (a padding id of a larger target
-      // vocabulary) cannot run through the draft: it gets no drafts from then on
-      if (!has_rows(r.tokens.subspan(s.cached.size()))) want.back() = 0;
+      if (seqs_.at(static_cast<size_t>(r.seq)).finished) throw std::logic_error("draft for a finished sequence");
+      want.push_back(proposable(r.seq, r.tokens, r.max_tokens));
     }
     if (std::any_of(want.begin(), want.end(), [](int w) { return w > 0; })) prefill();
     for (size_t r = 0; r < requests.size(); ++r) {

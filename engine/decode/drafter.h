@@ -55,11 +55,11 @@ class Drafter {
   // drafter's model, which has not seen them: at least 1 for model drafters (the last
   // token, and every token generated while the sequence drafted nothing), 0 for the others.
   virtual int backlog(int /*seq*/, std::span<const int> /*tokens*/) const { return 0; }
-  // The most tokens a proposal after `tokens` (the sequence so far) could hold, up to
-  // `most`: what a policy may usefully ask for. A model drafter can always propose `most`;
-  // the n-gram drafter only what follows its match, and nothing without one, so that a
-  // policy does not count on drafts that cannot come.
-  virtual int proposable(std::span<const int> /*tokens*/, int most) const { return most; }
+  // The most tokens a proposal for sequence `seq` after `tokens` (the sequence so far)
+  // could hold, up to `most`: what a policy may usefully ask for. A model drafter proposes
+  // `most` while its context has room; the n-gram drafter only what follows its match, and
+  // nothing without one, so that a policy does not count on drafts that cannot come.
+  virtual int proposable(int /*seq*/, std::span<const int> /*tokens*/, int most) const { return most; }
   // The model the drafter's forwards run, through its first forward_layers() layers (-1:
   // all); null for drafters that run no forward.
   virtual const Model* forward_model() const { return nullptr; }
