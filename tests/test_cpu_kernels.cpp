@@ -4,6 +4,7 @@
 // algorithms too, emulated on AVX2); and their batch invariance: a token's outputs are the
 // same bits whatever else is in the call, however the rows are split and on any thread count.
 #include <QtTest>
+#include <atomic>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -505,6 +506,30 @@ class TestCpuKernels : public QObject {
     std::vector<uint8_t> bytes(34 * 4);
     const TensorView w{TensorType::Q8_0, 48, 2, bytes.data()};
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, pack_matrix(w, SimdLevel::Portable, pool));
+  }
+
+  // The pool's CPU time counts every thread's work as it is done: each of two threads burns
+  // 3 ms of its own CPU clock inside one job, and the pool reports at least 6 ms more after
+  // it. (The process clock, which sees another thread's time only at a scheduler tick, saw
+  // little more than the calling thread's 3 ms.)
+  void poolCountsEveryThreadsCpuTime() {
+    ThreadPool pool(2);
+    const auto thread_seconds = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    };
+    constexpr double kBurn = 0.003;
+    std::atomic<int> arrived{0};
+    const double before = pool.cpu_seconds();
+    pool.parallel_for(2, [&](int64_t, int64_t, int) {
+      arrived.fetch_add(1);
+      while (arrived.load() < 2) {}  // both chunks run at once, on both threads
+      const double start = thread_seconds();
+      while (thread_seconds() - start < kBurn) {}
+    });
+    const double counted = pool.cpu_seconds() - before;
+    QVERIFY2(counted >= 2 * kBurn, qPrintable(QString("counted %1 ms").arg(counted * 1e3)));
   }
 
   // The register-only loops run and report a positive rate for every type and level.

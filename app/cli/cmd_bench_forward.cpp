@@ -42,14 +42,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// CPU time of the whole process: with one thread, the cost of the work itself even when
-// other programs take turns on the cores (wall time then includes their turns).
-double process_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -57,7 +49,7 @@ double median(std::vector<double> v) {
 
 struct Bandwidth {
   double wall;  // bytes per second of wall time
-  double cpu;   // bytes per second of process CPU time per thread: the rate while running
+  double cpu;   // bytes per second of CPU time per thread: the rate while running
 };
 
 // Read bandwidth: a streaming sum over 1 GiB (far beyond any cache) on every thread of
@@ -70,7 +62,7 @@ Bandwidth measure_bandwidth(ThreadPool& pool, int repeats) {
   for (int r = 0; r < repeats; ++r) {
     sums.assign(static_cast<size_t>(pool.size()), 0);
     const auto start = std::chrono::steady_clock::now();
-    const double cpu_start = process_cpu_seconds();
+    const double cpu_start = pool.cpu_seconds();
     pool.parallel_for(
         static_cast<int64_t>(words),
         [&](int64_t begin, int64_t end, int thread) {
@@ -80,7 +72,7 @@ Bandwidth measure_bandwidth(ThreadPool& pool, int repeats) {
         },
         4096);
     times.push_back(seconds_since(start));
-    cpu_times.push_back((process_cpu_seconds() - cpu_start) / pool.size());
+    cpu_times.push_back((pool.cpu_seconds() - cpu_start) / pool.size());
   }
   if (std::accumulate(sums.begin(), sums.end(), uint64_t{0}) != words) {
     throw CommandFailed("bandwidth check summed the wrong value", 1);
@@ -137,7 +129,8 @@ Peak measure_peak(const Model& model, SimdLevel level) {
 struct Timing {
   double seconds;  // median time of one forward
   double best;     // fastest run: on a shared machine, the least disturbed one
-  double cpu;      // median process CPU time of one forward (all threads, spinning included)
+  double cpu;      // median CPU time of one forward (the backend's threads, spinning included;
+                   // the cost of the work itself even when other programs take turns on the cores)
 };
 
 // Median time of forwards that add `per_seq` tokens to each of `n_seqs` forks of a
@@ -158,11 +151,11 @@ Timing time_forward(Backend& backend, const Model& model, KvCache& cache, int pr
   std::vector<double> times, cpu_times;
   for (int r = 0; r <= repeats; ++r) {  // the first run warms up and is not counted
     const auto start = std::chrono::steady_clock::now();
-    const double cpu_start = process_cpu_seconds();
+    const double cpu_start = backend.cpu_seconds();
     backend.forward(model, cache, batch, logits);
     if (r > 0) {
       times.push_back(seconds_since(start));
-      cpu_times.push_back(process_cpu_seconds() - cpu_start);
+      cpu_times.push_back(backend.cpu_seconds() - cpu_start);
     }
     for (int f : forks) cache.truncate(f, prefix);
   }

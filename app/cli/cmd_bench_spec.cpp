@@ -65,7 +65,7 @@ struct Config {
 // One decode: its decoding time apart from the prefill, and its counts.
 struct RunTimes {
   double decode_s = 0, prefill_s = 0;
-  double decode_cpu_s = 0;  // process CPU time of the decoding
+  double decode_cpu_s = 0;  // CPU time of the decoding (the backend's threads)
   long tokens = 0, accepted = 0, proposed = 0, steps = 0;
 };
 
@@ -90,12 +90,6 @@ struct Bench {
   std::vector<int> prompt;
 };
 
-double process_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 RunTimes run_once(const Bench& b, const Config& c, const DecodeOptions& options) {
   const int cache_tokens = decode_cache_tokens(static_cast<int>(b.prompt.size()), b.model.config.context_length, options);
   auto cache = b.backend.create_cache(b.model, cache_tokens);
@@ -106,12 +100,12 @@ RunTimes run_once(const Bench& b, const Config& c, const DecodeOptions& options)
   double prefill_end_cpu = 0;
   DecodeCallbacks marks;
   marks.on_tokens = [&](int seq, const SequenceOutput& out, std::span<const int>) {
-    if (seq == options.n_seqs - 1 && out.tokens.size() == 1) prefill_end_cpu = process_cpu_seconds();
+    if (seq == options.n_seqs - 1 && out.tokens.size() == 1) prefill_end_cpu = b.backend.cpu_seconds();
     return false;
   };
   const DecodeResult r = decode(b.backend, b.model, *cache, *drafter, *policy, b.prompt, options, marks);
   RunTimes t;
-  t.decode_cpu_s = process_cpu_seconds() - prefill_end_cpu;
+  t.decode_cpu_s = b.backend.cpu_seconds() - prefill_end_cpu;
   t.prefill_s = r.stats.prefill_seconds;
   t.decode_s = r.stats.wall_seconds - r.stats.prefill_seconds;
   t.steps = r.stats.steps;

@@ -88,9 +88,12 @@ class Backend {
   }
 
   // Threads a CPU backend computes with; 0 for a backend whose work runs elsewhere (a GPU).
-  // The cost model then times forwards by process CPU time too, which a busy machine's
+  // The cost model then times forwards by CPU time per thread too, which a busy machine's
   // other programs do not inflate.
   virtual int cpu_threads() const { return 0; }
+  // CPU seconds the backend's threads have run so far, read exactly (ThreadPool::cpu_seconds;
+  // call it from the thread that runs the forwards); 0 where cpu_threads() is 0.
+  virtual double cpu_seconds() const { return 0.0; }
 
   // What forwards of `model` cost on this backend (compute/cost_model.h): read from the
   // user's cost cache, or measured on the first call for the model (a few whole forwards

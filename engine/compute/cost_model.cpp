@@ -1,6 +1,5 @@
 #include "compute/cost_model.h"
 
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Bumped whenever what a file holds or how it is measured changes: older files then miss.
-constexpr const char* kFormat = "specula forward cost 5";
+constexpr const char* kFormat = "specula forward cost 6";
 // Batch sizes measured, smallest first, while the budget lasts: dense where single
 // sequences verify short drafts, sparser where batches of drafts land.
 constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -80,15 +79,9 @@ size_t last_level_cache_bytes() {
   return l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
 }
 
-double process_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 // Times single forwards of the first layer of a model, or of all its layers, over one cache
 // sequence, which each probe leaves empty again. On a CPU backend a probe takes the smaller of its
-// wall time and its process CPU time per thread: on a machine shared with other programs
+// wall time and its CPU time per thread (Backend::cpu_seconds): on a machine shared with other programs
 // the wall clock also counts their turns, the CPU time does not.
 class Prober {
  public:
@@ -154,11 +147,11 @@ class Prober {
     RaggedBatch batch;
     batch.add(seq, ids, all_logits);
     const auto start = Clock::now();
-    const double cpu_start = process_cpu_seconds();
+    const double cpu_start = backend_.cpu_seconds();
     backend_.forward(model_, cache, batch, logits_, layers);
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (const int threads = backend_.cpu_threads(); threads > 0) {
-      seconds = std::min(seconds, (process_cpu_seconds() - cpu_start) / threads);
+      seconds = std::min(seconds, (backend_.cpu_seconds() - cpu_start) / threads);
     }
     spent_ += seconds;
     return seconds;

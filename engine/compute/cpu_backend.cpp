@@ -171,6 +171,7 @@ class CpuBackend : public Backend {
            (pool_.size() == 1 ? " thread)" : " threads)");
   }
   int cpu_threads() const override { return pool_.size(); }
+  double cpu_seconds() const override { return pool_.cpu_seconds(); }
 
   std::unique_ptr<KvCache> create_cache(const Model& model, int max_tokens, int n_layers,
                                         int block_size) override {

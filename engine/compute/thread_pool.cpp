@@ -1,5 +1,7 @@
 #include "compute/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,6 +25,21 @@ ThreadPool::ThreadPool(int threads) {
   n_threads_ = threads;
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+  for (std::thread& w : workers_) {
+    clockid_t clock;
+    if (pthread_getcpuclockid(w.native_handle(), &clock) == 0) worker_clocks_.push_back(clock);  // fails only for an ended thread
+  }
+}
+
+double ThreadPool::cpu_seconds() const {
+  const auto read = [](clockid_t clock) {
+    timespec ts{};
+    clock_gettime(clock, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  double seconds = read(CLOCK_THREAD_CPUTIME_ID);
+  for (const clockid_t clock : worker_clocks_) seconds += read(clock);
+  return seconds;
 }
 
 ThreadPool::~ThreadPool() {

@@ -9,6 +9,8 @@
 // an atomic wait.
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -27,6 +29,14 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
+  // CPU seconds the pool's threads have run: every worker's, plus the calling thread's own
+  // (the thread that hands the pool its jobs). Each thread's clock is read exactly; the
+  // process clock (CLOCK_PROCESS_CPUTIME_ID) is not: it adds another thread's time only at a
+  // scheduler tick or a switch, so over a forward shorter than a tick it missed the workers'
+  // share (half a 2-thread forward of the demo target, which the cost model then took for
+  // the forward's cost).
+  double cpu_seconds() const;
+
   // Calls fn(begin, end, thread) on chunks that cover [0, n): chunk boundaries are
   // multiples of `grain`, at most 4 chunks per thread. `thread` in [0, size()) names the
   // thread running the chunk (for per-thread scratch space); which thread runs which
@@ -42,6 +52,7 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
+  std::vector<clockid_t> worker_clocks_;  // (size() - 1) each worker's CPU-time clock
   // The current job. Written by the calling thread before it publishes the job through
   // `generation_`; read by workers, which only act on it after claiming a chunk of it.
   std::atomic<const Body*> body_{nullptr};
