@@ -30,6 +30,7 @@ ForwardCost hand_made() {
   c.layer_seconds = {1.0, 1.0, 2.0};
   c.head_seconds = {0.5, 0.5, 1.5};
   c.position_seconds = 0.01;
+  c.sample_row_seconds = 4e-05;
   return c;
 }
 
@@ -116,6 +117,7 @@ class TestCostModel : public QObject {
         if (p > 0) QVERIFY(c->layer_seconds[p] >= c->layer_seconds[p - 1] && c->head_seconds[p] >= c->head_seconds[p - 1]);
       }
       QVERIFY(c->position_seconds >= 0);
+      QVERIFY(c->sample_row_seconds > 0 && std::isfinite(c->sample_row_seconds));  // the sampler, timed on a real row
     }
   }
 
@@ -194,6 +196,7 @@ class TestCostModel : public QObject {
     QCOMPARE(back->layer_seconds, c.layer_seconds);
     QCOMPARE(back->head_seconds, c.head_seconds);
     QCOMPARE(back->position_seconds, c.position_seconds);
+    QCOMPARE(back->sample_row_seconds, c.sample_row_seconds);
     QCOMPARE(back->n_layers, c.n_layers);
     QVERIFY(back->from_file);
     QCOMPARE(back->file, cost_cache_path(d, c.key));
@@ -219,6 +222,7 @@ class TestCostModel : public QObject {
     QTest::newRow("missing field") << QString(good).replace("position_seconds", "position");
     QTest::newRow("wrong type") << QString(good).replace("\"n_layers\": 10", "\"n_layers\": \"ten\"");
     QTest::newRow("no load") << QString(good).replace("\"load\"", "\"lode\"");
+    QTest::newRow("no sampling cost") << QString(good).replace("sample_row_seconds", "sample_seconds");
   }
   void corruptFilesAreNotTrusted() {
     QFETCH(QString, text);

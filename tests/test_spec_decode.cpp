@@ -44,7 +44,7 @@ struct Setup {
     // made-up costs: the fake backend's real step times say nothing against them
     StepCosts cheap{backend.cost, std::make_shared<ForwardCost>(roofline_cost(1, 1e-5, 1e-6)), -1, false};
     policy = policy_spec == "goodput" ? create_draft_policy(policy_spec, o.n_seqs, cheap)
-                                      : create_draft_policy(policy_spec, o.n_seqs, backend, *target, *drafter);
+                                      : create_draft_policy(policy_spec, o.n_seqs, backend, *target, *drafter, o.sampling);
   }
   DecodeResult run(const std::vector<int>& prompt, const DecodeOptions& o, const DecodeCallbacks& cb = {},
                    const std::atomic<bool>* stop = nullptr) {
@@ -539,6 +539,37 @@ class TestSpecDecode : public QObject {
     std::vector<int> k;
     p->lengths(live, k);
     QCOMPARE(k, (std::vector<int>{DraftPolicy::kMaxDraft}));
+  }
+
+  // Sampled decoding draws a distribution from every row it samples: the target from one
+  // row per token emitted, a model drafter from each row it drafts. Drafts that are free to
+  // verify (a flat forward) and to propose pay long greedily, where a row takes an argmax;
+  // at a temperature they do not pay where a draft row costs ten target forwards (a draft
+  // forward of 10 µs), nor where the target's rows cost a hundred (drafting saves forwards,
+  // not rows: the n-gram drafter's gain falls within the 5 % margin).
+  void goodputPricesTheRowsItSamples() {
+    const auto live = LiveBatch().add(0, 40).requests;
+    const auto flat = [](double sample_row_seconds) {
+      auto c = std::make_shared<ForwardCost>(roofline_cost(4, 1e-3 / 4, 0.0));
+      c->sample_row_seconds = sample_row_seconds;
+      return c;
+    };
+    auto cheap_draft = std::make_shared<ForwardCost>(roofline_cost(1, 1e-5, 0.0));
+    cheap_draft->sample_row_seconds = 1e-2;
+    const std::vector<std::pair<std::string, StepCosts>> drafters{
+        {"ngram", StepCosts{flat(1e-1), nullptr, -1, false}},
+        {"model", StepCosts{flat(0.0), cheap_draft, -1, false}}};
+    for (const auto& [drafter, costs] : drafters) {
+      for (const bool sampled : {false, true}) {
+        StepCosts c = costs;
+        c.sampled = sampled;
+        auto p = create_draft_policy("goodput", 1, c);
+        feed(*p, live, 6, {4}, 10);
+        std::vector<int> k;
+        p->lengths(live, k);
+        QVERIFY2(sampled ? k[0] == 0 : k[0] >= 8, qPrintable(QString("%1, sampled %2: %3").arg(drafter.c_str()).arg(sampled).arg(k[0])));
+      }
+    }
   }
 
   // The batch is done when its last sequence is: of two sequences with the same evidence,

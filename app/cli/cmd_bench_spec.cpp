@@ -95,7 +95,7 @@ RunTimes run_once(const Bench& b, const Config& c, const DecodeOptions& options)
   auto cache = b.backend.create_cache(b.model, cache_tokens);
   auto drafter = create_drafter(c.drafter, b.backend, b.model, b.draft_model, options.sampling, options.n_seqs, cache_tokens);
   const std::string policy_spec = c.drafter == "none" ? "fixed:1" : c.policy;
-  auto policy = create_draft_policy(policy_spec, options.n_seqs, b.backend, b.model, *drafter);
+  auto policy = create_draft_policy(policy_spec, options.n_seqs, b.backend, b.model, *drafter, options.sampling);
   // the prefill ends when the last sequence has its first token
   double prefill_end_cpu = 0;
   DecodeCallbacks marks;

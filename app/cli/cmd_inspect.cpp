@@ -141,6 +141,7 @@ nlohmann::json describe(const ForwardCost& cost, const std::string& backend) {
   }
   return {{"backend", backend},           {"layers", cost.n_layers},
           {"points", points},             {"position_ms_per_layer", cost.position_seconds * 1e3},
+          {"sample_row_ms", cost.sample_row_seconds * 1e3},
           {"from_file", cost.from_file},  {"file", cost.file},
           {"measure_ms", cost.measure_seconds * 1e3}};
 }

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "compute/backend.h"
+#include "decode/sampler.h"
 #include "model/model.h"
 
 namespace specula {
@@ -134,6 +135,12 @@ class Prober {
     const double seconds = run(*full_depth_cache_, full_depth_seq_, tokens, false, model_.config.n_layers);
     full_depth_cache_->truncate(full_depth_seq_, 0);
     return seconds;
+  }
+
+  // The last probe's logits: a real row of the model's, for timing the sampler on.
+  std::span<const float> last_row() const {
+    const size_t vocab = static_cast<size_t>(model_.config.vocab_size);
+    return logits_.size() < vocab ? std::span<const float>() : std::span<const float>(logits_).last(vocab);
   }
 
   // The probes' time so far, as timed: on a busy machine the budget then buys the same
@@ -278,7 +285,8 @@ bool plausible(const ForwardCost& c) {
       return false;
     }
   }
-  return finite_nonnegative(c.position_seconds) && finite_nonnegative(c.measure_seconds) && finite_nonnegative(c.load);
+  return finite_nonnegative(c.position_seconds) && finite_nonnegative(c.sample_row_seconds) &&
+         finite_nonnegative(c.measure_seconds) && finite_nonnegative(c.load);
 }
 
 std::string cpu_model_name() {
@@ -318,6 +326,25 @@ uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (const unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
   return h;
+}
+
+// Seconds the sampler takes to draw the distribution of `row` (the median of a few runs,
+// on the calling thread, as decoding draws it) at a temperature without filters: the
+// softmax over the whole vocabulary, which every sampled row pays whatever the row. The
+// filters' partial sort comes on top and depends on how flat the row is (top-p 0.95 over
+// a flat row of the demo target's 4096 words sorts them all and costs 4 times as much),
+// which a probe on made-up tokens cannot tell; it is left out.
+double time_sampling(std::span<const float> row) {
+  SamplingParams params;
+  params.temperature = 0.8f;
+  std::vector<float> probs;
+  std::vector<double> runs;
+  for (int r = 0; r < 15; ++r) {
+    const auto start = Clock::now();
+    sampling_distribution(params, row, probs);
+    runs.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return Runs::median(runs);
 }
 
 }  // namespace
@@ -368,6 +395,7 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   const Typical f = runs.typical(points.size());
   ForwardCost cost = fit(model, points, f, context_tokens, context_positions,
                          model.weight_bytes() > last_level_cache_bytes());
+  if (const std::span<const float> row = probe.last_row(); !row.empty()) cost.sample_row_seconds = time_sampling(row);
   cost.key = cost_model_key(backend, model);
   cost.measure_seconds = elapsed();
   cost.load = std::max(load_at_start, machine_load());
@@ -419,6 +447,7 @@ std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::st
     c.layer_seconds = j.at("layer_seconds").get<std::vector<double>>();
     c.head_seconds = j.at("head_seconds").get<std::vector<double>>();
     c.position_seconds = j.at("position_seconds").get<double>();
+    c.sample_row_seconds = j.at("sample_row_seconds").get<double>();
     c.measure_seconds = j.at("measure_seconds").get<double>();
     c.load = j.at("load").get<double>();
     if (c.key != key || !plausible(c)) return std::nullopt;
@@ -444,6 +473,7 @@ bool write_cost_cache(const std::string& dir, const ForwardCost& cost) {
                           {"layer_seconds", cost.layer_seconds},
                           {"head_seconds", cost.head_seconds},
                           {"position_seconds", cost.position_seconds},
+                          {"sample_row_seconds", cost.sample_row_seconds},
                           {"measure_seconds", cost.measure_seconds},
                           {"load", cost.load}}
                .dump(1)
@@ -481,7 +511,7 @@ ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, c
 
 std::string format_forward_cost(const ForwardCost& cost) {
   std::ostringstream out;
-  char line[160];
+  char line[256];
   out << (cost.from_file ? "read from " + cost.file
                          : "measured in " + std::to_string(static_cast<int>(std::lround(cost.measure_seconds * 1e3))) +
                                " ms" + (cost.file.empty() ? std::string() : ", stored in " + cost.file))
@@ -499,8 +529,9 @@ std::string format_forward_cost(const ForwardCost& cost) {
   }
   std::snprintf(line, sizeof line,
                 "(%d layers; beyond %d tokens extrapolated; attention adds %.4f ms per token per 100 cached positions;"
-                " measured at a load of %.2f per core)\n",
-                cost.n_layers, cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3, cost.load);
+                " sampling a row at a temperature %.4f ms; measured at a load of %.2f per core)\n",
+                cost.n_layers, cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3,
+                cost.sample_row_seconds * 1e3, cost.load);
   out << line;
   return out.str();
 }

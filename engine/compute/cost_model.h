@@ -17,6 +17,10 @@
 // position_seconds: attention's share, per token, cached position and layer. It matters
 //           for small models at long contexts (stories260K), hardly for large ones.
 //
+// Apart from the forward, sampled decoding draws a distribution from each row it samples
+// (the target's verification rows, a model drafter's rows): sample_row_seconds each, some
+// 40 µs for a 4096-word vocabulary, as much as the demo draft's whole forward.
+//
 // layer(n) comes from whole forwards of n tokens at a few batch sizes, interpolated linearly
 // between them; beyond the last one it grows at least in proportion to the batch. A one-token
 // forward splits into the layers' and the head's shares by the bytes they read when the model
@@ -44,6 +48,9 @@ struct ForwardCost {
   std::vector<double> layer_seconds;  // (points) one layer over that many tokens, nondecreasing
   std::vector<double> head_seconds;   // (points) the rest of a forward for that many logit rows, nondecreasing
   double position_seconds = 0.0;      // attention per token, cached position and layer
+  double sample_row_seconds = 0.0;    // drawing from one row of logits at a temperature (the softmax over
+                                      // the vocabulary; filters not counted): what sampled decoding adds per
+                                      // row it draws from, outside the forward; greedy rows take an argmax
   double measure_seconds = 0.0;       // how long measuring took
   double load = 0.0;                  // the machine's load while measuring: 1-minute load average per logical core
   std::string file;                   // the cache file it was read from or stored in; empty: none

@@ -93,6 +93,9 @@ class AdaptivePolicy : public DraftPolicy {
 // Seconds of one step, built up one drafted token at a time: the target verifies every
 // live sequence's last token and its drafts in one forward; a model drafter runs one
 // forward per draft position, the first also feeding each drafting sequence's backlog.
+// Sampled decoding also draws from rows outside the forwards: the target from one row per
+// token the step emits (each kept draft token's, to judge it, and the row after the last
+// kept one), a model drafter from every row it drafts.
 class StepTime {
  public:
   StepTime(const StepCosts& costs, std::span<const DraftRequest> live) : costs_(costs), live_(live) { reset(); }
@@ -104,14 +107,19 @@ class StepTime {
     for (const DraftRequest& r : live_) positions_ += static_cast<double>(r.tokens.size());
     rounds_.assign(DraftPolicy::kMaxDraft, Round{});
     draft_seconds_ = 0;
+    sampled_rows_ = static_cast<double>(live_.size());  // each sequence's next token
+    draft_sampled_rows_ = 0;
   }
 
-  // Sequence j drafts its p-th token (p = 1, 2, ... in order).
-  void add(size_t j, int p) {
+  // Sequence j drafts its p-th token (p = 1, 2, ... in order), kept with probability `kept`
+  // (α^p), when the target draws from one row more.
+  void add(size_t j, int p, double kept) {
     const double context = static_cast<double>(live_[j].tokens.size());
     ++tokens_;
     positions_ += context + p;  // the token's row attends to everything before it and itself
+    sampled_rows_ += kept;
     if (!costs_.draft) return;
+    ++draft_sampled_rows_;
     Round& round = rounds_[static_cast<size_t>(p - 1)];
     draft_seconds_ -= seconds(round);
     ++round.rows;
@@ -126,7 +134,14 @@ class StepTime {
     draft_seconds_ += seconds(round);
   }
 
-  double seconds() const { return costs_.target->seconds(tokens_, tokens_, positions_) + draft_seconds_; }
+  double seconds() const {
+    double s = costs_.target->seconds(tokens_, tokens_, positions_) + draft_seconds_;
+    if (costs_.sampled) {
+      s += sampled_rows_ * costs_.target->sample_row_seconds;
+      if (costs_.draft) s += draft_sampled_rows_ * costs_.draft->sample_row_seconds;
+    }
+    return s;
+  }
 
  private:
   struct Round {
@@ -144,6 +159,8 @@ class StepTime {
   double positions_ = 0;          // attended to by the target's rows, in all
   std::vector<Round> rounds_;     // (kMaxDraft) the drafter's forwards
   double draft_seconds_ = 0;      // of all rounds
+  double sampled_rows_ = 0;       // the target's rows drawn from, expected: the tokens the step emits
+  int draft_sampled_rows_ = 0;    // the drafter's
 };
 
 class GoodputPolicy : public DraftPolicy {
@@ -224,9 +241,10 @@ class GoodputPolicy : public DraftPolicy {
     double scale() const { return std::exp(log_ratio / (steps + kTimingPriorWeight)); }
   };
   struct Candidate {
-    double value;  // probability that the token is accepted, times its sequence's weight
-    size_t j;      // live sequence
-    int p;         // its position in the draft, from 1
+    double value;    // probability that the token is accepted, times its sequence's weight
+    size_t j;        // live sequence
+    int p;           // its position in the draft, from 1
+    double kept;     // probability that the token is kept: alpha^p
   };
 
   // A sequence's own evidence, shrunk toward the batch's (all candidates continue one
@@ -287,7 +305,7 @@ class GoodputPolicy : public DraftPolicy {
     double untaken = 0;  // the value of every candidate not yet taken
     for (size_t j = 0; j < live.size(); ++j) {
       if (limit(live[j]) == 0) continue;
-      heads_.push_back({weight_[j] * alpha_[j], j, 1});
+      heads_.push_back({weight_[j] * alpha_[j], j, 1, alpha_[j]});
       double value = weight_[j];
       for (int p = 1; p <= limit(live[j]); ++p) {
         value *= alpha_[j];
@@ -303,7 +321,7 @@ class GoodputPolicy : public DraftPolicy {
       const Candidate c = heads_.back();
       heads_.pop_back();
       taken_.push_back(c);
-      time.add(c.j, c.p);
+      time.add(c.j, c.p, c.kept);
       tokens += c.value;
       untaken -= c.value;
       const double seconds = time.seconds();
@@ -313,7 +331,7 @@ class GoodputPolicy : public DraftPolicy {
       }
       if ((tokens + std::max(0.0, untaken)) * (1 + 1e-9) < best * seconds) break;  // margin: rounding
       if (c.p < limit(live[c.j])) {
-        heads_.push_back({c.value * alpha_[c.j], c.j, c.p + 1});
+        heads_.push_back({c.value * alpha_[c.j], c.j, c.p + 1, c.kept * alpha_[c.j]});
         std::push_heap(heads_.begin(), heads_.end(), later);
       }
     }
@@ -329,7 +347,7 @@ class GoodputPolicy : public DraftPolicy {
     StepTime time(costs_, live);
     bool drafted = false;
     for (size_t j = 0; j < live.size(); ++j) {
-      for (int p = 1; p <= proposed[j]; ++p) time.add(j, p);
+      for (int p = 1; p <= proposed[j]; ++p) time.add(j, p, 0.0);  // timed steps are greedy: no rows drawn
       drafted = drafted || proposed[j] > 0;
     }
     (drafted ? drafted_steps_ : plain_steps_).add(std::log(seconds / time.seconds()));
@@ -340,11 +358,11 @@ class GoodputPolicy : public DraftPolicy {
     time.reset();
     double tokens = sure_tokens();
     for (size_t j = 0; j < live.size(); ++j) {
-      double value = weight_[j];
+      double kept = 1.0;
       for (int p = 1; p <= k[j]; ++p) {
-        value *= alpha_[j];
-        tokens += value;
-        time.add(j, p);
+        kept *= alpha_[j];
+        tokens += weight_[j] * kept;
+        time.add(j, p, kept);
       }
     }
     return tokens / time.seconds();
@@ -386,8 +404,9 @@ class GoodputPolicy : public DraftPolicy {
 
 }  // namespace
 
-StepCosts step_costs(Backend& backend, const Model& target, const Drafter& drafter) {
+StepCosts step_costs(Backend& backend, const Model& target, const Drafter& drafter, const SamplingParams& sampling) {
   StepCosts costs;
+  costs.sampled = !sampling.greedy();
   costs.target = backend.forward_cost(target);
   if (const Model* model = drafter.forward_model()) {
     costs.draft = model == &target ? costs.target : backend.forward_cost(*model);
@@ -397,8 +416,9 @@ StepCosts step_costs(Backend& backend, const Model& target, const Drafter& draft
 }
 
 std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs, Backend& backend,
-                                                 const Model& target, const Drafter& drafter) {
-  return create_draft_policy(spec, n_seqs, spec == "goodput" ? step_costs(backend, target, drafter) : StepCosts{});
+                                                 const Model& target, const Drafter& drafter,
+                                                 const SamplingParams& sampling) {
+  return create_draft_policy(spec, n_seqs, spec == "goodput" ? step_costs(backend, target, drafter, sampling) : StepCosts{});
 }
 
 std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs, const StepCosts& costs) {

@@ -35,11 +35,15 @@ struct StepCosts {
   int draft_layers = -1;                      // layers one draft forward runs (K of layers:K; -1: all)
   bool timed = true;                          // check the predictions against the steps' wall time
                                               // (false where the costs are made up for a fake backend)
+  bool sampled = false;                       // drawn at a temperature: each row the target samples from
+                                              // costs target->sample_row_seconds, each row a model
+                                              // drafter draws from draft->sample_row_seconds
 };
 
-// The costs of a step with this drafter on this backend (measured or read from the cost
-// cache the first time a model is seen: Backend::forward_cost).
-StepCosts step_costs(Backend& backend, const Model& target, const Drafter& drafter);
+// The costs of a step with this drafter on this backend, for a session sampling with
+// `sampling` (measured or read from the cost cache the first time a model is seen:
+// Backend::forward_cost).
+StepCosts step_costs(Backend& backend, const Model& target, const Drafter& drafter, const SamplingParams& sampling);
 class DraftPolicy {
  public:
   static constexpr int kMaxDraft = 32;  // no policy drafts more than this per step
@@ -61,8 +65,10 @@ class DraftPolicy {
 // for `n_seqs` sequences. Throws std::invalid_argument with a clear message otherwise.
 std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs,
                                                  const StepCosts& costs = {});
-// The same for decoding `target` with `drafter` on `backend`: goodput gets step_costs().
+// The same for decoding `target` with `drafter` on `backend`, sampling with `sampling`:
+// goodput gets step_costs().
 std::unique_ptr<DraftPolicy> create_draft_policy(const std::string& spec, int n_seqs, Backend& backend,
-                                                 const Model& target, const Drafter& drafter);
+                                                 const Model& target, const Drafter& drafter,
+                                                 const SamplingParams& sampling);
 
 }  // namespace specula

@@ -143,7 +143,8 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   const int cache_tokens = decode_cache_tokens(static_cast<int>(prompt.size()), target.config.context_length, options);
   auto drafter = create_drafter(request.draft.kind, backend, target, request.draft.draft_model, request.sampling,
                                 request.n_candidates, cache_tokens);
-  auto policy = create_draft_policy(request.draft.policy, request.n_candidates, backend, target, *drafter);
+  auto policy = create_draft_policy(request.draft.policy, request.n_candidates, backend, target, *drafter,
+                                    request.sampling);
   auto cache = backend.create_cache(target, cache_tokens);
 
   SessionResult result;
