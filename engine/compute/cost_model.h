@@ -18,8 +18,9 @@
 //           for small models at long contexts (stories260K), hardly for large ones.
 //
 // Apart from the forward, sampled decoding draws a distribution from each row it samples
-// (the target's verification rows, a model drafter's rows): sample_row_seconds each, some
-// 40 µs for a 4096-word vocabulary, as much as the demo draft's whole forward.
+// (the target's: one per token emitted; a model drafter's: one per token drafted):
+// sample_row_seconds each, some 70 µs for the demo pair's 4096-word vocabulary, more than
+// the demo draft's whole forward (about 50 µs).
 //
 // layer(n) comes from whole forwards of n tokens at a few batch sizes, interpolated linearly
 // between them; beyond the last one it grows at least in proportion to the batch. A one-token
