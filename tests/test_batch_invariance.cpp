@@ -1,6 +1,7 @@
 // A sequence's logits are the same bits however it is batched: alone in one call, token by
 // token, in random chunks, inside batches of 8 sequences of different lengths, continued
-// from a forked prefix (copy-on-write), and on 1 or 2 threads; for every weight type and
+// from a forked prefix (copy-on-write), and on 1 or 2 threads (these small matrices on the
+// calling thread, as a forward runs them, or split between both); for every weight type and
 // every SIMD level this processor runs (the 16-lane AVX-512 kernels too, emulated on AVX2),
 // and for the qwen2 (q/k/v biases) and qwen3 (per-head q/k norms, q twice as wide as the
 // model) stages.
@@ -142,13 +143,13 @@ class TestBatchInvariance : public QObject {
     const std::vector<float> reference = run_chunks(*one_thread, *model, tokens, {kLength});
     QCOMPARE(reference.size(), size_t(kLength) * model->config.vocab_size);
 
-    for (int threads : {1, 2}) {
-      std::unique_ptr<Backend> backend = create_cpu_backend(threads, level);
+    for (const auto& [threads, split] : {std::pair{1, false}, std::pair{2, false}, std::pair{2, true}}) {
+      std::unique_ptr<Backend> backend = create_cpu_backend(threads, level, split);
       const auto check = [&](const std::vector<float>& logits, const char* how) {
         QVERIFY2(logits.size() == reference.size(), how);
         QVERIFY2(
             std::memcmp(logits.data(), reference.data(), reference.size() * sizeof(float)) == 0,
-            qPrintable(QStringLiteral("%1 on %2 threads").arg(how).arg(threads)));
+            qPrintable(QStringLiteral("%1 on %2 threads%3").arg(how).arg(threads).arg(split ? ", every job split" : "")));
       };
       check(run_chunks(*backend, *model, tokens, {kLength}), "one call");
       check(run_chunks(*backend, *model, tokens, std::vector<int>(kLength, 1)), "token by token");

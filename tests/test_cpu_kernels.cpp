@@ -9,7 +9,10 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "compute/cpu_kernels.h"
@@ -371,9 +374,10 @@ class TestCpuKernels : public QObject {
   }
 
   // A token's outputs are the same bits alone, within 1..17 tokens from any start, and on
-  // 1 or 2 threads (which split the rows differently).
+  // 1 or 2 threads (which split the rows differently; the two-thread pool splits even the
+  // jobs a forward would run on the calling thread).
   void batchInvariant() {
-    ThreadPool one(1), two(2);
+    ThreadPool one(1), two(2, 0);
     std::mt19937 rng(11);
     for (SimdLevel level : testable_simd_levels()) {
       for (TensorType type : kAllTypes) {
@@ -530,6 +534,38 @@ class TestCpuKernels : public QObject {
     });
     const double counted = pool.cpu_seconds() - before;
     QVERIFY2(counted >= 2 * kBurn, qPrintable(QString("counted %1 ms").arg(counted * 1e3)));
+  }
+
+  // A job of less work than the pool's serial work runs on the calling thread as one chunk;
+  // a job of unknown work, or of more, is split into the pool's chunks (4 per thread), some
+  // of them run by the worker when it is free to take them.
+  void smallJobsRunOnTheCallingThread() {
+    ThreadPool pool(2);
+    const auto chunks_of = [&](int64_t work) {
+      std::mutex m;
+      std::vector<std::pair<int64_t, int64_t>> chunks;
+      std::set<std::thread::id> threads;
+      pool.parallel_for(
+          64,
+          [&](int64_t begin, int64_t end, int) {
+            const std::lock_guard lock(m);
+            chunks.emplace_back(begin, end);
+            threads.insert(std::this_thread::get_id());
+          },
+          1, work);
+      std::sort(chunks.begin(), chunks.end());
+      return std::pair{chunks, threads};
+    };
+    const auto [small, small_threads] = chunks_of(ThreadPool::kSerialWork - 1);
+    QCOMPARE(small.size(), size_t(1));
+    QCOMPARE(small[0], (std::pair<int64_t, int64_t>{0, 64}));
+    QCOMPARE(small_threads, std::set<std::thread::id>{std::this_thread::get_id()});
+    for (const int64_t work : {int64_t{-1}, ThreadPool::kSerialWork}) {
+      const auto [split, split_threads] = chunks_of(work);
+      QCOMPARE(split.size(), size_t(8));
+      for (size_t c = 0; c < split.size(); ++c) QCOMPARE(split[c].first, c == 0 ? 0 : split[c - 1].second);
+      QCOMPARE(split.back().second, int64_t{64});
+    }
   }
 
   // The register-only loops run and report a positive rate for every type and level.

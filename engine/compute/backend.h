@@ -125,8 +125,11 @@ std::unique_ptr<Backend> create_backend(DeviceChoice choice, std::string* note =
 // (default: the best this processor has; simd_level_from_name parses "portable", "avx2",
 // "avx512"); throws std::invalid_argument when the processor cannot run that level. It
 // repacks quantized weight matrices at their first use and keeps the copies (about the
-// size of those matrices, see docs/cpu_backend.md) while the model lives.
-std::unique_ptr<Backend> create_cpu_backend(int threads = 0, SimdLevel simd = best_simd_level());
+// size of those matrices, see docs/cpu_backend.md) while the model lives. Small jobs (a
+// tiny model's matrices) run on the calling thread; `split_every_job` splits them too, for
+// tests that compare what several threads compute.
+std::unique_ptr<Backend> create_cpu_backend(int threads = 0, SimdLevel simd = best_simd_level(),
+                                            bool split_every_job = false);
 // Defined by the CUDA backend when the build has one: a backend on the first usable GPU,
 // or null with the reason in `why_not` ("this build has no CUDA support" otherwise).
 std::unique_ptr<Backend> create_cuda_backend(std::string* why_not);

@@ -159,7 +159,8 @@ class PackedWeights {
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(int threads, SimdLevel simd) : pool_(threads), simd_(simd) {
+  CpuBackend(int threads, SimdLevel simd, bool split_every_job)
+      : pool_(threads, split_every_job ? 0 : ThreadPool::kSerialWork), simd_(simd) {
     if (!simd_supported(simd)) {
       throw std::invalid_argument("cpu backend: this processor cannot run the " +
                                   std::string(simd_name(simd)) + " kernels");
@@ -248,6 +249,10 @@ class CpuBackend : public Backend {
 
     const int block_size = cache.block_size();
     const float attn_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    // attention's cost to one thread, per layer: every position a token attends to is its
+    // key and value read and a multiply-add per query value for each
+    int64_t attention_work = 0;
+    for (int t = 0; t < n; ++t) attention_work += (plan.positions[t] + int64_t{1}) * (8 * kv_dim + 2 * q_dim);
     const size_t scores_per_thread = static_cast<size_t>(heads_per_kv) * std::max(1, plan.max_context);
     scores_.resize(static_cast<size_t>(pool_.size()) * scores_per_thread);
     const size_t rows_per_thread = 2 * static_cast<size_t>(std::max(1, plan.max_context));
@@ -324,7 +329,8 @@ class CpuBackend : public Backend {
               args.length = plan.positions[t] + 1;
               attend(args, simd_);
             }
-          });
+          },
+          1, attention_work);
       matmul(lw.wo, attn_.data(), n, xb_.data());
       add_bias(xb_.data(), n, dim, lw.bo);
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
@@ -382,8 +388,8 @@ class CpuBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> create_cpu_backend(int threads, SimdLevel simd) {
-  return std::make_unique<CpuBackend>(threads, simd);
+std::unique_ptr<Backend> create_cpu_backend(int threads, SimdLevel simd, bool split_every_job) {
+  return std::make_unique<CpuBackend>(threads, simd, split_every_job);
 }
 
 }  // namespace specula

@@ -326,9 +326,10 @@ void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& 
   }
   // Rows of float matrices in chunks of 16, whole panels of repacked ones.
   const int64_t units = w.panel_rows == 1 ? w.rows : w.panels();
+  const int64_t work = w.panels() * static_cast<int64_t>(w.panel_bytes) + int64_t{n} * w.rows * cols;
   pool.parallel_for(
       units, [&](int64_t begin, int64_t end, int) { kernel(w, begin, end, xa, x_stride, n, y); },
-      w.panel_rows == 1 ? 16 : 1);
+      w.panel_rows == 1 ? 16 : 1, work);
 }
 
 double peak_multiply_adds_per_second(TensorType type, SimdLevel level, double seconds) {

@@ -20,7 +20,7 @@ constexpr int kSpinIterations = 1 << 14;
 constexpr int kChunksPerThread = 4;
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, int64_t serial_work) : serial_work_(serial_work) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = threads;
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
@@ -70,11 +70,11 @@ void ThreadPool::run_chunks(uint32_t job, int thread) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const Body& fn, int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, const Body& fn, int64_t grain, int64_t work) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t blocks = (n + grain - 1) / grain;
-  if (n_threads_ == 1 || blocks == 1) {
+  if (n_threads_ == 1 || blocks == 1 || (work >= 0 && work < serial_work_)) {
     fn(0, n, 0);
     return;
   }
