@@ -49,13 +49,13 @@ class ThreadPool {
   // chunk varies, so fn must compute the same result for a chunk on any thread. Returns
   // when every chunk is done. Not reentrant.
   //
-  // `work` is what the whole job costs one thread, in bytes read plus multiply-adds
-  // (-1: unknown, the default). A job under the pool's serial work (kSerialWork unless
-  // constructed otherwise) runs on the calling thread as one
-  // chunk: handing chunks to the workers and waiting for them takes 1-2 µs a job (atomics
-  // on shared cache lines, a worker noticing the job), more than such a job saves by
-  // being split. A small model's forward is mostly such jobs (stories260K: one token took
-  // 0.10 ms on 2 threads and 0.05 ms on one).
+  // `work` is what the whole job costs one thread, in bytes read plus multiply-adds (-1:
+  // unknown, the default). A job under the pool's serial work (kSerialWork unless
+  // constructed otherwise) runs on the calling thread as one chunk: handing chunks to the
+  // workers and waiting for them takes 1-2 µs a job (atomics on shared cache lines, a
+  // worker noticing the job), more than such a job saves by being split. A small model's
+  // forward is mostly such jobs (stories260K: one token took 0.10 ms on 2 threads and
+  // 0.05 ms on one).
   using Body = std::function<void(int64_t begin, int64_t end, int thread)>;
   void parallel_for(int64_t n, const Body& fn, int64_t grain = 1, int64_t work = -1);
 
