@@ -3,9 +3,10 @@
 // from a forked prefix (copy-on-write), and on 1 or 2 threads (these small matrices on the
 // calling thread, as a forward runs them, or split between both); for every weight type and
 // every SIMD level this processor runs (the 16-lane AVX-512 kernels too, emulated on AVX2),
-// and for the qwen2 (q/k/v biases) and qwen3 (per-head q/k norms, q twice as wide as the
-// model) stages.
+// for the qwen2 (q/k/v biases) and qwen3 (per-head q/k norms, q twice as wide as the model)
+// stages, and with the weights prepared before the first forward.
 #include <QtTest>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -158,6 +159,21 @@ class TestBatchInvariance : public QObject {
       check(run_in_crowd(*backend, *model, tokens, rng), "in a batch of 8");
       check(run_forked(*backend, *model, tokens), "continued from a fork");
     }
+
+    // weights prepared before the first forward (repacked, pages read in) give the same
+    // bits; preparing reports its progress up to the whole, and stops when told to
+    std::unique_ptr<Backend> prepared = create_cpu_backend(2, level);
+    std::vector<double> done;
+    prepared->prepare(*model, [&](double f) {
+      done.push_back(f);
+      return true;
+    });
+    QVERIFY(!done.empty() && std::is_sorted(done.begin(), done.end()) && done.back() == 1.0);
+    const std::vector<float> logits = run_chunks(*prepared, *model, tokens, {3, 5, 1, 4, 1});
+    QVERIFY2(logits.size() == reference.size() &&
+                 std::memcmp(logits.data(), reference.data(), reference.size() * sizeof(float)) == 0,
+             "after prepare()");
+    QVERIFY_THROWS_EXCEPTION(ModelError, create_cpu_backend(1, level)->prepare(*model, [](double) { return false; }));
   }
 };
 
