@@ -631,6 +631,53 @@ class TestSpecDecode : public QObject {
     QCOMPARE(k[1], 0);
   }
 
+  // A model drafter's prefill of the prompt (40 tokens, 4 ms, where a step costs 1.1 ms)
+  // is paid once, before its first draft, and repaid only by a run long enough: not after
+  // one generated token, nor near the length limit, but after 20 with 100 to go; once the
+  // prefill is done, drafting starts at once.
+  void goodputDraftsOnceTheRunRepaysTheDraftersSetup() {
+    const StepCosts costs{std::make_shared<ForwardCost>(roofline_cost(4, 1e-3 / 4, 0.0, 1e-4)),
+                          std::make_shared<ForwardCost>(roofline_cost(1, 1e-5, 1e-4)), -1, false};
+    const auto k_for = [&](int generated, int remaining, int setup) {
+      auto live = LiveBatch().add(0, std::min(16, remaining - 1), 1).requests;
+      live[0].generated = generated;
+      live[0].remaining = remaining;
+      live[0].setup = setup;
+      std::vector<int> k;
+      create_draft_policy("goodput", 1, costs)->lengths(live, k);
+      return k[0];
+    };
+    QCOMPARE(k_for(1, 100, 40), 0);
+    QCOMPARE(k_for(20, 3, 40), 0);
+    QVERIFY2(k_for(20, 100, 40) > 0, "a run that has lasted 20 tokens and may go on for 100 did not draft");
+    QVERIFY2(k_for(1, 100, 0) > 0, "drafting waited for a setup that was done");
+  }
+
+  // The decoder tells the policy what each sequence has generated, what it may still
+  // generate, and the drafter's setup: a model drafter's prompt until its first draft.
+  void decoderTellsThePolicyTheRunsProgress() {
+    DecodeOptions o;
+    o.n_seqs = 2;
+    o.max_new_tokens = 12;
+    const auto prompt = make_prompt(16, 2);
+    Setup s("model", "fixed:1", o, 16);
+    auto recording = std::make_unique<RecordingPolicy>(1);
+    RecordingPolicy& policy = *recording;
+    s.policy = std::move(recording);
+    s.run(prompt, o);
+    QVERIFY(policy.asked.size() > 1);
+    std::vector<int> before(2, 0);
+    for (size_t step = 0; step < policy.asked.size(); ++step) {
+      for (const DraftRequest& r : policy.asked[step]) {
+        QVERIFY(r.generated > before[static_cast<size_t>(r.seq)]);  // the prefill's token, then each step's
+        before[static_cast<size_t>(r.seq)] = r.generated;
+        QCOMPARE(r.remaining, o.max_new_tokens - r.generated);
+        QCOMPARE(r.setup, step == 0 ? 15 : 0);  // the prompt but its last token, until the first draft
+      }
+    }
+    QCOMPARE(policy.asked[0][0].generated, 1);
+  }
+
   // One rejected draft is likely at any acceptance rate: it does not stop the drafting
   // (the point estimate alone, 0.22 after it, would, where two rows cost 1.23 one); a run
   // of them does.
@@ -749,10 +796,12 @@ class TestSpecDecode : public QObject {
         QCOMPARE(drafter->backlog(i, seqs[static_cast<size_t>(i)]), 4 + i);  // the prompt's last token and 3 + i generated
       }
       QCOMPARE(backend.calls, 0);
+      QCOMPARE(drafter->setup_tokens(), prompt_len - 1);  // the prefill a first draft starts with
       drafter->finish(1);
 
       std::vector<Draft> drafts;
       drafter->propose(std::vector<DraftRequest>{{0, seqs[0], 4, 0}, {2, seqs[2], 2, 0}}, drafts);
+      QCOMPARE(drafter->setup_tokens(), 0);
       QCOMPARE(drafts[0].tokens, draft_greedy(model, layers, seqs[0], 4));
       QCOMPARE(drafts[1].tokens, draft_greedy(model, layers, seqs[2], 2));
       QCOMPARE(drafter->forwards(), 1 + 4);  // the prompt, then one forward per draft position

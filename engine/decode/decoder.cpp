@@ -173,12 +173,16 @@ void prefill(Run& run, std::span<const int> prompt) {
 // sequence can still use (its length limit, the context) and the drafter can propose.
 std::vector<DraftRequest> draft_requests(Run& run, std::span<const int> live) {
   std::vector<DraftRequest> requests;
+  const int setup = run.drafter.setup_tokens();
   for (const int i : live) {
     const std::vector<int>& all = run.all(i);
-    const int left = run.options.max_new_tokens - static_cast<int>(run.out(i).tokens.size()) - 1;
+    const int generated = static_cast<int>(run.out(i).tokens.size());
     const int room = run.target.config.context_length - static_cast<int>(all.size());
+    const int left = run.options.max_new_tokens - generated - 1;  // the target's own token comes after the drafts
     const int most = run.drafter.proposable(i, all, std::max(0, std::min(left, room)));
-    requests.push_back(DraftRequest{i, all, most, run.drafter.backlog(i, all), run.ids[static_cast<size_t>(i)]});
+    const int remaining = std::min(run.options.max_new_tokens - generated, room);
+    requests.push_back(DraftRequest{i, all, most, run.drafter.backlog(i, all), run.ids[static_cast<size_t>(i)],
+                                    generated, remaining, setup});
   }
   std::vector<int> k;
   run.policy.lengths(requests, k);

@@ -196,9 +196,8 @@ class GoodputPolicy : public DraftPolicy {
     // That needs some steps without drafts to compare with: the first after timing starts,
     // then one whenever their evidence has faded (every ~35 steps while drafting).
     const bool time_plain = drafted_steps_.steps > 0 && plain_steps_.steps < kPlainEvidence;
-    if (time_plain || refined / drafted_steps_.scale() < kMinGain * none / plain_steps_.scale()) {
-      k.assign(live.size(), 0);
-    }
+    const double drafting = refined / drafted_steps_.scale(), plain = none / plain_steps_.scale();
+    if (time_plain || drafting < kMinGain * plain || !repays_setup(live, plain, drafting)) k.assign(live.size(), 0);
   }
 
   void update(std::span<const DraftRequest> live, std::span<const int> proposed, std::span<const int> accepted,
@@ -341,6 +340,25 @@ class GoodputPolicy : public DraftPolicy {
   }
 
   static int limit(const DraftRequest& r) { return std::min(r.max_tokens, kMaxDraft); }
+
+  // A drafter's one-time work before its first proposal (a model drafter's prefill of the
+  // prompt) is an investment: it pays only if the run lasts long enough for the drafts'
+  // gain, (1/plain - 1/drafting) seconds per weighted token, to earn it back. How long a
+  // run lasts is not known (candidates end at their own stop); the estimate is that each
+  // sequence generates as many more tokens as it has so far, within its length limit (a
+  // run that has lasted t lasts t again, at the median, when nothing else is known), and
+  // the batch lasts as long as the longest of these. A short completion thus never pays a
+  // prefill that would cost it more than its drafts can save.
+  bool repays_setup(std::span<const DraftRequest> live, double plain, double drafting) const {
+    const int setup = live.empty() ? 0 : live[0].setup;
+    if (setup == 0 || !costs_.draft) return true;
+    double steps = 0;
+    for (const DraftRequest& r : live) steps = std::max(steps, static_cast<double>(std::min(r.generated, r.remaining)));
+    const double tokens = steps * sure_tokens();
+    const double n = setup;
+    const double prefill = costs_.draft->seconds(setup, 1, n * (n + 1) / 2, costs_.draft_layers);
+    return tokens * (1 / plain - 1 / drafting) >= prefill;
+  }
 
   // What the step that drafted `proposed` was predicted to take, against what it took.
   void learn_timing(std::span<const DraftRequest> live, std::span<const int> proposed, double seconds) {

@@ -215,6 +215,11 @@ class ModelDrafter : public ForwardDrafter {
     const size_t seen = prefilled_ ? seqs_.at(static_cast<size_t>(seq)).cached.size() : prompt_.size() - 1;
     return static_cast<int>(tokens.size() - seen);
   }
+  int setup_tokens() const override {
+    if (prefilled_ || prompt_.empty()) return 0;
+    const std::span<const int> seen(prompt_.data(), prompt_.size() - 1);
+    return has_rows(seen) ? static_cast<int>(seen.size()) : 0;
+  }
   double setup_seconds() const override { return setup_seconds_; }
   // A sequence holding an id the draft has no row for (a padding id of a larger target
   // vocabulary) cannot run through the draft: it gets no drafts from then on.

@@ -29,6 +29,10 @@ struct DraftRequest {
   int max_tokens = 0;            // propose at most this many (0: none this step)
   int backlog = 0;               // tokens the drafter must feed before its first proposal (Drafter::backlog)
   int cache_seq = -1;            // the sequence's id in the target's KV cache, which holds all its tokens but the last
+  int generated = 0;             // new tokens the sequence has so far
+  int remaining = 0;             // new tokens it may still generate (its length limit, the context)
+  int setup = 0;                 // tokens the drafter must run once, for all sequences together, before
+                                 // it can propose at all (Drafter::setup_tokens); the same in every request
 };
 
 struct Draft {
@@ -55,6 +59,10 @@ class Drafter {
   // drafter's model, which has not seen them: at least 1 for model drafters (the last
   // token, and every token generated while the sequence drafted nothing), 0 for the others.
   virtual int backlog(int /*seq*/, std::span<const int> /*tokens*/) const { return 0; }
+  // Tokens a first proposal must run through the drafter's model once, for every sequence
+  // together, before any sequence's backlog: a model drafter's prompt until a first draft
+  // is asked for (its prefill, the run's setup), 0 after it and for the other drafters.
+  virtual int setup_tokens() const { return 0; }
   // The most tokens a proposal for sequence `seq` after `tokens` (the sequence so far)
   // could hold, up to `most`: what a policy may usefully ask for. A model drafter proposes
   // `most` while its context has room; the n-gram drafter only what follows its match, and
