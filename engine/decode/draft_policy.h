@@ -13,7 +13,8 @@
 //             with and without drafts were seen to take. Where verifying more tokens
 //             costs little it drafts long; where it costs what the tokens are worth, nothing.
 //             A sequence ahead of the batch's slowest counts its tokens for less: the
-//             batch is done when its last sequence is.
+//             batch is done when its last sequence is. A model drafter's prefill of the
+//             prompt is paid only once the run is expected to last long enough to repay it.
 #pragma once
 
 #include <memory>
