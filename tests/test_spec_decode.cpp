@@ -86,6 +86,14 @@ class RecordingPolicy : public DraftPolicy {
   int k_;
 };
 
+// Makes `s` decode with a RecordingPolicy asking for `k` tokens, and returns it.
+RecordingPolicy& record(Setup& s, int k) {
+  auto recording = std::make_unique<RecordingPolicy>(k);
+  RecordingPolicy& policy = *recording;
+  s.policy = std::move(recording);
+  return policy;
+}
+
 // Tells the policy that every live sequence was proposed `proposed` tokens and accepted
 // accepted[j] of them, `steps` times.
 void feed(DraftPolicy& policy, std::span<const DraftRequest> live, int proposed, const std::vector<int>& accepted,
@@ -601,9 +609,7 @@ class TestSpecDecode : public QObject {
     QCOMPARE(s.drafter->proposable(0, repeated, 10), 3);  // "5 6" seen before, then 7 5 6
     QCOMPARE(s.drafter->proposable(0, repeated, 2), 2);
     QCOMPARE(s.drafter->proposable(0, fresh, 10), 0);
-    auto recording = std::make_unique<RecordingPolicy>(DraftPolicy::kMaxDraft);
-    RecordingPolicy& policy = *recording;
-    s.policy = std::move(recording);
+    RecordingPolicy& policy = record(s, DraftPolicy::kMaxDraft);
     const auto r = s.run(prompt, o);
     int offered = 0;
     for (size_t step = 0; step < policy.asked.size(); ++step) {
@@ -661,9 +667,7 @@ class TestSpecDecode : public QObject {
     o.max_new_tokens = 12;
     const auto prompt = make_prompt(16, 2);
     Setup s("model", "fixed:1", o, 16);
-    auto recording = std::make_unique<RecordingPolicy>(1);
-    RecordingPolicy& policy = *recording;
-    s.policy = std::move(recording);
+    RecordingPolicy& policy = record(s, 1);
     s.run(prompt, o);
     QVERIFY(policy.asked.size() > 1);
     std::vector<int> before(2, 0);

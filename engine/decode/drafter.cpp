@@ -215,11 +215,7 @@ class ModelDrafter : public ForwardDrafter {
     const size_t seen = prefilled_ ? seqs_.at(static_cast<size_t>(seq)).cached.size() : prompt_.size() - 1;
     return static_cast<int>(tokens.size() - seen);
   }
-  int setup_tokens() const override {
-    if (prefilled_ || prompt_.empty()) return 0;
-    const std::span<const int> seen(prompt_.data(), prompt_.size() - 1);
-    return has_rows(seen) ? static_cast<int>(seen.size()) : 0;
-  }
+  int setup_tokens() const override { return prefilled_ ? 0 : static_cast<int>(prefill_tokens().size()); }
   double setup_seconds() const override { return setup_seconds_; }
   // A sequence holding an id the draft has no row for (a padding id of a larger target
   // vocabulary) cannot run through the draft: it gets no drafts from then on.
@@ -295,8 +291,8 @@ class ModelDrafter : public ForwardDrafter {
     prefilled_ = true;
     const auto start = std::chrono::steady_clock::now();
     const int root = cache_->create();
-    std::vector<int> cached(prompt_.begin(), prompt_.end() - 1);
-    if (!has_rows(cached)) cached.clear();  // propose() then never drafts for it
+    const std::span<const int> prefix = prefill_tokens();
+    const std::vector<int> cached(prefix.begin(), prefix.end());
     if (!cached.empty()) {
       RaggedBatch batch;
       batch.add(root, cached, false);
@@ -309,6 +305,14 @@ class ModelDrafter : public ForwardDrafter {
     }
     cache_->release(root);
     setup_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // What the prefill runs: the prompt but its last token, or nothing where it holds an id
+  // the draft has no row for (propose() then never drafts for it).
+  std::span<const int> prefill_tokens() const {
+    if (prompt_.empty()) return {};
+    const std::span<const int> prefix(prompt_.data(), prompt_.size() - 1);
+    return has_rows(prefix) ? prefix : std::span<const int>{};
   }
 
   bool has_rows(std::span<const int> tokens) const {
