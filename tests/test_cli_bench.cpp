@@ -72,6 +72,32 @@ class TestCliBench : public QObject {
     }
   }
 
+  // --simulate runs no forward: one row per (alpha, N, drafter, policy), the predicted
+  // speed-up the median of the seeds' and between their lowest and highest; with every
+  // draft token kept, fixed:3 takes a step for every 4 tokens (the last steps fewer) and
+  // drafts 3 per step; with none kept it takes a step per token, as plain decoding does,
+  // drafting 3 until the length limit leaves room for fewer.
+  void simulateRunsTheGridOnTheCostModel() {
+    const CliRun run = run_cli({"bench-spec", "--random", "tiny", "--threads", "1", "--n", "1,4", "--drafters",
+                                "ngram,layers:1", "--policies", "fixed:3,goodput", "--alpha", "1,0", "--max-tokens",
+                                "33", "--repeats", "3", "--simulate", "--json"});
+    QVERIFY2(run.code == 0, run.err.constData());
+    const QJsonArray rows = QJsonDocument::fromJson(run.out).array();
+    QCOMPARE(rows.size(), 2 * 2 * 2 * 2);
+    for (const QJsonValue& value : rows) {
+      const QJsonObject row = value.toObject();
+      QCOMPARE(row["mode"].toString(), QString("simulated"));
+      const double speedup = row["predicted_speedup_over_none"].toDouble();
+      QVERIFY(row["predicted_speedup_over_none_low"].toDouble() <= speedup);
+      QVERIFY(speedup <= row["predicted_speedup_over_none_high"].toDouble());
+      if (row["policy"].toString() != "fixed:3") continue;
+      const bool all_kept = row["alpha"].toDouble() == 1.0;
+      QCOMPARE(row["steps_per_token"].toDouble(), all_kept ? 8.0 / 32 : 1.0);  // 32 tokens after the prefill's
+      QCOMPARE(row["acceptance"].toDouble(), all_kept ? 1.0 : 0.0);
+      QCOMPARE(row["drafted_per_token"].toDouble(), all_kept ? 24.0 / 32 : (29 * 3 + 2 + 1) / 32.0);
+    }
+  }
+
   void badArgumentsFailCleanly() {
     const CliRun none = run_cli({"bench-spec"});
     QCOMPARE(none.code, 2);
@@ -79,6 +105,9 @@ class TestCliBench : public QObject {
     const CliRun simd = run_cli({"bench-spec", "--random", "tiny", "--simd", "avx512", "--device", "cuda"});
     QCOMPARE(simd.code, 2);
     QVERIFY(simd.err.contains("--simd"));
+    const CliRun simulate = run_cli({"bench-spec", "--random", "tiny", "--simulate"});
+    QCOMPARE(simulate.code, 2);
+    QVERIFY(simulate.err.contains("--alpha"));
   }
 };
 

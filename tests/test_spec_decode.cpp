@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "decode/decoder.h"
+#include "decode/policy_simulation.h"
 #include "fake_backend.h"
 #include "stats.h"
 
@@ -153,6 +154,19 @@ std::vector<int> draft_greedy(const Model& model, int n_layers, std::vector<int>
     context.push_back(out.back());
   }
   return out;
+}
+
+// The 1.1B shape's Q8_0 forward as measured on a 2-core AVX-512 machine (bench-spec's
+// cost table, docs/performance.md): a layer and the head for 1 to 16 tokens, where 2 tokens
+// cost 1.10 one, 4 cost 1.34 and 16 cost 2.55; attention per cached position and layer.
+std::shared_ptr<ForwardCost> cpu_1b_cost() {
+  auto c = std::make_shared<ForwardCost>();
+  c->n_layers = 22;
+  c->tokens = {1, 2, 3, 4, 6, 8, 12, 16};
+  c->layer_seconds = {1.593e-3, 1.759e-3, 1.893e-3, 2.119e-3, 2.526e-3, 2.759e-3, 3.473e-3, 4.064e-3};
+  c->head_seconds = {2.370e-3, 2.370e-3, 2.607e-3, 3.624e-3, 3.753e-3, 4.202e-3, 4.202e-3, 6.076e-3};
+  c->position_seconds = 2.52e-7;
+  return c;
 }
 
 }  // namespace
@@ -769,6 +783,33 @@ class TestSpecDecode : public QObject {
     feed(*p, live, 0, {0}, 200);  // steps without a draft
     p->lengths(live, k);
     QVERIFY(k[0] > 0);
+  }
+
+  // The simulated decode counts steps and prices them as the decoder would: plain decoding
+  // takes one step per token after the prefill's, each the target's forward over every
+  // sequence at its context; with every draft token kept, fixed:3 emits 4 tokens a step
+  // (the last step what is left); with none kept, as many steps as plain decoding.
+  void simulatedDecodeCountsLikeTheDecoder() {
+    const auto cpu = cpu_1b_cost();
+    const StepCosts costs{cpu, cpu, 2, false};
+    SimulatedDecode d;
+    d.n_seqs = 3;
+    d.prompt_tokens = 10;
+    d.max_new_tokens = 30;
+    const SimulatedRun plain = simulate_decode(nullptr, costs, d);
+    QCOMPARE(plain.steps, 29);
+    QCOMPARE(plain.proposed, 0L);
+    double expected = 0;
+    for (int generated = 1; generated < 30; ++generated) expected += cpu->seconds(3, 3, 3.0 * (10 + generated));
+    QVERIFY2(std::abs(plain.seconds - expected) <= 1e-12 * expected, qPrintable(QString::number(plain.seconds)));
+    for (const double alpha : {1.0, 0.0}) {
+      d.alpha = alpha;
+      auto fixed = create_draft_policy("fixed:3", 3, costs);
+      const SimulatedRun r = simulate_decode(fixed.get(), costs, d);
+      QCOMPARE(r.steps, alpha == 1.0 ? 8 : 29);  // 29 tokens: 7 steps of 4, then 1
+      QCOMPARE(r.accepted, alpha == 1.0 ? 3L * (29 - 8) : 0L);
+      QVERIFY(r.seconds > 0);
+    }
   }
 
   // When the policy drafts nothing, a decode is plain decoding: no draft forward at all (a

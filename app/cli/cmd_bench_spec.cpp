@@ -13,7 +13,9 @@
 // With --alpha, the same configurations also run in FORCED-ACCEPTANCE mode (benchmark only:
 // each draft token is kept with probability alpha whatever the models say) to measure the
 // system at known acceptance rates on models whose own acceptance means nothing (random
-// weights).
+// weights). With --simulate it runs no forward: the forced-acceptance grid is priced by the
+// measured cost model alone (decode/policy_simulation.h), greedy, what each policy's
+// choices are predicted to gain, free of the machine's noise.
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -29,6 +31,7 @@
 #include "commands.h"
 #include "compute/simd_level.h"
 #include "decode/decoder.h"
+#include "decode/policy_simulation.h"
 #include "model/model.h"
 #include "model/random_model.h"
 
@@ -55,6 +58,7 @@ struct BenchArgs {
   int repeats = 1;
   std::string device = "cpu";
   bool json = false;
+  bool simulate = false;
 };
 
 struct Config {
@@ -257,9 +261,91 @@ void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::str
   }
 }
 
+// One cell of --simulate: a policy's predicted speed-up over plain decoding, by the cost
+// model alone, at a forced acceptance rate.
+struct SimulatedRow {
+  double alpha = 0;
+  int n = 0;
+  Config config;
+  double speedup = 1, speedup_low = 1, speedup_high = 1;  // median, lowest and highest over the seeds
+  double drafted_per_token = 0, acceptance = 0, steps_per_token = 0;  // over all seeds
+};
+
+// Every (alpha, N, drafter, policy) of the arguments, each over --repeats seeds: the
+// drafter's forwards priced as the decoder's would be (ngram: none), proposing whatever
+// the policy asks (the n-gram drafter, in a real run, only what follows a match).
+std::vector<SimulatedRow> simulate_grid(const Bench& b, const BenchArgs& a) {
+  const SamplingParams greedy;
+  std::vector<SimulatedRow> rows;
+  for (const std::string& kind : a.drafters) {
+    const auto drafter = create_drafter(kind, b.backend, b.model, b.draft_model, greedy, 1, b.model.config.context_length);
+    const StepCosts costs = step_costs(b.backend, b.model, *drafter, greedy);
+    for (const double alpha : a.alphas) {
+      for (const int n : a.batch_sizes) {
+        SimulatedDecode d;
+        d.n_seqs = n;
+        d.prompt_tokens = static_cast<int>(b.prompt.size());
+        d.max_new_tokens = a.max_tokens;
+        d.alpha = alpha;
+        const double plain = simulate_decode(nullptr, costs, d).seconds;
+        for (const std::string& spec : a.policies) {
+          SimulatedRow row{alpha, n, {kind, spec}};
+          std::vector<double> ratios;
+          long proposed = 0, accepted = 0, steps = 0;
+          for (int seed = 1; seed <= a.repeats; ++seed) {
+            d.seed = static_cast<uint64_t>(seed);
+            const auto policy = create_draft_policy(spec, n, costs);
+            const SimulatedRun r = simulate_decode(policy.get(), costs, d);
+            ratios.push_back(plain / r.seconds);
+            proposed += r.proposed;
+            accepted += r.accepted;
+            steps += r.steps;
+          }
+          const double decoded = static_cast<double>(a.repeats) * n * (a.max_tokens - 1);
+          const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+          row.speedup = median(ratios);
+          row.speedup_low = *low;
+          row.speedup_high = *high;
+          row.drafted_per_token = static_cast<double>(proposed) / decoded;
+          row.acceptance = proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
+          row.steps_per_token = static_cast<double>(steps) * n / decoded;
+          rows.push_back(row);
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+void print_simulated_rows(const std::vector<SimulatedRow>& rows, const BenchArgs& a) {
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const SimulatedRow& r : rows) {
+      out.push_back({{"mode", "simulated"}, {"alpha", r.alpha}, {"n", r.n}, {"drafter", r.config.drafter},
+                     {"policy", r.config.policy}, {"simd", simd_label(a)}, {"predicted_speedup_over_none", r.speedup},
+                     {"predicted_speedup_over_none_low", r.speedup_low},
+                     {"predicted_speedup_over_none_high", r.speedup_high}, {"drafted_per_token", r.drafted_per_token},
+                     {"acceptance", r.acceptance}, {"steps_per_token", r.steps_per_token}});
+    }
+    std::puts(out.dump(2).c_str());
+    return;
+  }
+  std::printf("SIMD %s; greedy, forced acceptance, priced by the cost model alone (no forward run); a drafter that\n"
+              "always proposes what it is asked; median of %d seeds (lowest-highest)\n\n",
+              simd_label(a).c_str(), a.repeats);
+  std::printf("| α | N | drafter | policy | predicted speed-up | range | drafted/token | acceptance | steps/token |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (const SimulatedRow& r : rows) {
+    std::printf("| %.2g | %d | %s | %s | %.2fx | %.2f-%.2f | %.3f | %.2f | %.3f |\n", r.alpha, r.n,
+                r.config.drafter.c_str(), r.config.policy.c_str(), r.speedup, r.speedup_low, r.speedup_high,
+                r.drafted_per_token, r.acceptance, r.steps_per_token);
+  }
+}
+
 void run(const BenchArgs& a) {
   if (a.model_path.empty() == a.random_shape.empty()) throw CommandFailed("give either -m MODEL or --random SHAPE", 2);
   if (a.simd != "best" && a.device != "cpu") throw CommandFailed("--simd chooses the CPU's kernels: use it with --device cpu", 2);
+  if (a.simulate && a.alphas.empty()) throw CommandFailed("--simulate prices forced acceptance: give the rates with --alpha", 2);
   LoadOptions load;
   load.tokenizer_path = a.tokenizer_path;
   std::shared_ptr<const Model> model;
@@ -285,6 +371,16 @@ void run(const BenchArgs& a) {
   const std::string load_at_start = load_average();
   const std::shared_ptr<const ForwardCost> cost = backend->forward_cost(*model);
 
+  const Bench bench{*backend, *model, draft_model, prompt};
+  if (a.simulate) {
+    const std::vector<SimulatedRow> simulated = simulate_grid(bench, a);
+    if (!a.json) {
+      std::printf("target forward cost, %s\n", format_forward_cost(*cost).c_str());
+    }
+    print_simulated_rows(simulated, a);
+    return;
+  }
+
   std::vector<Config> configs{{"none", "-"}};
   for (const auto& d : a.drafters) {
     for (const auto& p : a.policies) configs.push_back({d, p});
@@ -297,7 +393,6 @@ void run(const BenchArgs& a) {
     s << "forced a=" << alpha;
     modes.emplace_back(s.str(), alpha);
   }
-  const Bench bench{*backend, *model, draft_model, prompt};
   std::vector<Row> rows;
   for (const auto& [mode, alpha] : modes) {
     for (const float t : a.temperatures) {
@@ -355,6 +450,8 @@ void add_bench_spec_command(CLI::App& app) {
   cmd->add_option("--repeats", args->repeats, "Runs per configuration; a row shows the median run and the median paired speed-up (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--device", args->device, "cpu, cuda or auto (default cpu)")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_flag("--json", args->json, "Print the rows as JSON");
+  cmd->add_flag("--simulate", args->simulate,
+                "Run no forward: price the --alpha grid by the measured cost model alone (greedy, --repeats seeds)");
   cmd->callback([args] { run(*args); });
 }
 

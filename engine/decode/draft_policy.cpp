@@ -367,13 +367,8 @@ class GoodputPolicy : public DraftPolicy {
 
   // What the step that drafted `proposed` was predicted to take, against what it took.
   void learn_timing(std::span<const DraftRequest> live, std::span<const int> proposed, double seconds) {
-    StepTime time(costs_, live);
-    bool drafted = false;
-    for (size_t j = 0; j < live.size(); ++j) {
-      for (int p = 1; p <= proposed[j]; ++p) time.add(j, p, 0.0);  // timed steps are greedy: no rows drawn
-      drafted = drafted || proposed[j] > 0;
-    }
-    (drafted ? drafted_steps_ : plain_steps_).add(std::log(seconds / time.seconds()));
+    const bool drafted = std::any_of(proposed.begin(), proposed.end(), [](int k) { return k > 0; });
+    (drafted ? drafted_steps_ : plain_steps_).add(std::log(seconds / predicted_step_seconds(costs_, live, proposed)));
     (drafted ? plain_steps_ : drafted_steps_).fade(kIdleDecay);
   }
 
@@ -426,6 +421,14 @@ class GoodputPolicy : public DraftPolicy {
 };
 
 }  // namespace
+
+double predicted_step_seconds(const StepCosts& costs, std::span<const DraftRequest> live, std::span<const int> k) {
+  StepTime time(costs, live);
+  for (size_t j = 0; j < live.size(); ++j) {
+    for (int p = 1; p <= k[j]; ++p) time.add(j, p, 0.0);  // greedy: no rows drawn
+  }
+  return time.seconds();
+}
 
 StepCosts step_costs(Backend& backend, const Model& target, const Drafter& drafter, const SamplingParams& sampling) {
   StepCosts costs;

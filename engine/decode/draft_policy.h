@@ -45,6 +45,13 @@ struct StepCosts {
 // `sampling` (measured or read from the cost cache the first time a model is seen:
 // Backend::forward_cost).
 StepCosts step_costs(Backend& backend, const Model& target, const Drafter& drafter, const SamplingParams& sampling);
+
+// Predicted seconds of one greedy step in which live sequence j drafts k[j] tokens: the
+// target's verification of every live sequence and the drafter's forwards. What goodput
+// checks against the steps' wall time, and what a simulated decode (policy_simulation.h)
+// adds up.
+double predicted_step_seconds(const StepCosts& costs, std::span<const DraftRequest> live, std::span<const int> k);
+
 class DraftPolicy {
  public:
   static constexpr int kMaxDraft = 32;  // no policy drafts more than this per step
