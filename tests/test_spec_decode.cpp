@@ -169,6 +169,19 @@ std::shared_ptr<ForwardCost> cpu_1b_cost() {
   return c;
 }
 
+// The median over `seeds` seeds of a policy's simulated speed-up over plain decoding.
+double simulated_speedup(const std::string& spec, const StepCosts& costs, SimulatedDecode d, int seeds) {
+  const double plain = simulate_decode(nullptr, costs, d).seconds;
+  std::vector<double> ratios;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    d.seed = static_cast<uint64_t>(seed);
+    const auto policy = create_draft_policy(spec, d.n_seqs, costs);
+    ratios.push_back(plain / simulate_decode(policy.get(), costs, d).seconds);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2];
+}
+
 }  // namespace
 
 class TestSpecDecode : public QObject {
@@ -785,6 +798,24 @@ class TestSpecDecode : public QObject {
     QVERIFY(k[0] > 0);
   }
 
+  // Without evidence a draft is a probe: where drafting costs (the first 2 of 22 layers and
+  // the head per draft token, on a CPU's forward), each of 4 level sequences probes with
+  // one token, not with the 2 the optimistic prior alone made worth it; a sequence that
+  // has had its tokens kept drafts longer. A free drafter on a flat forward still drafts
+  // long on the prior (goodputDraftsLongWhenVerificationIsFlat).
+  void goodputProbesWithOneToken() {
+    const auto cpu = cpu_1b_cost();
+    const StepCosts costs{cpu, cpu, 2, false};
+    const auto live = LiveBatch().add(0, 40).add(1, 40).add(2, 40).add(3, 40).requests;
+    auto p = create_draft_policy("goodput", 4, costs);
+    std::vector<int> k;
+    p->lengths(live, k);
+    QCOMPARE(k, std::vector<int>(4, 1));
+    feed(*p, live, 3, {3, 3, 3, 3}, 2);
+    p->lengths(live, k);
+    QVERIFY2(k[0] >= 2, qPrintable(QString::number(k[0])));
+  }
+
   // The simulated decode counts steps and prices them as the decoder would: plain decoding
   // takes one step per token after the prefill's, each the target's forward over every
   // sequence at its context; with every draft token kept, fixed:3 emits 4 tokens a step
@@ -810,6 +841,34 @@ class TestSpecDecode : public QObject {
       QCOMPARE(r.accepted, alpha == 1.0 ? 3L * (29 - 8) : 0L);
       QVERIFY(r.seconds > 0);
     }
+  }
+
+  // Never slower, by the cost model: on the CPU's forward above, for N = 1 to 16 and
+  // acceptance 0.3 to 0.9, with a free drafter (n-gram) and one that runs 2 of the 22
+  // layers, goodput's median over seeds is at least 0.97 plain decoding's speed in 32-token
+  // runs, and gains where drafting pays (α = 0.9, one sequence). fixed:4 on the same grid
+  // loses far more than that: the check tells a policy that does not weigh the cost.
+  void goodputNeverLosesInSimulation() {
+    const auto cpu = cpu_1b_cost();
+    double worst_goodput = 10, worst_fixed = 10;
+    for (const int layers : {0, 2}) {
+      const StepCosts costs{cpu, layers > 0 ? cpu : nullptr, layers > 0 ? layers : -1};  // timed: by the predictions
+      for (const double alpha : {0.3, 0.5, 0.7, 0.9}) {
+        for (const int n : {1, 2, 4, 8, 16}) {
+          SimulatedDecode d;
+          d.n_seqs = n;
+          d.max_new_tokens = 32;
+          d.alpha = alpha;
+          const double goodput = simulated_speedup("goodput", costs, d, 41);
+          QVERIFY2(goodput >= 0.97, qPrintable(QString("layers %1, alpha %2, N %3: %4x").arg(layers).arg(alpha).arg(n).arg(goodput)));
+          if (alpha == 0.9 && n == 1) QVERIFY2(goodput >= 1.4, qPrintable(QString("layers %1: %2x").arg(layers).arg(goodput)));
+          worst_goodput = std::min(worst_goodput, goodput);
+          worst_fixed = std::min(worst_fixed, simulated_speedup("fixed:4", costs, d, 41));
+        }
+      }
+    }
+    qInfo("worst simulated speed-up: goodput %.3fx, fixed:4 %.3fx", worst_goodput, worst_fixed);
+    QVERIFY(worst_fixed < 0.8);
   }
 
   // When the policy drafts nothing, a decode is plain decoding: no draft forward at all (a

@@ -186,7 +186,13 @@ class GoodputPolicy : public DraftPolicy {
 
   void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override {
     alpha_.clear();
-    for (const DraftRequest& r : live) alpha_.push_back(acceptance(r.seq));
+    mean_.clear();
+    probe_.clear();
+    for (const DraftRequest& r : live) {
+      alpha_.push_back(acceptance(r.seq, true));
+      mean_.push_back(acceptance(r.seq, false));
+      probe_.push_back(probe_length(r.seq));
+    }
     weigh_leads(live);
     StepTime time(costs_, live);
     const double none = sure_tokens() / time.seconds();
@@ -243,7 +249,7 @@ class GoodputPolicy : public DraftPolicy {
     double value;    // probability that the token is accepted, times its sequence's weight
     size_t j;        // live sequence
     int p;           // its position in the draft, from 1
-    double kept;     // probability that the token is kept: alpha^p
+    double kept;     // probability that the token is kept: rate(j, 1) ... rate(j, p)
   };
 
   // A sequence's own evidence, shrunk toward the batch's (all candidates continue one
@@ -257,7 +263,7 @@ class GoodputPolicy : public DraftPolicy {
   // ten steps, and a whole deviation added to those made drafts that pay only at a rate
   // above the evidence's look worth it, for good (the demo pair at N = 1 drafted at
   // acceptance 0.7, where its drafted steps lose).
-  double acceptance(int seq) const {
+  double acceptance(int seq, bool optimistic) const {
     double accepted = 0, rejected = 0;
     for (const Counts& c : counts_) {
       accepted += c.accepted;
@@ -269,8 +275,22 @@ class GoodputPolicy : public DraftPolicy {
     const double weight = std::max(own.accepted + own.rejected, (accepted + rejected) / static_cast<double>(counts_.size()));
     const double deviation = std::sqrt(mean * (1 - mean) / (weight + kPriorWeight + 1));
     const double exploring = kPriorWeight / (kPriorWeight + weight);  // 1 without evidence
-    return std::min(mean + kOptimism * exploring * deviation, kMaxAcceptance);
+    return std::min(mean + (optimistic ? kOptimism * exploring * deviation : 0.0), kMaxAcceptance);
   }
+
+  // The optimism explores, and a probe need not be long to learn: a draft's first token
+  // tells about the rate as much as a long draft does, for a fraction of its cost. So only
+  // a sequence's first probe_length() positions are valued at the optimistic estimate, the
+  // rest at the evidence's mean; the probe grows as drafts are kept (1 + the decayed count
+  // of accepted tokens: 1, 2, 3, 6, ... when all are) and is soon longer than any draft the
+  // policy would choose. Without it every sequence's first draft was as long as the prior's
+  // 0.79 made worth it (2 tokens each for 4 sequences of the 1.1B shape, a step of twice a
+  // plain one's cost), lost at a low rate: some 3 % of a 32-token run at N = 2 to 8.
+  // Where drafts cost next to nothing (the n-gram drafter, a flat forward) the positions
+  // past the probe still pay at the mean, and drafts stay long.
+  int probe_length(int seq) const { return 1 + static_cast<int>(counts_.at(static_cast<size_t>(seq)).accepted); }
+  // The probability that live sequence j's p-th draft token is kept, given the (p-1)-th is.
+  double rate(size_t j, int p) const { return p <= probe_[j] ? alpha_[j] : mean_[j]; }
 
   // Each live sequence's weight: 2^(-lead / kLeadHalfLife), its lead being how many tokens
   // longer it is than the shortest live sequence (all continue one prompt).
@@ -309,10 +329,10 @@ class GoodputPolicy : public DraftPolicy {
     double untaken = 0;  // the value of every candidate not yet taken
     for (size_t j = 0; j < live.size(); ++j) {
       if (limit(live[j]) == 0) continue;
-      heads_.push_back({weight_[j] * alpha_[j], j, 1, alpha_[j]});
+      heads_.push_back({weight_[j] * rate(j, 1), j, 1, rate(j, 1)});
       double value = weight_[j];
       for (int p = 1; p <= limit(live[j]); ++p) {
-        value *= alpha_[j];
+        value *= rate(j, p);
         untaken += value;
       }
     }
@@ -335,7 +355,7 @@ class GoodputPolicy : public DraftPolicy {
       }
       if ((tokens + std::max(0.0, untaken)) * (1 + 1e-9) < best * seconds) break;  // margin: rounding
       if (c.p < limit(live[c.j])) {
-        heads_.push_back({c.value * alpha_[c.j], c.j, c.p + 1, c.kept * alpha_[c.j]});
+        heads_.push_back({c.value * rate(c.j, c.p + 1), c.j, c.p + 1, c.kept * rate(c.j, c.p + 1)});
         std::push_heap(heads_.begin(), heads_.end(), later);
       }
     }
@@ -378,7 +398,7 @@ class GoodputPolicy : public DraftPolicy {
     for (size_t j = 0; j < live.size(); ++j) {
       double kept = 1.0;
       for (int p = 1; p <= k[j]; ++p) {
-        kept *= alpha_[j];
+        kept *= rate(j, p);
         tokens += weight_[j] * kept;
         time.add(j, p, kept);
       }
@@ -414,8 +434,10 @@ class GoodputPolicy : public DraftPolicy {
   StepCosts costs_;
   std::vector<Counts> counts_;          // (n_seqs)
   Timing plain_steps_, drafted_steps_;  // the cost model's error on each kind of step
-  std::vector<double> alpha_;           // (live) this step's estimates
+  std::vector<double> alpha_;           // (live) this step's estimates, optimistic
   std::vector<double> weight_;          // (live) this step's weights, 1 for the shortest
+  std::vector<double> mean_;            // (live) this step's estimates without optimism
+  std::vector<int> probe_;              // (live) draft positions valued optimistically
   std::vector<Candidate> heads_;        // scratch: each sequence's next candidate, a heap
   std::vector<Candidate> taken_;        // scratch: the candidates scanned, in order
 };

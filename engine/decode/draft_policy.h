@@ -15,6 +15,8 @@
 //             A sequence ahead of the batch's slowest counts its tokens for less: the
 //             batch is done when its last sequence is. A model drafter's prefill of the
 //             prompt is paid only once the run is expected to last long enough to repay it.
+//             Without evidence it probes: optimism counts for a draft's first tokens only,
+//             one more for each token kept.
 #pragma once
 
 #include <memory>
