@@ -236,6 +236,7 @@ void step(Run& run, std::span<const int> live) {
   run.drafter.propose(requests, drafts);
   const std::vector<AcceptedRows> verdicts = judge(run, live, verification_batch(run, requests, drafts), drafts);
   const double seconds = run.elapsed() - run.drafter.setup_seconds() - start;  // the step's own work
+  const bool first = run.result.stats.steps == 0;
   ++run.result.stats.steps;
 
   std::vector<int> proposed(live.size()), accepted(live.size());
@@ -246,8 +247,13 @@ void step(Run& run, std::span<const int> live) {
   }
   // A sampled run's tokens depend on its draft lengths, and its seed must reproduce it (a
   // server must give what the local engine gives): only a greedy run, whose tokens never
-  // depend on them, lets the policy learn from the wall clock.
-  run.policy.update(requests, proposed, accepted, run.options.sampling.greedy() ? seconds : 0.0);
+  // depend on them, lets the policy learn from the wall clock. Not from its first step,
+  // which runs on cold state (the cache's fresh pages, the backend's threads waking: 2.6
+  // times a plain step of the demo pair in a new process) and says little of the steps to
+  // come; taken as evidence, it made plain decoding look twice as slow as it is, and a run
+  // drafted at a loss until its evidence faded.
+  const bool timed = run.options.sampling.greedy() && !first;
+  run.policy.update(requests, proposed, accepted, timed ? seconds : 0.0);
 }
 
 void validate(const Model& target, std::span<const int> prompt, const DecodeOptions& options) {
