@@ -75,8 +75,9 @@ class TestCliBench : public QObject {
   // --simulate runs no forward: one row per (alpha, N, drafter, policy), the predicted
   // speed-up the median of the seeds' and between their lowest and highest; with every
   // draft token kept, fixed:3 takes a step for every 4 tokens (the last steps fewer) and
-  // drafts 3 per step; with none kept it takes a step per token, as plain decoding does,
-  // drafting 3 until the length limit leaves room for fewer.
+  // drafts 3 per step; with none kept every policy takes a step per token, as plain
+  // decoding does, and gains nothing (fixed:3 drafting 3 until the length limit leaves room
+  // for fewer). A model drafter's prefill is not simulated: --simulate refuses it.
   void simulateRunsTheGridOnTheCostModel() {
     const CliRun run = run_cli({"bench-spec", "--random", "tiny", "--threads", "1", "--n", "1,4", "--drafters",
                                 "ngram,layers:1", "--policies", "fixed:3,goodput", "--alpha", "1,0", "--max-tokens",
@@ -90,8 +91,13 @@ class TestCliBench : public QObject {
       const double speedup = row["predicted_speedup_over_none"].toDouble();
       QVERIFY(row["predicted_speedup_over_none_low"].toDouble() <= speedup);
       QVERIFY(speedup <= row["predicted_speedup_over_none_high"].toDouble());
-      if (row["policy"].toString() != "fixed:3") continue;
       const bool all_kept = row["alpha"].toDouble() == 1.0;
+      if (!all_kept) {  // nothing kept: no step saved, whatever the policy drafted
+        QCOMPARE(row["steps_per_token"].toDouble(), 1.0);
+        QCOMPARE(row["acceptance"].toDouble(), 0.0);
+        QVERIFY(speedup <= 1.0);
+      }
+      if (row["policy"].toString() != "fixed:3") continue;
       QCOMPARE(row["steps_per_token"].toDouble(), all_kept ? 8.0 / 32 : 1.0);  // 32 tokens after the prefill's
       QCOMPARE(row["acceptance"].toDouble(), all_kept ? 1.0 : 0.0);
       QCOMPARE(row["drafted_per_token"].toDouble(), all_kept ? 24.0 / 32 : (29 * 3 + 2 + 1) / 32.0);
@@ -108,6 +114,9 @@ class TestCliBench : public QObject {
     const CliRun simulate = run_cli({"bench-spec", "--random", "tiny", "--simulate"});
     QCOMPARE(simulate.code, 2);
     QVERIFY(simulate.err.contains("--alpha"));
+    const CliRun model = run_cli({"bench-spec", "--random", "tiny", "--simulate", "--alpha", "0.7", "--drafters", "model"});
+    QCOMPARE(model.code, 2);
+    QVERIFY(model.err.contains("'model'"));
   }
 };
 

@@ -843,6 +843,40 @@ class TestSpecDecode : public QObject {
     }
   }
 
+  // The simulation decodes what the decoder decodes: with forced acceptance, a drafter that
+  // proposes every token asked for (layers:1) and the same seeds, the same steps and the
+  // same draft tokens proposed and kept, sequence by sequence.
+  void simulatedDecodeMatchesTheDecoder() {
+    const int prompt_len = 12;
+    const auto prompt = make_prompt(prompt_len, 3);
+    for (const double alpha : {0.3, 0.8}) {
+      DecodeOptions o;
+      o.n_seqs = 3;
+      o.max_new_tokens = 30;
+      o.forced_acceptance = alpha;
+      o.sampling.seed = 7;
+      Setup s("layers:1", "fixed:3", o, prompt_len);
+      const DecodeResult r = s.run(prompt, o);
+      SimulatedDecode d;
+      d.n_seqs = 3;
+      d.prompt_tokens = prompt_len;
+      d.max_new_tokens = 30;
+      d.alpha = alpha;
+      d.seed = 7;
+      auto fixed = create_draft_policy("fixed:3", 3);
+      const SimulatedRun sim = simulate_decode(fixed.get(), StepCosts{s.backend.cost, s.backend.cost, 1}, d);
+      long proposed = 0, accepted = 0;
+      for (const auto& seq : r.seqs) {
+        proposed += seq.proposed;
+        accepted += seq.accepted;
+      }
+      QCOMPARE(sim.steps, r.stats.steps);
+      QCOMPARE(sim.proposed, proposed);
+      QCOMPARE(sim.accepted, accepted);
+      QVERIFY(accepted > 0 && accepted < proposed);
+    }
+  }
+
   // Never slower, by the cost model: on the CPU's forward above, for N = 1 to 16 and
   // acceptance 0.3 to 0.9, with a free drafter (n-gram) and one that runs 2 of the 22
   // layers, goodput's median over seeds is at least 0.97 plain decoding's speed in 32-token

@@ -273,11 +273,13 @@ struct SimulatedRow {
 
 // Every (alpha, N, drafter, policy) of the arguments, each over --repeats seeds: the
 // drafter's forwards priced as the decoder's would be (ngram: none), proposing whatever
-// the policy asks (the n-gram drafter, in a real run, only what follows a match).
+// the policy asks (the n-gram drafter, in a real run, only what follows a match). A model
+// drafter's prefill and backlogs are not simulated: it is refused.
 std::vector<SimulatedRow> simulate_grid(const Bench& b, const BenchArgs& a) {
   const SamplingParams greedy;
   std::vector<SimulatedRow> rows;
   for (const std::string& kind : a.drafters) {
+    if (kind == "model") throw CommandFailed("--simulate prices ngram and layers:K; the drafter 'model' has a prefill it does not simulate", 2);
     const auto drafter = create_drafter(kind, b.backend, b.model, b.draft_model, greedy, 1, b.model.config.context_length);
     const StepCosts costs = step_costs(b.backend, b.model, *drafter, greedy);
     for (const double alpha : a.alphas) {

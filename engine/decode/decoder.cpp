@@ -248,7 +248,7 @@ void step(Run& run, std::span<const int> live) {
   // A sampled run's tokens depend on its draft lengths, and its seed must reproduce it (a
   // server must give what the local engine gives): only a greedy run, whose tokens never
   // depend on them, lets the policy learn from the wall clock. Not from its first step,
-  // which runs on cold state (the cache's fresh pages, the backend's threads waking: 2.6
+  // which runs on cold state (the cache's fresh pages, the backend's threads waking: 2.7
   // times a plain step of the demo pair in a new process) and says little of the steps to
   // come; taken as evidence, it made plain decoding look twice as slow as it is, and a run
   // drafted at a loss until its evidence faded.

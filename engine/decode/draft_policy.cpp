@@ -82,8 +82,8 @@ class AdaptivePolicy : public DraftPolicy {
 };
 
 // goodput (docs/draft-policies.md). Each sequence's acceptance rate is estimated online;
-// each step, every candidate draft token is worth the probability that it is accepted,
-// α^p for the p-th token of a sequence of rate α, times its sequence's weight, and the
+// each step, every candidate draft token is worth the probability that it is accepted
+// (rate(j, 1) ... rate(j, p) for the p-th token of sequence j), times its sequence's weight, and the
 // step costs what the target's verification and the drafter's forwards are predicted to
 // cost. The policy keeps the set of tokens that maximises (weighted tokens emitted) /
 // (seconds of the step). The weight halves for every kLeadHalfLife tokens a sequence is
@@ -111,8 +111,8 @@ class StepTime {
     draft_sampled_rows_ = 0;
   }
 
-  // Sequence j drafts its p-th token (p = 1, 2, ... in order), kept with probability `kept`
-  // (α^p), when the target draws from one row more.
+  // Sequence j drafts its p-th token (p = 1, 2, ... in order), kept with probability `kept`,
+  // when the target draws from one row more.
   void add(size_t j, int p, double kept) {
     const double context = static_cast<double>(live_[j].tokens.size());
     ++tokens_;

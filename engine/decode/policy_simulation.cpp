@@ -33,7 +33,10 @@ SimulatedRun simulate_decode(DraftPolicy* policy, const StepCosts& costs, const 
     if (live.empty()) return run;
     k.assign(live.size(), 0);
     if (policy) policy->lengths(live, k);
-    for (size_t j = 0; j < live.size(); ++j) k[j] = std::clamp(k[j], 0, live[j].max_tokens);
+    for (size_t j = 0; j < live.size(); ++j) {
+      k[j] = std::clamp(k[j], 0, live[j].max_tokens);
+      live[j].max_tokens = k[j];  // as the decoder cuts the requests to the lengths
+    }
     const double seconds = predicted_step_seconds(costs, live, k);
     accepted.assign(live.size(), 0);
     for (size_t j = 0; j < live.size(); ++j) {
@@ -42,7 +45,7 @@ SimulatedRun simulate_decode(DraftPolicy* policy, const StepCosts& costs, const 
       run.proposed += k[j];
       run.accepted += accepted[j];
     }
-    if (policy) policy->update(live, k, accepted, seconds);
+    if (policy) policy->update(live, k, accepted, run.steps == 0 ? 0.0 : seconds);  // the decoder times no first step
     // the spans in `live` are not read again: the sequences may grow now
     for (size_t j = 0; j < live.size(); ++j) {
       tokens[static_cast<size_t>(live[j].seq)].resize(tokens[static_cast<size_t>(live[j].seq)].size() +
