@@ -61,8 +61,13 @@ class TestCliBench : public QObject {
       QCOMPARE(row["speedup_over_none_low"].toDouble(), ratios.front());
       QCOMPARE(row["speedup_over_none_high"].toDouble(), ratios.back());
       if (row["policy"].toString() == "fixed:2") {
-        // forced acceptance 0.7 with two-token drafts: fewer verification steps than tokens
+        // forced acceptance 0.7 with two-token drafts: fewer verification steps than tokens,
+        // and each repeat draws which tokens are kept anew
         QVERIFY(row["steps_per_token"].toDouble() < 1.0);
+        const QJsonArray steps = row["steps_runs"].toArray();
+        QCOMPARE(steps.size(), kRepeats);
+        QVERIFY2(std::any_of(steps.begin(), steps.end(), [&](const QJsonValue& s) { return s != steps.first(); }),
+                 "every repeat kept the same draft tokens");
         QVERIFY(row["acceptance"].toDouble() > 0.0);
         // at most two proposed per sequence and step, and some in every step but the last few
         const double drafted = row["drafted_per_token"].toDouble();

@@ -80,6 +80,7 @@ struct Row {
   Config config;
   double decode_s = 0, prefill_s = 0, decode_cpu_s = 0;  // medians over the repeats
   std::vector<double> decode_s_runs;                      // (repeats) each repeat's decoding time
+  std::vector<long> steps_runs;                           // (repeats) each repeat's verification steps
   double ms_per_token_per_seq = 0, tokens_per_s = 0, acceptance = 0, steps_per_token = 0;
   double drafted_per_token = 0;  // draft tokens proposed per generated token, mean over the repeats
   double cpu_ms_per_token_per_seq = 0;
@@ -126,19 +127,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Every run decodes the same tokens (fixed seeds), so runs differ only in time: the row
-// takes the median, which a noisy shared machine disturbs least. Each sequence's first
-// token comes from the prefill; the decoding rate counts the others.
+// The row takes the median run, which a noisy shared machine disturbs least, and the
+// counts over all runs. Each sequence's first token comes from the prefill; the decoding
+// rate counts the others.
 Row summarize(const std::vector<RunTimes>& runs, int n) {
   Row row;
   std::vector<double> decode, prefill, cpu;
-  long accepted = 0, proposed = 0;
+  long accepted = 0, proposed = 0, steps = 0;
   for (const RunTimes& t : runs) {
     decode.push_back(t.decode_s);
     cpu.push_back(t.decode_cpu_s);
     prefill.push_back(t.prefill_s);
     accepted += t.accepted;
     proposed += t.proposed;
+    steps += t.steps;
+    row.steps_runs.push_back(t.steps);
   }
   row.n = n;
   row.decode_s_runs = decode;
@@ -150,7 +153,7 @@ Row summarize(const std::vector<RunTimes>& runs, int n) {
   row.ms_per_token_per_seq = 1000.0 * row.decode_s * n / decoded;
   row.cpu_ms_per_token_per_seq = 1000.0 * row.decode_cpu_s * n / decoded;
   row.acceptance = proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
-  row.steps_per_token = static_cast<double>(runs.front().steps) * n / decoded;
+  row.steps_per_token = static_cast<double>(steps) / static_cast<double>(runs.size()) * n / decoded;
   row.drafted_per_token = static_cast<double>(proposed) / static_cast<double>(runs.size()) / decoded;
   return row;
 }
@@ -180,10 +183,16 @@ std::vector<Row> measure_group(const Bench& b, const std::vector<Config>& config
   DecodeOptions warmup = options;
   warmup.max_new_tokens = std::min(a.warmup_tokens, options.max_new_tokens);
   for (int rep = 0; rep < a.repeats; ++rep) {
+    // Forced acceptance draws which draft tokens are kept from the sequences' seeds: one
+    // seed for every repeat would measure one draw of that luck, which two policies meet
+    // differently, however many repeats. Each repeat draws anew (all configurations of a
+    // repeat alike, so that its ratios still pair the same draw).
+    DecodeOptions repeat = options;
+    if (options.forced_acceptance >= 0) repeat.sampling.seed = options.sampling.seed + static_cast<uint64_t>(rep);
     for (size_t i = 0; i < configs.size(); ++i) {
       const size_t c = (i + static_cast<size_t>(rep)) % configs.size();
       if (a.warmup_tokens > 0) run_once(b, configs[c], warmup);
-      runs[c][static_cast<size_t>(rep)] = run_once(b, configs[c], options);
+      runs[c][static_cast<size_t>(rep)] = run_once(b, configs[c], repeat);
       std::fprintf(stderr, ".");
     }
   }
@@ -240,7 +249,7 @@ void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::str
                      {"drafted_per_token", r.drafted_per_token},
                      {"steps_per_token", r.steps_per_token}, {"speedup_over_none", r.speedup},
                      {"speedup_over_none_low", r.speedup_low}, {"speedup_over_none_high", r.speedup_high},
-                     {"decode_s_runs", r.decode_s_runs},
+                     {"decode_s_runs", r.decode_s_runs}, {"steps_runs", r.steps_runs},
                      {"decode_cpu_s", r.decode_cpu_s}, {"cpu_ms_per_token_per_seq", r.cpu_ms_per_token_per_seq},
                      {"cpu_speedup_over_none", r.cpu_speedup}});
     }
