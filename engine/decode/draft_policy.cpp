@@ -185,12 +185,10 @@ class GoodputPolicy : public DraftPolicy {
   std::string name() const override { return "goodput"; }
 
   void lengths(std::span<const DraftRequest> live, std::vector<int>& k) override {
-    alpha_.clear();
-    mean_.clear();
+    estimate_.clear();
     probe_.clear();
     for (const DraftRequest& r : live) {
-      alpha_.push_back(acceptance(r.seq, true));
-      mean_.push_back(acceptance(r.seq, false));
+      estimate_.push_back(acceptance(r.seq));
       probe_.push_back(probe_length(r.seq));
     }
     weigh_leads(live);
@@ -245,6 +243,10 @@ class GoodputPolicy : public DraftPolicy {
     }
     double scale() const { return std::exp(log_ratio / (steps + kTimingPriorWeight)); }
   };
+  // A sequence's acceptance rate: the evidence's mean, and that raised to explore.
+  struct Estimate {
+    double mean, optimistic;
+  };
   struct Candidate {
     double value;    // probability that the token is accepted, times its sequence's weight
     size_t j;        // live sequence
@@ -263,7 +265,7 @@ class GoodputPolicy : public DraftPolicy {
   // ten steps, and a whole deviation added to those made drafts that pay only at a rate
   // above the evidence's look worth it, for good (the demo pair at N = 1 drafted at
   // acceptance 0.7, where its drafted steps lose).
-  double acceptance(int seq, bool optimistic) const {
+  Estimate acceptance(int seq) const {
     double accepted = 0, rejected = 0;
     for (const Counts& c : counts_) {
       accepted += c.accepted;
@@ -275,7 +277,7 @@ class GoodputPolicy : public DraftPolicy {
     const double weight = std::max(own.accepted + own.rejected, (accepted + rejected) / static_cast<double>(counts_.size()));
     const double deviation = std::sqrt(mean * (1 - mean) / (weight + kPriorWeight + 1));
     const double exploring = kPriorWeight / (kPriorWeight + weight);  // 1 without evidence
-    return std::min(mean + (optimistic ? kOptimism * exploring * deviation : 0.0), kMaxAcceptance);
+    return {std::min(mean, kMaxAcceptance), std::min(mean + kOptimism * exploring * deviation, kMaxAcceptance)};
   }
 
   // The optimism explores, and a probe need not be long to learn: a draft's first token
@@ -290,7 +292,7 @@ class GoodputPolicy : public DraftPolicy {
   // past the probe still pay at the mean, and drafts stay long.
   int probe_length(int seq) const { return 1 + static_cast<int>(counts_.at(static_cast<size_t>(seq)).accepted); }
   // The probability that live sequence j's p-th draft token is kept, given the (p-1)-th is.
-  double rate(size_t j, int p) const { return p <= probe_[j] ? alpha_[j] : mean_[j]; }
+  double rate(size_t j, int p) const { return p <= probe_[j] ? estimate_[j].optimistic : estimate_[j].mean; }
 
   // Each live sequence's weight: 2^(-lead / kLeadHalfLife), its lead being how many tokens
   // longer it is than the shortest live sequence (all continue one prompt).
@@ -434,9 +436,8 @@ class GoodputPolicy : public DraftPolicy {
   StepCosts costs_;
   std::vector<Counts> counts_;          // (n_seqs)
   Timing plain_steps_, drafted_steps_;  // the cost model's error on each kind of step
-  std::vector<double> alpha_;           // (live) this step's estimates, optimistic
+  std::vector<Estimate> estimate_;      // (live) this step's acceptance estimates
   std::vector<double> weight_;          // (live) this step's weights, 1 for the shortest
-  std::vector<double> mean_;            // (live) this step's estimates without optimism
   std::vector<int> probe_;              // (live) draft positions valued optimistically
   std::vector<Candidate> heads_;        // scratch: each sequence's next candidate, a heap
   std::vector<Candidate> taken_;        // scratch: the candidates scanned, in order
