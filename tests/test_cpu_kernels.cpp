@@ -276,8 +276,8 @@ class TestCpuKernels : public QObject {
  private slots:
   // Each output equals the float64 dot product of the decoded weight row with the
   // activations the kernel sees (quantized ones for quantized weights), up to float32
-  // rounding: |error| <= 1e-5 * sum |w| |x|. 37 rows leave partial panels of 8 and 16 rows
-  // and partial row groups; every token count from 1 to 17 runs.
+  // rounding: |error| <= 1e-5 * sum |w| |x|. 37 rows leave partial panels of 4 (float
+  // types), 8 and 16 rows (quantized); every token count from 1 to 17 runs.
   void matchesFloat64Reference() {
     ThreadPool pool(2);
     std::mt19937 rng(7);

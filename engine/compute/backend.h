@@ -43,9 +43,8 @@ class Backend {
   virtual std::string name() const = 0;  // "cpu (avx512, 2 threads)", "cuda (NVIDIA H200)"
 
   // Makes `model` ready to run now rather than at its first forward: a device backend
-  // uploads its weights, the CPU backend repacks them for its kernels and reads in the
-  // pages of those it uses in place, reporting the fraction done to `progress` (returning
-  // false cancels: ModelError).
+  // uploads its weights, the CPU backend repacks them for its kernels, reporting the
+  // fraction done to `progress` (returning false cancels: ModelError).
   virtual void prepare(const Model& model, const std::function<bool(double)>& progress = {}) {
     (void)model;
     (void)progress;

@@ -107,7 +107,7 @@ void rope(float* x, int n_heads, int head_dim, RopeStyle style, const float* cos
 // layers of its target (layers:K) reads the target's own matrices and so shares their
 // repacked copies. Each model's storage is held while its matrices are, so no address can
 // be reused by another model meanwhile; a model that nobody else holds any more has its
-// matrices dropped at the next forward. Float matrices are used in place (no copy).
+// matrices dropped at the next forward.
 class PackedWeights {
  public:
   const PackedMatrix& get(const Model& model, const TensorView& w, SimdLevel level,
@@ -159,8 +159,6 @@ class PackedWeights {
 
 class CpuBackend : public Backend {
  public:
-  static constexpr size_t kPageBytes = 4096;  // the smallest page a mapped file is read in
-
   CpuBackend(int threads, SimdLevel simd, bool split_every_job)
       : pool_(threads, split_every_job ? 0 : ThreadPool::kSerialWork), simd_(simd) {
     if (!simd_supported(simd)) {
@@ -175,10 +173,9 @@ class CpuBackend : public Backend {
   }
   int cpu_threads() const override { return pool_.size(); }
 
-  // Repacks every matrix a forward of `model` multiplies by, and reads a byte of each page
-  // of those used in place, so that neither lands in its first forward: a draft model's
-  // first forward runs inside decoding, where the repacking and the page faults of its
-  // mapped file counted against its drafts.
+  // Repacks every matrix a forward of `model` multiplies by, so that it does not land in its
+  // first forward: a draft model's first forward runs inside decoding, where the repacking
+  // and the page faults of its mapped file counted against its drafts.
   void prepare(const Model& model, const std::function<bool(double)>& progress) override {
     std::vector<const TensorView*> matrices;
     for (const LayerWeights& lw : model.weights.layers) {
@@ -187,13 +184,8 @@ class CpuBackend : public Backend {
       }
     }
     matrices.push_back(&model.weights.output);
-    volatile uint8_t sink = 0;
     for (size_t i = 0; i < matrices.size(); ++i) {
-      const PackedMatrix& m = weights_.get(model, *matrices[i], simd_, pool_);
-      if (!m.owned) {
-        const size_t bytes = matrices[i]->bytes();
-        for (size_t at = 0; at < bytes; at += kPageBytes) sink = sink + m.data[at];
-      }
+      weights_.get(model, *matrices[i], simd_, pool_);
       if (progress && !progress(static_cast<double>(i + 1) / static_cast<double>(matrices.size()))) {
         throw ModelError("preparing the weights was cancelled");
       }

@@ -9,17 +9,24 @@
 
 namespace specula::kernels {
 
-// Rows [begin, end) of a float matrix used in place (panel_rows 1), or panels [begin, end) of
-// a repacked one, times n activation rows in the type's activation format (x_stride bytes
-// apart): y[t · w.rows + r] for every row r of the range.
+// Panels [begin, end) of a repacked matrix times n activation rows in the type's activation
+// format (x_stride bytes apart): y[t · w.rows + r] for every row r of those panels.
 using MatrixKernel = void (*)(const PackedMatrix& w, int64_t begin, int64_t end,
                               const uint8_t* x, size_t x_stride, int n, float* y);
 // The register-only loop of a type's kernel arithmetic: runs `iterations` rounds and
 // returns the multiply-adds they did.
 using PeakLoop = double (*)(TensorType type, int64_t iterations);
 
+// Float weights (F32, F16, BF16) in panels of `rows` rows, interleaved in chunks of `lanes`
+// values (cpu_kernel_templates.h): the bytes of one panel of `cols` columns.
+inline size_t float_panel_bytes(int64_t cols, int rows, int lanes, size_t value_bytes) {
+  const int64_t chunks = (cols + lanes - 1) / lanes;
+  return static_cast<size_t>(chunks) * static_cast<size_t>(rows) * static_cast<size_t>(lanes) * value_bytes;
+}
+
 struct KernelTable {
-  int lanes;           // 32-bit lanes per vector: rows per repacked panel
+  int lanes;           // 32-bit lanes per vector: rows per quantized panel, values per float chunk
+  int float_rows;      // rows per float panel
   bool vnni;           // Q8_0 weights are stored biased by 128 for the VNNI product
   MatrixKernel f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
   void (*quantize_q8)(const float* x, uint8_t* out, int64_t n, int32_t bias);

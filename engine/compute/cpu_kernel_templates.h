@@ -43,12 +43,35 @@ inline void each_token_tile(int n, Tile&& tile) {
   }
 }
 
-// ---- float weights: used in place, dot products along the row ---------------------------
+// Software prefetch of the weight stream, kAhead bytes ahead of the block a tile is reading
+// (panels lie one after another, so that runs on into the next panel): the hardware
+// prefetchers alone keep too few lines in flight for the cores to read at the memory's rate,
+// in one-token decoding and, more still, in tiles of a few tokens, whose arithmetic spaces
+// the loads out. The distances come from alternated runs of the 1.1B files at 4 and 8 KiB:
+// 4 KiB for the 32-value blocks, 8 KiB for the K-quants' 256-value ones (docs/cpu_backend.md);
+// float panels too read 4 KiB ahead (1, 2, 4, 8 and 16 KiB tried: with none their 4-token
+// forward ran 0.65x as fast, 2 and 4 KiB were best). Prefetches never fault, past the matrix's end included.
+template <size_t kAhead>
+inline void prefetch_ahead(const uint8_t* block, size_t bytes) {
+  for (size_t line = 0; line < bytes; line += 64) __builtin_prefetch(block + kAhead + line);
+}
+
+// ---- float weights: panels of a few rows, chunks of one vector ---------------------------
+//
+// A panel holds kFloatPanelRows rows (zero rows past the matrix's end) in chunks of L
+// consecutive values: chunk c of each row in turn, then chunk c + 1 of each, the last chunk
+// zero-padded. A tile of the panel's rows thus reads one contiguous stream: as rows side by
+// side (4 streams 4 KiB long each for a 2048-column row) a Zen 4 core read F16 weights at
+// 16-18 GB/s, where it reads this layout, or one row at a time, at 25-28 GB/s. The panel is
+// the tile's rows: 4 on AVX-512 (by up to 6 tokens: 24 accumulators, 4 weight vectors and an
+// activation in its 32 registers, each F16 weight vector converted once for 6 multiply-adds,
+// 16 tokens 53 -> 62 % of peak on Zen 5; 3 × 8 halved it), 3 on AVX2 (by up to 4 tokens:
+// 12 accumulators in its 16 registers).
 //
 // Accumulator (r, t) is a vector whose lane i sums columns i, i + L, ... with fused
-// multiply-adds in column order; the last partial vector is read through zero-padded
-// copies; one fixed tree (V::hsum) gives the result. R rows × T tokens run side by side:
-// each weight vector is loaded once for T tokens, each activation vector once for R rows.
+// multiply-adds in column order; the last chunk meets a zero-padded copy of the activations'
+// tail; one fixed tree (V::hsum) gives the result. R rows × T tokens run side by side: each
+// weight vector is loaded once for T tokens, each activation vector once for R rows.
 
 struct F32Load {
   static constexpr int kBytes = 4;
@@ -72,81 +95,78 @@ struct BF16Load {
   }
 };
 
+template <class V>
+constexpr int kFloatPanelRows = V::kRegisters >= 32 ? 4 : 3;
+template <class V>
+constexpr int kFloatTokens = V::kRegisters >= 32 ? 6 : 4;
+
+// The first R rows of a float panel (R <= kFloatPanelRows) against T tokens.
 template <class V, class Load, int R, int T>
-inline void float_tile(const uint8_t* w, size_t w_stride, const float* x, size_t x_stride,
-                       int64_t cols, float* y, int64_t y_stride) {
+inline void float_tile(const uint8_t* panel, int64_t cols, const float* x, size_t x_stride,
+                       float* y, int64_t y_stride) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
+  constexpr size_t kChunk = L * Load::kBytes;                  // one row's chunk
+  constexpr size_t kGroup = kFloatPanelRows<V> * kChunk;       // every row's chunk
   F acc[R][T];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t] = V::fzero();
   }
-  // the same columns of the next R rows, read next: see prefetch_ahead
-  const size_t ahead = R * w_stride;
-  const auto step = [&](const uint8_t* const* wr, const float* const* xt, int64_t c) {
+  // inlined, or the accumulators live in memory (GCC 12 made it a call: 8 tokens 1.7x slower)
+  const auto step = [&](const uint8_t* group, const float* const* xt, int64_t c)
+                        __attribute__((always_inline)) {
+    prefetch_ahead<4096>(group, kGroup);
     F wv[R];
-    for (int r = 0; r < R; ++r) {
-      __builtin_prefetch(wr[r] + ahead + c * Load::kBytes);
-      wv[r] = Load::template load<V>(wr[r] + c * Load::kBytes);
-    }
+    for (int r = 0; r < R; ++r) wv[r] = Load::template load<V>(group + r * kChunk);
     for (int t = 0; t < T; ++t) {
       const F xv = V::fload(xt[t] + c);
       for (int r = 0; r < R; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
     }
   };
-  const uint8_t* wr[R];
   const float* xt[T];
-  for (int r = 0; r < R; ++r) wr[r] = w + r * w_stride;
   for (int t = 0; t < T; ++t) xt[t] = x + t * x_stride;
   const int64_t full = cols / L * L;
-  for (int64_t c = 0; c < full; c += L) step(wr, xt, c);
+  for (int64_t c = 0; c < full; c += L) step(panel + c / L * kGroup, xt, c);
   if (full < cols) {
-    const size_t rest = static_cast<size_t>(cols - full);
-    alignas(64) uint8_t w_tail[R][L * 4] = {};
     alignas(64) float x_tail[T][L] = {};
-    const uint8_t* wp[R];
     const float* xp[T];
-    for (int r = 0; r < R; ++r) {
-      std::memcpy(w_tail[r], wr[r] + full * Load::kBytes, rest * Load::kBytes);
-      wp[r] = w_tail[r];
-    }
     for (int t = 0; t < T; ++t) {
-      std::memcpy(x_tail[t], xt[t] + full, rest * sizeof(float));
+      std::memcpy(x_tail[t], xt[t] + full, static_cast<size_t>(cols - full) * sizeof(float));
       xp[t] = x_tail[t];
     }
-    step(wp, xp, 0);
+    step(panel + full / L * kGroup, xp, 0);
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = V::hsum(acc[r][t]);
   }
 }
 
-// Rows in groups (4 for one token: four independent chains hide the multiply-add latency;
-// with more tokens 3 rows × up to 4 tokens on AVX2's 16 registers, 4 rows × up to 6 tokens
-// on AVX-512's 32: 24 accumulators, 4 weight vectors and an activation, which converts each
-// F16 weight vector for 6 tokens rather than 4: 16 tokens 53 -> 62 % of peak on Zen 5; 3 × 8
-// halved it), the rest one at a time.
+// Panels [begin, end) against every token; the last panel's rows past the matrix's end are
+// left out.
 template <class V, class Load>
 void float_rows(const PackedMatrix& w, int64_t begin, int64_t end, const uint8_t* xb,
                 size_t x_stride, int n, float* y) {
-  constexpr int kRows = V::kRegisters >= 32 ? 4 : 3;
-  constexpr int kTokens = V::kRegisters >= 32 ? 6 : 4;
+  constexpr int P = kFloatPanelRows<V>;
   const auto* x = reinterpret_cast<const float*>(xb);
   const size_t xs = x_stride / sizeof(float);
-  const size_t ws = w.panel_bytes;
-  const auto rows = [&]<int R>(int64_t r) {
-    each_token_tile<kTokens>(n, [&]<int T>(int t) {
-      float_tile<V, Load, R, T>(w.data + r * ws, ws, x + t * xs, xs, w.cols, y + t * w.rows + r,
+  const auto rows = [&]<int R>(int64_t p) {
+    each_token_tile<kFloatTokens<V>>(n, [&]<int T>(int t) {
+      float_tile<V, Load, R, T>(w.data + p * w.panel_bytes, w.cols, x + t * xs, xs, y + t * w.rows + p * P,
                                 w.rows);
     });
   };
-  int64_t r = begin;
-  if (n == 1) {
-    for (; r + 4 <= end; r += 4) rows.template operator()<4>(r);
-  } else {
-    for (; r + kRows <= end; r += kRows) rows.template operator()<kRows>(r);
+  for (int64_t p = begin; p < end; ++p) {
+    const int64_t valid = std::min<int64_t>(P, w.rows - p * P);
+    if (valid == P) {
+      rows.template operator()<P>(p);
+    } else if (valid == 1) {
+      rows.template operator()<1>(p);
+    } else if (valid == 2) {
+      rows.template operator()<2>(p);
+    } else {
+      rows.template operator()<3>(p);
+    }
   }
-  for (; r < end; ++r) rows.template operator()<1>(r);
 }
 
 // ---- quantized weights: repacked panels, rows in lanes ---------------------------------
@@ -166,18 +186,6 @@ alignas(64) constexpr uint8_t kDupHigh[64] = {
     2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7,
     10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
     2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15};
-
-// Software prefetch of the weight stream, kAhead bytes ahead of the block a tile is reading
-// (panels lie one after another, so that runs on into the next panel): the hardware
-// prefetchers alone keep too few lines in flight for the cores to read at the memory's rate,
-// in one-token decoding and, more still, in tiles of a few tokens, whose arithmetic spaces
-// the loads out. The distances come from alternated runs of the 1.1B files at 4 and 8 KiB:
-// 4 KiB for the 32-value blocks, 8 KiB for the K-quants' 256-value ones (docs/cpu_backend.md).
-// Prefetches never fault, past the matrix's end included.
-template <size_t kAhead>
-inline void prefetch_ahead(const uint8_t* block, size_t bytes) {
-  for (size_t line = 0; line < bytes; line += 64) __builtin_prefetch(block + kAhead + line);
-}
 
 // Tokens per tile: what the vector registers hold with the weights of one step.
 template <class V>
@@ -800,6 +808,7 @@ template <class V>
 KernelTable make_kernel_table() {
   KernelTable table{};
   table.lanes = V::kLanes;
+  table.float_rows = kFloatPanelRows<V>;
   table.vnni = V::kVnni;
   table.f32 = float_rows<V, F32Load>;
   table.f16 = float_rows<V, F16Load>;

@@ -217,12 +217,30 @@ PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool)
   m.rows = w.rows;
   m.cols = w.cols;
   m.level = level;
-  if (w.type == TensorType::F32 || w.type == TensorType::F16 || w.type == TensorType::BF16) {
-    m.panel_bytes = w.row_size();
-    m.data = static_cast<const uint8_t*>(w.data);
+  const KernelTable& table = kernel_table(level);
+  if (is_float_type(w.type)) {
+    // panels of table.float_rows rows, chunk c of each row in turn
+    const int L = table.lanes, P = table.float_rows;
+    const size_t value_bytes = static_cast<size_t>(traits.block_bytes);
+    const size_t chunk = static_cast<size_t>(L) * value_bytes;
+    m.panel_rows = P;
+    m.panel_bytes = float_panel_bytes(w.cols, P, L, value_bytes);
+    m.owned_bytes = m.panel_bytes * static_cast<size_t>(m.panels());
+    m.owned = allocate_panels(m.owned_bytes);
+    uint8_t* out = m.owned.get();
+    pool.parallel_for(w.rows, [&](int64_t begin, int64_t end, int) {
+      for (int64_t row = begin; row < end; ++row) {
+        const uint8_t* in = w.row(row);
+        uint8_t* panel = out + row / P * m.panel_bytes + (row % P) * chunk;
+        for (int64_t c = 0; c * L < w.cols; ++c) {
+          const size_t values = static_cast<size_t>(std::min<int64_t>(L, w.cols - c * L));
+          std::memcpy(panel + c * P * chunk, in + c * chunk, values * value_bytes);
+        }
+      }
+    });
+    m.data = out;
     return m;
   }
-  const KernelTable& table = kernel_table(level);
   const int P = table.lanes;
   const int64_t blocks = w.cols / traits.block_elements;
   size_t block_bytes = 0;
@@ -324,12 +342,13 @@ void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& 
       break;
     }
   }
-  // Rows of float matrices in chunks of 16, whole panels of repacked ones.
-  const int64_t units = w.panel_rows == 1 ? w.rows : w.panels();
+  // Whole panels: of a float matrix 16 rows at least (panels of 3 or 4), of a quantized one
+  // a panel (8 or 16 rows).
   const int64_t work = w.panels() * static_cast<int64_t>(w.panel_bytes) + int64_t{n} * w.rows * cols;
+  const int64_t grain = is_float_type(w.type) ? (16 + w.panel_rows - 1) / w.panel_rows : 1;
   pool.parallel_for(
-      units, [&](int64_t begin, int64_t end, int) { kernel(w, begin, end, xa, x_stride, n, y); },
-      w.panel_rows == 1 ? 16 : 1, work);
+      w.panels(), [&](int64_t begin, int64_t end, int) { kernel(w, begin, end, xa, x_stride, n, y); }, grain,
+      work);
 }
 
 double peak_multiply_adds_per_second(TensorType type, SimdLevel level, double seconds) {

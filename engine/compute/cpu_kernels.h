@@ -1,8 +1,10 @@
 // Kernels of the CPU backend: y = x · Wᵀ for a batch of activation rows, and attention over
 // the paged cache.
 //
-// Float weights (F32, F16, BF16) are used in place and meet f32 activations. Quantized
-// weights (Q8_0, Q4_0, Q4_K, Q6_K) are repacked once (pack_matrix) into panels of as many
+// Every weight matrix is repacked once (pack_matrix) into panels that a tile reads as one
+// contiguous stream. Float weights (F32, F16, BF16) lie in panels of 3 or 4 rows, interleaved
+// one vector of each row at a time, and meet f32 activations. Quantized weights (Q8_0,
+// Q4_0, Q4_K, Q6_K) lie in panels of as many
 // rows as the SIMD level has 32-bit lanes, interleaved so that one vector load holds 4
 // consecutive values of every row of the panel; they meet activations quantized to 8 bits
 // (per 32 values for Q8_0 / Q4_0, per 256 with 16- and 32-value sums for the K-quants),
@@ -36,17 +38,16 @@ struct PackedMatrix {
   int64_t rows = 0;          // output rows
   int64_t cols = 0;          // values per row (the reduction length)
   SimdLevel level = SimdLevel::Portable;
-  int panel_rows = 1;        // rows per panel: the level's lanes when repacked, 1 for float types
+  int panel_rows = 1;        // rows per panel: 3 or 4 for float types, the level's lanes for quantized ones
   size_t panel_bytes = 0;    // bytes from one panel to the next
-  const uint8_t* data = nullptr;      // first panel (the original rows for float types)
-  std::shared_ptr<uint8_t[]> owned;   // the repacked panels; null for float types used in place
+  const uint8_t* data = nullptr;      // first panel: owned.get()
+  std::shared_ptr<uint8_t[]> owned;   // the panels
   size_t owned_bytes = 0;             // size of `owned`
 
   int64_t panels() const { return (rows + panel_rows - 1) / panel_rows; }
 };
 
-// `w` in the layout of `level`, repacked by `pool`'s threads where the type is quantized
-// (the result then owns its panels), or referring to `w`'s memory for float types.
+// `w` in the layout of `level`, repacked by `pool`'s threads into panels the result owns.
 // Throws std::invalid_argument when w.cols is not a whole number of blocks.
 PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool);
 

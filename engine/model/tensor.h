@@ -30,6 +30,10 @@ struct TypeTraits {
 };
 
 const TypeTraits& type_traits(TensorType type);
+// F32, F16 and BF16: one value per block, no scales.
+inline bool is_float_type(TensorType type) {
+  return type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16;
+}
 std::optional<TensorType> tensor_type_from_ggml(uint32_t ggml_type);
 std::optional<TensorType> tensor_type_from_name(std::string_view name);
 
