@@ -2,11 +2,11 @@
 // the paged cache.
 //
 // Every weight matrix is repacked once (pack_matrix) into panels that a tile reads as one
-// contiguous stream. Float weights (F32, F16, BF16) lie in panels of 3 or 4 rows, interleaved
-// one vector of each row at a time, and meet f32 activations. Quantized weights (Q8_0,
-// Q4_0, Q4_K, Q6_K) lie in panels of as many
-// rows as the SIMD level has 32-bit lanes, interleaved so that one vector load holds 4
-// consecutive values of every row of the panel; they meet activations quantized to 8 bits
+// contiguous stream. Float weights (F32, F16, BF16) lie in panels of 3 or 4 rows,
+// interleaved one vector of each row at a time, and meet f32 activations. Quantized weights
+// (Q8_0, Q4_0, Q4_K, Q6_K) lie in panels of as many rows as the SIMD level has 32-bit lanes,
+// interleaved so that one vector load holds 4 consecutive values of every row of the panel;
+// they meet activations quantized to 8 bits
 // (per 32 values for Q8_0 / Q4_0, per 256 with 16- and 32-value sums for the K-quants),
 // with exact integer dot products inside each block and one float update per block, row
 // lane and token. docs/cpu_backend.md describes the layouts.
