@@ -17,13 +17,6 @@ using MatrixKernel = void (*)(const PackedMatrix& w, int64_t begin, int64_t end,
 // returns the multiply-adds they did.
 using PeakLoop = double (*)(TensorType type, int64_t iterations);
 
-// Float weights (F32, F16, BF16) in panels of `rows` rows, interleaved in chunks of `lanes`
-// values (cpu_kernel_templates.h): the bytes of one panel of `cols` columns.
-inline size_t float_panel_bytes(int64_t cols, int rows, int lanes, size_t value_bytes) {
-  const int64_t chunks = (cols + lanes - 1) / lanes;
-  return static_cast<size_t>(chunks) * static_cast<size_t>(rows) * static_cast<size_t>(lanes) * value_bytes;
-}
-
 struct KernelTable {
   int lanes;           // 32-bit lanes per vector: rows per quantized panel, values per float chunk
   int float_rows;      // rows per float panel

@@ -154,7 +154,7 @@ void float_rows(const PackedMatrix& w, int64_t begin, int64_t end, const uint8_t
   const size_t xs = x_stride / sizeof(float);
   const auto rows = [&]<int R>(int64_t p) {
     each_token_tile<kFloatTokens<V>>(n, [&]<int T>(int t) {
-      float_tile<V, Load, R, T>(w.data + p * w.panel_bytes, w.cols, x + t * xs, xs, y + t * w.rows + p * P,
+      float_tile<V, Load, R, T>(w.data() + p * w.panel_bytes, w.cols, x + t * xs, xs, y + t * w.rows + p * P,
                                 w.rows);
     });
   };
@@ -438,7 +438,7 @@ void panel_rows(const PackedMatrix& w, int64_t begin, int64_t end, const uint8_t
   constexpr int P = V::kLanes;
   alignas(64) float out[Panel::kMaxTokens * P];
   for (int64_t p = begin; p < end; ++p) {
-    const uint8_t* panel = w.data + p * w.panel_bytes;
+    const uint8_t* panel = w.data() + p * w.panel_bytes;
     const int64_t row0 = p * P;
     const size_t valid = static_cast<size_t>(std::min<int64_t>(P, w.rows - row0));
     each_token_tile<Panel::kMaxTokens>(n, [&]<int T>(int t0) {

@@ -224,7 +224,7 @@ PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool)
     const size_t value_bytes = static_cast<size_t>(traits.block_bytes);
     const size_t chunk = static_cast<size_t>(L) * value_bytes;
     m.panel_rows = P;
-    m.panel_bytes = float_panel_bytes(w.cols, P, L, value_bytes);
+    m.panel_bytes = static_cast<size_t>((w.cols + L - 1) / L * P) * chunk;
     m.owned_bytes = m.panel_bytes * static_cast<size_t>(m.panels());
     m.owned = allocate_panels(m.owned_bytes);
     uint8_t* out = m.owned.get();
@@ -238,7 +238,6 @@ PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool)
         }
       }
     });
-    m.data = out;
     return m;
   }
   const int P = table.lanes;
@@ -277,7 +276,6 @@ PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool)
       }
     }
   });
-  m.data = out;
   return m;
 }
 

@@ -40,10 +40,10 @@ struct PackedMatrix {
   SimdLevel level = SimdLevel::Portable;
   int panel_rows = 1;        // rows per panel: 3 or 4 for float types, the level's lanes for quantized ones
   size_t panel_bytes = 0;    // bytes from one panel to the next
-  const uint8_t* data = nullptr;      // first panel: owned.get()
   std::shared_ptr<uint8_t[]> owned;   // the panels
   size_t owned_bytes = 0;             // size of `owned`
 
+  const uint8_t* data() const { return owned.get(); }  // the first panel
   int64_t panels() const { return (rows + panel_rows - 1) / panel_rows; }
 };
 
