@@ -142,6 +142,22 @@ std::shared_ptr<uint8_t[]> allocate_panels(size_t bytes) {
   return std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
 }
 
+// Bytes of one panel's block of 32 or 256 columns, and the function writing row r's share.
+struct QuantPacking {
+  size_t block_bytes = 0;
+  void (*pack)(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) = nullptr;
+};
+QuantPacking quant_packing(TensorType type, const KernelTable& table) {
+  const int P = table.lanes;
+  switch (type) {
+    case TensorType::Q4_0: return {q4_0_panel_block(P), pack_q4_0};
+    case TensorType::Q8_0: return {q8_0_panel_block(P), table.vnni ? pack_q8_0<true> : pack_q8_0<false>};
+    case TensorType::Q4_K: return {q4_k_panel_block(P), pack_q4_k};
+    case TensorType::Q6_K: return {q6_k_panel_block(P), pack_q6_k};
+    default: return {};
+  }
+}
+
 }  // namespace
 }  // namespace kernels
 
@@ -201,7 +217,7 @@ std::vector<SimdLevel> testable_simd_levels() {
   return levels;
 }
 
-PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool) {
+PackedMatrix packed_layout(const TensorView& w, SimdLevel level) {
   using namespace kernels;
   const TypeTraits& traits = type_traits(w.type);
   if (w.cols % traits.block_elements != 0) {
@@ -220,14 +236,28 @@ PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool)
   const KernelTable& table = kernel_table(level);
   if (is_float_type(w.type)) {
     // panels of table.float_rows rows, chunk c of each row in turn
-    const int L = table.lanes, P = table.float_rows;
-    const size_t value_bytes = static_cast<size_t>(traits.block_bytes);
+    const int L = table.lanes;
+    m.panel_rows = table.float_rows;
+    m.panel_bytes = static_cast<size_t>((w.cols + L - 1) / L * m.panel_rows) * L * traits.block_bytes;
+  } else {
+    m.panel_rows = table.lanes;
+    m.panel_bytes = quant_packing(w.type, table).block_bytes * static_cast<size_t>(w.cols / traits.block_elements);
+  }
+  m.owned_bytes = m.panel_bytes * static_cast<size_t>(m.panels());
+  return m;
+}
+
+PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool) {
+  using namespace kernels;
+  PackedMatrix m = packed_layout(w, level);
+  m.owned = allocate_panels(m.owned_bytes);
+  uint8_t* out = m.owned.get();
+  const KernelTable& table = kernel_table(level);
+  const int P = m.panel_rows;
+  if (is_float_type(w.type)) {
+    const int L = table.lanes;
+    const size_t value_bytes = static_cast<size_t>(type_traits(w.type).block_bytes);
     const size_t chunk = static_cast<size_t>(L) * value_bytes;
-    m.panel_rows = P;
-    m.panel_bytes = static_cast<size_t>((w.cols + L - 1) / L * P) * chunk;
-    m.owned_bytes = m.panel_bytes * static_cast<size_t>(m.panels());
-    m.owned = allocate_panels(m.owned_bytes);
-    uint8_t* out = m.owned.get();
     pool.parallel_for(w.rows, [&](int64_t begin, int64_t end, int) {
       for (int64_t row = begin; row < end; ++row) {
         const uint8_t* in = w.row(row);
@@ -240,38 +270,14 @@ PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool)
     });
     return m;
   }
-  const int P = table.lanes;
-  const int64_t blocks = w.cols / traits.block_elements;
-  size_t block_bytes = 0;
-  void (*pack)(const uint8_t*, int64_t, int, int, uint8_t*) = nullptr;
-  switch (w.type) {
-    case TensorType::Q4_0:
-      block_bytes = q4_0_panel_block(P), pack = pack_q4_0;
-      break;
-    case TensorType::Q8_0:
-      block_bytes = q8_0_panel_block(P);
-      pack = table.vnni ? pack_q8_0<true> : pack_q8_0<false>;
-      break;
-    case TensorType::Q4_K:
-      block_bytes = q4_k_panel_block(P), pack = pack_q4_k;
-      break;
-    case TensorType::Q6_K:
-      block_bytes = q6_k_panel_block(P), pack = pack_q6_k;
-      break;
-    default:
-      break;
-  }
-  m.panel_rows = P;
-  m.panel_bytes = block_bytes * static_cast<size_t>(blocks);
-  m.owned_bytes = m.panel_bytes * static_cast<size_t>(m.panels());
-  m.owned = allocate_panels(m.owned_bytes);
-  uint8_t* out = m.owned.get();
+  const QuantPacking packing = quant_packing(w.type, table);
+  const int64_t blocks = w.cols / type_traits(w.type).block_elements;
   pool.parallel_for(m.panels(), [&](int64_t begin, int64_t end, int) {
     for (int64_t p = begin; p < end; ++p) {
       for (int r = 0; r < P && p * P + r < w.rows; ++r) {  // rows past the end stay zero
         const uint8_t* row = w.row(p * P + r);
         for (int64_t b = 0; b < blocks; ++b) {
-          pack(row, b, r, P, out + p * m.panel_bytes + b * block_bytes);
+          packing.pack(row, b, r, P, out + p * m.panel_bytes + b * packing.block_bytes);
         }
       }
     }

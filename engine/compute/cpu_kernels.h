@@ -47,8 +47,12 @@ struct PackedMatrix {
   int64_t panels() const { return (rows + panel_rows - 1) / panel_rows; }
 };
 
+// The layout pack_matrix gives `w` at `level`: every field but `owned`, so owned_bytes is what
+// packing will allocate. Throws std::invalid_argument when w.cols is not a whole number of
+// blocks or the processor cannot run `level`.
+PackedMatrix packed_layout(const TensorView& w, SimdLevel level);
 // `w` in the layout of `level`, repacked by `pool`'s threads into panels the result owns.
-// Throws std::invalid_argument when w.cols is not a whole number of blocks.
+// Throws as packed_layout does.
 PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool);
 
 // y (n, w.rows) = x (n, w.cols) · wᵀ with the kernels of w.level. `x` and `y` are row-major.
