@@ -194,6 +194,7 @@ void run_bench(const BenchOptions& o) {
     level = *chosen;
   }
   std::unique_ptr<Backend> backend = create_cpu_backend(o.threads, level);
+  backend->prepare(*model);  // repacks the weights, or says they do not fit in memory
   Bandwidth bandwidth;
   {
     ThreadPool pool(o.threads);

@@ -379,6 +379,8 @@ void run(const BenchArgs& a) {
   std::string note;
   const auto backend = a.device == "cuda" ? create_backend(DeviceChoice::Cuda, &note)
                                           : (a.device == "auto" ? create_backend(DeviceChoice::Auto, &note) : cpu_backend(a.simd, a.threads));
+  backend->prepare(*model);  // uploads or repacks the weights, or says they do not fit
+  if (draft_model) backend->prepare(*draft_model);
   const std::string load_at_start = load_average();
   const std::shared_ptr<const ForwardCost> cost = backend->forward_cost(*model);
 

@@ -362,6 +362,7 @@ double ForwardCost::verify_seconds(int n_tokens, int context) const {
 }
 
 ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds) {
+  backend.prepare(model);  // the weights repacked or uploaded before any probe, or a clear refusal
   const double load_at_start = machine_load();
   const auto start = Clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };

@@ -16,6 +16,7 @@
 
 #include "compute/backend.h"
 #include "compute/cpu_kernels.h"
+#include "compute/host_memory.h"
 #include "compute/thread_pool.h"
 
 namespace specula {
@@ -112,14 +113,15 @@ class PackedWeights {
  public:
   const PackedMatrix& get(const Model& model, const TensorView& w, SimdLevel level,
                           ThreadPool& pool) {
-    auto it = packed_.find(w.data);
-    if (it != packed_.end() && it->second.type == w.type && it->second.rows == w.rows &&
-        it->second.cols == w.cols) {
-      return it->second;
-    }
+    if (has(w)) return packed_.at(w.data);
     PackedMatrix m = pack_matrix(w, level, pool);
     pin(model).matrices.push_back(w.data);
     return packed_.insert_or_assign(w.data, std::move(m)).first->second;
+  }
+
+  bool has(const TensorView& w) const {
+    const auto it = packed_.find(w.data);
+    return it != packed_.end() && it->second.type == w.type && it->second.rows == w.rows && it->second.cols == w.cols;
   }
 
   // Drops the matrices of models whose storage only this cache still holds.
@@ -175,7 +177,8 @@ class CpuBackend : public Backend {
 
   // Repacks every matrix a forward of `model` multiplies by, so that it does not land in its
   // first forward: a draft model's first forward runs inside decoding, where the repacking
-  // and the page faults of its mapped file counted against its drafts.
+  // and the page faults of its mapped file counted against its drafts. First checks that the
+  // copies fit in the memory the process can still take (ModelError naming the sizes).
   void prepare(const Model& model, const std::function<bool(double)>& progress) override {
     std::vector<const TensorView*> matrices;
     for (const LayerWeights& lw : model.weights.layers) {
@@ -184,6 +187,18 @@ class CpuBackend : public Backend {
       }
     }
     matrices.push_back(&model.weights.output);
+    uint64_t bytes = 0;
+    for (const TensorView* w : matrices) {
+      if (!weights_.has(*w)) bytes += packed_layout(*w, simd_).owned_bytes;
+    }
+    const std::string shortfall =
+        bytes == 0 ? std::string()
+                   : memory_shortfall(bytes, "the CPU backend's copy of the weights of " +
+                                                 (model.path.empty() ? std::string("the model") : model.path),
+                                      host_memory_room());
+    if (!shortfall.empty()) {
+      throw ModelError(shortfall + ": close other programs, or choose a smaller or more strongly quantized model file");
+    }
     for (size_t i = 0; i < matrices.size(); ++i) {
       weights_.get(model, *matrices[i], simd_, pool_);
       if (progress && !progress(static_cast<double>(i + 1) / static_cast<double>(matrices.size()))) {
@@ -205,6 +220,13 @@ class CpuBackend : public Backend {
       throw std::invalid_argument("cache needs a positive size and block size");
     }
     const int num_blocks = (max_tokens + block_size - 1) / block_size;
+    const uint64_t bytes = 2ull * sizeof(float) * static_cast<uint64_t>(n_layers) *
+                           static_cast<uint64_t>(num_blocks * block_size) * static_cast<uint64_t>(c.kv_dim());
+    const std::string shortfall = memory_shortfall(
+        bytes, "a key-value cache of " + std::to_string(max_tokens) + " positions", host_memory_room());
+    if (!shortfall.empty()) {
+      throw std::runtime_error(shortfall + ": ask for fewer candidates or fewer new tokens");
+    }
     auto storage =
         std::make_unique<CpuKvStorage>(n_layers, num_blocks * block_size, block_size, c.kv_dim());
     return std::make_unique<KvCache>(block_size, num_blocks, std::move(storage));
