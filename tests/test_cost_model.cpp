@@ -149,7 +149,7 @@ class TestCostModel : public QObject {
     auto model = make_fake_model("target", 24, 4);
     // shapes without data: 4 layers of half the cache each, and a head of twice the cache,
     // so that the head is half of what a one-token forward reads
-    const long cache = std::max(sysconf(_SC_LEVEL3_CACHE_SIZE), 32L << 20);
+    const long cache = static_cast<long>(last_level_cache_bytes());
     model->weights.layers.resize(4);
     for (LayerWeights& layer : model->weights.layers) layer.w_gate = TensorView{TensorType::F32, 1024, cache / 2 / 4096, nullptr};
     model->weights.output = TensorView{TensorType::F32, 1024, 2 * cache / 4096, nullptr};
@@ -158,6 +158,31 @@ class TestCostModel : public QObject {
     const double one = c.seconds(1, 1, 0);
     QVERIFY2(c.head_seconds[0] >= 0.010, qPrintable(QString::number(c.head_seconds[0])));
     QVERIFY(std::abs(c.head_seconds[0] - one / 2) < 1e-9 * one);  // one-token seconds are the whole forward
+  }
+
+  // The last-level cache as sysfs states it: the highest level among the index directories,
+  // sizes with their units.
+  void lastLevelCacheFromSysfs() {
+    QCOMPARE(parse_cache_size("32768K\n"), size_t{32} << 20);
+    QCOMPARE(parse_cache_size("2M"), size_t{2} << 20);
+    QCOMPARE(parse_cache_size("512"), size_t{512});
+    QCOMPARE(parse_cache_size("big"), size_t{0});
+    QCOMPARE(parse_cache_size("12X"), size_t{0});
+    QTemporaryDir dir;
+    const auto cache = [&](const char* index, const char* level, const char* size) {
+      QVERIFY(QDir(dir.path()).mkpath(index));
+      write_text((dir.path() + "/" + index + "/level").toStdString(), level);
+      write_text((dir.path() + "/" + index + "/size").toStdString(), size);
+    };
+    QCOMPARE(last_level_cache_bytes_in(dir.path().toStdString()), size_t{0});  // no caches listed
+    cache("index0", "1\n", "48K\n");
+    cache("index1", "1\n", "32K\n");
+    cache("index2", "2\n", "2048K\n");
+    QCOMPARE(last_level_cache_bytes_in(dir.path().toStdString()), size_t{2} << 20);
+    cache("index3", "3\n", "32768K\n");
+    QCOMPARE(last_level_cache_bytes_in(dir.path().toStdString()), size_t{32} << 20);
+    QCOMPARE(last_level_cache_bytes_in((dir.path() + "/missing").toStdString()), size_t{0});
+    QVERIFY(last_level_cache_bytes() >= size_t{1} << 20);
   }
 
   void keyNamesModelFileBackendAndMachine() {

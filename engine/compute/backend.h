@@ -97,7 +97,7 @@ class Backend {
 
   // What forwards of `model` cost on this backend (compute/cost_model.h): read from the
   // user's cost cache, or measured on the first call for the model (a few whole forwards
-  // per batch size: 0.4 s for the demo target, 5 to 9 s for a 1.1B model on 2 cores)
+  // per batch size: 0.4 s for the demo target, 1.5 s for a 1.1B model on 2 cores)
   // and stored there; then kept for the backend's lifetime. A test backend may return a
   // controlled cost instead.
   virtual std::shared_ptr<const ForwardCost> forward_cost(const Model& model);

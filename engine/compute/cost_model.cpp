@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -73,12 +74,6 @@ size_t streamed_bytes(const Model& model) {
   return bytes;
 }
 
-// The last-level cache, which a probe must not find warm with weights that a whole
-// forward would have pushed out.
-size_t last_level_cache_bytes() {
-  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
-}
 
 // Times single forwards of the first layer of a model, or of all its layers, over one cache
 // sequence, which each probe leaves empty again. On a CPU backend a probe takes the smaller of its
@@ -348,6 +343,44 @@ double time_sampling(std::span<const float> row) {
 }
 
 }  // namespace
+
+size_t parse_cache_size(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  size_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end == text.data()) return 0;
+  const std::string_view unit(end, static_cast<size_t>(text.data() + text.size() - end));
+  if (unit.empty()) return value;
+  if (unit == "K") return value << 10;
+  if (unit == "M") return value << 20;
+  if (unit == "G") return value << 30;
+  return 0;
+}
+
+size_t last_level_cache_bytes_in(const std::string& dir) {
+  int best_level = 0;
+  size_t best = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
+    std::ifstream level_file(entry.path() / "level"), size_file(entry.path() / "size");
+    int level = 0;
+    std::string size;
+    if (!(level_file >> level) || !(size_file >> size)) continue;
+    const size_t bytes = parse_cache_size(size);
+    if (bytes > 0 && (level > best_level || (level == best_level && bytes > best))) best_level = level, best = bytes;
+  }
+  return best;
+}
+
+size_t last_level_cache_bytes() {
+  static const size_t bytes = [] {
+    if (const size_t sysfs = last_level_cache_bytes_in("/sys/devices/system/cpu/cpu0/cache"); sysfs > 0) return sysfs;
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
+  }();
+  return bytes;
+}
 
 double ForwardCost::seconds(int n_tokens, int rows, double positions, int layers) const {
   if (n_tokens <= 0) return 0.0;

@@ -1,5 +1,5 @@
 // What a forward pass costs, as a function of the batch: measured once per model and
-// backend (a fraction of a second for small models, 5 to 9 s for the 1.1B shape on 2 cores: it
+// backend (a fraction of a second for small models, 1.5 s for the 1.1B shape on 2 cores: it
 // runs a few whole forwards of each batch size), kept in a cache file, and read by the
 // draft-length policies that weigh speculation against its price (decode/draft_policy.h,
 // "goodput").
@@ -28,13 +28,15 @@
 // is larger than the last-level cache (it streams its weights), else by the first layer timed
 // alone; that layer alone gives head(n) (logits for every token against logits for the
 // last). Probing every layer
-// costs a few of the forwards a decode runs anyway (5 to 9 s for the 1.1B shape on a 2-core
+// costs a few of the forwards a decode runs anyway (1.5 s for the 1.1B Q8_0 shape on a 2-core
 // machine, once per model file); one layer alone misjudged what a layer costs among the
 // others, in both directions.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace specula {
@@ -90,6 +92,20 @@ std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::st
 // old file or the new one, never half of one. Returns false, storing nothing, when the
 // directory cannot be written.
 bool write_cost_cache(const std::string& dir, const ForwardCost& cost);
+
+// The last-level cache of the cores this process runs on, in bytes: a model larger than it
+// streams its weights from memory, and a one-layer probe must not find it warm with weights
+// a whole forward would have pushed out. The highest level among cpu0's caches in sysfs,
+// else sysconf's figure, else 32 MiB. (glibc's sysconf said 320 MiB on a 2-core Zen 4
+// virtual machine whose sysfs and lscpu say 32: the probes then read 640 MB before each
+// one-layer probe, 1.5 s of a 1.1B model's 4.2 s measurement went into allocating that
+// buffer, and models up to 320 MB counted as cache-resident.)
+size_t last_level_cache_bytes();
+// The highest level's size among the cache directories (index0, index1, ...) under `dir`,
+// each with a `level` and a `size` file; 0 when there are none.
+size_t last_level_cache_bytes_in(const std::string& dir);
+// The bytes a sysfs cache `size` file states ("32768K", "2M", "512"); 0 when malformed.
+size_t parse_cache_size(std::string_view text);
 
 // The 1-minute load average per logical core (0 when unknown).
 double machine_load();
