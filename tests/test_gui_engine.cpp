@@ -17,7 +17,10 @@
 #include <QTemporaryDir>
 #include <QTextCursor>
 #include <QtTest>
+#include <pthread.h>
+
 #include <mutex>
+#include <thread>
 
 #include "behaviour_view.h"
 #include "candidate_grid.h"
@@ -29,6 +32,7 @@
 #include "fake_engine.h"
 #include "main_window.h"
 #include "problem_browser.h"
+#include "data_limit.h"
 #include "gui_test_main.h"
 #include "shared_data.h"
 
@@ -302,6 +306,36 @@ class GuiEngineTest : public QObject {
     window->promptEditor()->setPlainText(kPrompt);
     window->generate();  // the window still answers
     QVERIFY(window->message().contains("No model is loaded"));
+  }
+
+  // A model whose weights the CPU backend cannot copy within what the process may still
+  // allocate (here a data size limit just above what the window uses) is refused with both
+  // sizes named, and the window goes on answering; with the limit lifted it loads.
+  void modelBeyondTheMemoryIsAMessage() {
+    const QString target = QString(SPECULA_SOURCE_DIR) + "/resources/models/specula-demo-target.gguf";
+    auto window = makeWindow();
+    {
+      // room for the CPU backend's threads' stacks (counted as data) and 40 MB, where the
+      // copies of the weights need some 8 MB and the backend keeps 64 MB to spare
+      pthread_attr_t attr;
+      size_t stack = 8 << 20;
+      if (pthread_getattr_default_np(&attr) == 0) {
+        pthread_attr_getstacksize(&attr, &stack);
+        pthread_attr_destroy(&attr);
+      }
+      const uint64_t threads = std::max(1u, std::thread::hardware_concurrency());
+      specula::test::DataLimit limit(specula::test::data_bytes() + threads * stack + (40ull << 20));
+      QVERIFY(limit.ok());
+      window->loadModels(target);
+      QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    }
+    QVERIFY(!window->hasModel());
+    QVERIFY2(window->message().contains("specula-demo-target.gguf") && window->message().contains("needs") &&
+                 window->message().contains("ulimit -d"),
+             qPrintable(window->message()));
+    window->loadModels(target);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    QVERIFY2(window->hasModel(), qPrintable(window->message()));
   }
 
   void unusableDeviceIsAMessageOrWorks() {

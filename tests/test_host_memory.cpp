@@ -3,8 +3,6 @@
 // the process's own data size limit (RLIMIT_DATA), lowered for the test and raised back.
 #include <QtTest>
 
-#include <sys/resource.h>
-
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,9 +10,12 @@
 #include "compute/backend.h"
 #include "compute/cpu_kernels.h"
 #include "compute/host_memory.h"
+#include "data_limit.h"
 #include "model/random_model.h"
 
 using namespace specula;
+using specula::test::data_bytes;
+using specula::test::DataLimit;
 
 namespace {
 
@@ -24,34 +25,6 @@ std::string read_text(const char* path) {
   text << in.rdbuf();
   return text.str();
 }
-
-// VmData of this process, in bytes, read independently of the code under test.
-uint64_t data_bytes() {
-  std::istringstream status(read_text("/proc/self/status"));
-  for (std::string line; std::getline(status, line);) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "VmData: %llu kB", &kib) == 1) return kib * 1024;
-  }
-  return 0;
-}
-
-// Lowers the soft RLIMIT_DATA to `bytes` for its lifetime (any process may raise it back
-// up to the hard limit).
-class DataLimit {
- public:
-  explicit DataLimit(uint64_t bytes) {
-    getrlimit(RLIMIT_DATA, &saved_);
-    rlimit lowered = saved_;
-    lowered.rlim_cur = bytes;
-    ok_ = setrlimit(RLIMIT_DATA, &lowered) == 0;
-  }
-  ~DataLimit() { setrlimit(RLIMIT_DATA, &saved_); }
-  bool ok() const { return ok_; }
-
- private:
-  rlimit saved_{};
-  bool ok_ = false;
-};
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kMargin = 64 * kMiB;  // memory_shortfall's margin
