@@ -185,6 +185,32 @@ class TestCostModel : public QObject {
     QVERIFY(last_level_cache_bytes() >= size_t{1} << 20);
   }
 
+  // A measurement reports how far it has come: after every probe of the rounds it always
+  // runs, rising, ending at 1; a known cost reports nothing.
+  void measurementReportsProgress() {
+    FakeBackend backend;
+    const auto model = make_fake_model("target", 24, 6);
+    for (const double budget : {0.0, 1e6}) {
+      std::vector<double> seen;
+      const ForwardCost c = measure_forward_cost(backend, *model, budget, [&](double f) { seen.push_back(f); });
+      QCOMPARE(seen.size(), 3 * c.tokens.size() + 1);  // 3 rounds of every size (later rounds only repeat), then done
+      QVERIFY(seen.front() > 0.0);
+      QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+      QVERIFY(seen[seen.size() - 2] < 1.0);
+      QCOMPARE(seen.back(), 1.0);
+    }
+    QTemporaryDir dir;
+    const auto with_file = model_with_file(dir);
+    const std::string d = dir.filePath("cache").toStdString();
+    const double busy = 1e9;  // a load beside which any stored measurement still holds
+    int reports = 0;
+    load_or_measure_forward_cost(backend, *with_file, d, busy, [&](double) { ++reports; });
+    QVERIFY(reports > 0);
+    reports = 0;
+    QVERIFY(load_or_measure_forward_cost(backend, *with_file, d, busy, [&](double) { ++reports; }).from_file);
+    QCOMPARE(reports, 0);
+  }
+
   void keyNamesModelFileBackendAndMachine() {
     QTemporaryDir dir;
     FakeBackend backend;

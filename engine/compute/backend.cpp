@@ -55,11 +55,11 @@ std::unique_ptr<Backend> create_cuda_backend(std::string* why_not) {
 }
 #endif
 
-std::shared_ptr<const ForwardCost> Backend::forward_cost(const Model& model) {
+std::shared_ptr<const ForwardCost> Backend::forward_cost(const Model& model, const CostProgress& progress) {
   for (const KnownCost& known : known_costs_) {
     if (known.model == &model && known.weights == model.weights.output.data) return known.cost;
   }
-  auto cost = std::make_shared<const ForwardCost>(load_or_measure_forward_cost(*this, model, default_cost_cache_dir()));
+  auto cost = std::make_shared<const ForwardCost>(load_or_measure_forward_cost(*this, model, default_cost_cache_dir(), machine_load(), progress));
   known_costs_.push_back({&model, model.weights.output.data, cost});
   return cost;
 }

@@ -100,7 +100,8 @@ class Backend {
   // per batch size: 0.4 s for the demo target, 1.5 s for a 1.1B model on 2 cores)
   // and stored there; then kept for the backend's lifetime. A test backend may return a
   // controlled cost instead.
-  virtual std::shared_ptr<const ForwardCost> forward_cost(const Model& model);
+  // `progress` hears how far a measurement has come (nothing when the cost is known).
+  virtual std::shared_ptr<const ForwardCost> forward_cost(const Model& model, const CostProgress& progress = {});
 
  private:
   struct KnownCost {

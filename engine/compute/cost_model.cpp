@@ -394,7 +394,8 @@ double ForwardCost::verify_seconds(int n_tokens, int context) const {
   return seconds(n_tokens, n_tokens, positions);
 }
 
-ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds) {
+ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds,
+                                 const CostProgress& progress) {
   backend.prepare(model);  // the weights repacked or uploaded before any probe, or a clear refusal
   const double load_at_start = machine_load();
   const auto start = Clock::now();
@@ -417,6 +418,10 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
       if (whole_forwards) runs.full[p].push_back(probe.time_full_depth(points[p]));
       runs.last[p].push_back(probe.time(points[p], false));
       runs.all[p].push_back(probe.time(points[p], true));
+      // the rounds every measurement runs are the work to show; later ones fit in the budget
+      if (progress && round < kMinRounds) {
+        progress(0.99 * (round + static_cast<double>(p + 1) / static_cast<double>(points.size())) / kMinRounds);
+      }
       // the first round decides how far the budget reaches; later rounds only repeat
       if (round == 0 && static_cast<int>(p) + 1 >= kMinPoints && probe.spent() > kFirstRound * budget_seconds) {
         points.resize(p + 1);
@@ -433,6 +438,7 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   cost.key = cost_model_key(backend, model);
   cost.measure_seconds = elapsed();
   cost.load = std::max(load_at_start, machine_load());
+  if (progress) progress(1.0);
   return cost;
 }
 
@@ -534,11 +540,11 @@ bool cost_still_representative(double measured_load, double current_load) {
 }
 
 ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, const std::string& dir,
-                                         double current_load) {
+                                         double current_load, const CostProgress& progress) {
   const std::string key = cost_model_key(backend, model);
   std::optional<ForwardCost> cached = read_cost_cache(dir, key);
   if (cached && cost_still_representative(cached->load, current_load)) return *cached;
-  ForwardCost cost = measure_forward_cost(backend, model);
+  ForwardCost cost = measure_forward_cost(backend, model, kCostBudgetSeconds, progress);
   if (write_cost_cache(dir, cost)) cost.file = cost_cache_path(dir, cost.key);
   return cost;
 }

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,10 +66,16 @@ struct ForwardCost {
   double verify_seconds(int tokens, int context = 0) const;
 };
 
+// Called with the fraction of a measurement done, in (0, 1], ending at 1: a large model's
+// takes seconds (1.5 s for a 1.1B one on 2 cores), which a window shows as progress.
+using CostProgress = std::function<void(double)>;
+
 // Measures `model` on `backend` with about `budget_seconds` of probes (batch sizes beyond 16
 // are left out when the budget runs short, and extrapolated; a busy machine stretches the
 // wall time, not the probes). The result has cost_model_key's key.
-ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds = 0.4);
+inline constexpr double kCostBudgetSeconds = 0.4;  // probes' time beyond the rounds every measurement runs
+ForwardCost measure_forward_cost(Backend& backend, const Model& model, double budget_seconds = kCostBudgetSeconds,
+                                 const CostProgress& progress = {});
 
 // The identity of a measurement: the model file (absolute path, size, modification time)
 // with the model's shape, the backend's name (SIMD level and threads included), the
@@ -116,10 +123,10 @@ double machine_load();
 bool cost_still_representative(double measured_load, double current_load);
 
 // The cached cost when the file holds a valid one for this model and backend that is
-// still representative of the machine's load (`current_load`), else a fresh measurement,
-// which is then stored. `dir` empty: no file at all.
+// still representative of the machine's load (`current_load`), else a fresh measurement
+// (reporting to `progress`), which is then stored. `dir` empty: no file at all.
 ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, const std::string& dir,
-                                         double current_load = machine_load());
+                                         double current_load = machine_load(), const CostProgress& progress = {});
 
 // A table of the cost at typical batch sizes, for people: ms per forward, ms per token and
 // the ratio to one token, with the attention term and where the figures come from.

@@ -129,8 +129,8 @@ class FakeBackend : public Backend {
     for (int t = 0; t < plan.n_tokens; ++t) ++w.per_position[plan.positions[t]];
   }
 
-  std::shared_ptr<const ForwardCost> forward_cost(const Model& model) override {
-    return cost ? cost : Backend::forward_cost(model);
+  std::shared_ptr<const ForwardCost> forward_cost(const Model& model, const CostProgress& progress = {}) override {
+    return cost ? cost : Backend::forward_cost(model, progress);
   }
 
   // What the forwards wrote into one cache.
