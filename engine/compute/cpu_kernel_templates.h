@@ -335,18 +335,19 @@ struct Q4_KPanel {
       for (int j = 0; j < 8; ++j) {  // sub-block j: low nibbles of group j / 2 if j is even
         const I pair = V::widen_u8_16(scales + 2 * P * (j / 2));
         const I scale = V::shuffle8(pair, j % 2 == 0 ? dup_low : dup_high);
-        I w[8];  // w[c]: values 4c..4c+3 of the sub-block, every row
+        // one weight vector at a time, for every token: its values 4c..4c+3 of the sub-block,
+        // every row (all eight side by side left AVX2's 16 registers short at 4 tokens)
+        I s[T];
 #pragma GCC unroll 8
         for (int c = 0; c < 8; ++c) {
           const I raw = V::iload(nibbles + (8 * (j / 2) + c) * 4 * P);
-          w[c] = V::and_(j % 2 == 0 ? raw : V::template srl16<4>(raw), low);
+          const I w = V::and_(j % 2 == 0 ? raw : V::template srl16<4>(raw), low);
+          for (int t = 0; t < T; ++t) {
+            const I p = V::maddubs(w, V::bcast32(a[t][b].q + 32 * j + 4 * c));
+            s[t] = c == 0 ? p : V::add16(s[t], p);
+          }
         }
-        for (int t = 0; t < T; ++t) {
-          const int8_t* q = a[t][b].q + 32 * j;
-          I s = V::maddubs(w[0], V::bcast32(q));
-          for (int c = 1; c < 8; ++c) s = V::add16(s, V::maddubs(w[c], V::bcast32(q + 4 * c)));
-          main[t] = V::add32(main[t], V::madd16(s, scale));
-        }
+        for (int t = 0; t < T; ++t) main[t] = V::add32(main[t], V::madd16(s[t], scale));
       }
       for (int k = 0; k < 4; ++k) {  // minimum pairs (2k, 2k + 1)
         const I pair = V::widen_u8_16(minimums + 2 * P * k);
