@@ -5,6 +5,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -52,6 +54,39 @@ class TestCliGenerate : public QObject {
     const std::string expected = oracle_text_block(oracle, static_cast<size_t>(block));
     QVERIFY(!expected.empty());
     QCOMPARE(r.out, QByteArray::fromStdString(expected) + "\n");
+  }
+
+  // On a terminal, loading shows one line of progress (reading, preparing, measuring the
+  // forward for goodput's drafts), erased before the text; through a pipe none of it appears.
+  void loadProgressOnATerminalOnly() {
+    if (model.isEmpty()) QSKIP("no model");
+    const QString script = QStandardPaths::findExecutable("script");  // util-linux: a pseudo-terminal
+    if (script.isEmpty()) QSKIP("script(1) is not installed");
+    QStringList args = QStringList{"generate"} + model + QStringList{"-p", "Zoo", "--steps", "60", "--temp", "0", "--draft", "layers:2"};
+    QTemporaryDir cache;  // no cost file yet: the forward is measured
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CACHE_HOME", cache.path());
+    const CliRun piped = run_cli(args, 180000, env);
+    QCOMPARE(piped.code, 0);
+    QVERIFY2(!piped.err.contains("\r") && !piped.err.contains("reading "), piped.err.constData());
+
+    QTemporaryDir other_cache;
+    env.insert("XDG_CACHE_HOME", other_cache.path());
+    QStringList quoted;
+    for (const QString& a : QStringList{QStringLiteral(SPECULA_CLI)} + args) quoted << "'" + a + "'";
+    QProcess p;
+    p.setProcessEnvironment(env);
+    p.start(script, {"-qec", quoted.join(' '), "/dev/null"});
+    QVERIFY(p.waitForFinished(180000));
+    QCOMPARE(p.exitCode(), 0);
+    const QByteArray terminal = p.readAllStandardOutput();  // the terminal's stdout and stderr together
+    QVERIFY2(terminal.contains("reading stories260K.bin") && terminal.contains("preparing stories260K.bin") &&
+                 terminal.contains("measuring the forward of stories260K.bin 100 %"),
+             terminal.constData());
+    // the line is erased before the text, which reads as through the pipe
+    const qsizetype text_at = terminal.indexOf(piped.out.left(20));
+    QVERIFY2(text_at > 0, terminal.constData());
+    QVERIFY(terminal.lastIndexOf("\r\033[K", text_at) == text_at - 4);
   }
 
   void jsonOutput() {

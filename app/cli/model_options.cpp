@@ -1,5 +1,9 @@
 #include "model_options.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "commands.h"
@@ -14,6 +18,51 @@ std::string executable_dir() {
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string(".") : exe.parent_path().string();
 }
+
+// One line on the terminal for a load that takes seconds (a large model's weights read and
+// repacked, the first measurement of what its forward costs): "reading model.gguf 42 %",
+// rewritten in place and erased at the end. Nothing when stderr is not a terminal, so that
+// pipes, logs and the tests read what they did before.
+class LoadProgress {
+ public:
+  LoadProgress() : enabled_(isatty(STDERR_FILENO) == 1) {}
+  ~LoadProgress() { erase(); }
+  LoadProgress(const LoadProgress&) = delete;
+  LoadProgress& operator=(const LoadProgress&) = delete;
+
+  // A callback showing `what` at the fraction it is called with.
+  auto stage(const std::string& what) {
+    return [this, what](double fraction) {
+      show(what, fraction);
+      return true;
+    };
+  }
+  void erase() {
+    if (!shown_) return;
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  void show(const std::string& what, double fraction) {
+    if (!enabled_) return;
+    const int percent = std::clamp(static_cast<int>(fraction * 100.0), 0, 100);
+    if (shown_ && what == what_ && percent == percent_) return;
+    what_ = what;
+    percent_ = percent;
+    std::fprintf(stderr, "\r\033[K%s %d %%", what.c_str(), percent);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  bool enabled_;
+  bool shown_ = false;
+  std::string what_;
+  int percent_ = -1;
+};
+
+std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
 }  // namespace
 
@@ -53,11 +102,16 @@ LoadedModels load_models(const ModelOptions& o) {
   if (!draft_path.empty() && loaded.draft.kind != "model") {
     throw CommandFailed("-d names a draft model; use it with --draft model", 2);
   }
+  LoadProgress progress;
   LoadOptions load;
   load.tokenizer_path = o.tokenizer_path;
+  load.progress = progress.stage("reading " + file_name(target_path));
   loaded.target = load_model(target_path, load);
   if (!loaded.target->tokenizer) throw CommandFailed("the model file carries no tokenizer: name one with --tokenizer", 2);
-  if (!draft_path.empty()) loaded.draft.draft_model = load_model(draft_path, load);
+  if (!draft_path.empty()) {
+    load.progress = progress.stage("reading " + file_name(draft_path));
+    loaded.draft.draft_model = load_model(draft_path, load);
+  }
   if (o.threads > 0 && o.device != "cpu") throw CommandFailed("--threads chooses the CPU's threads: use it with --device cpu", 2);
   if (o.threads > 0) {
     loaded.backend = create_cpu_backend(o.threads);
@@ -66,8 +120,19 @@ LoadedModels load_models(const ModelOptions& o) {
     loaded.backend = create_backend(device_choice(o.device), &loaded.backend_note);
   }
   // the weights go to the device now, so that no generation or benchmark times the upload
-  loaded.backend->prepare(*loaded.target);
-  if (loaded.draft.draft_model) loaded.backend->prepare(*loaded.draft.draft_model);
+  loaded.backend->prepare(*loaded.target, progress.stage("preparing " + file_name(target_path)));
+  if (loaded.draft.draft_model) {
+    loaded.backend->prepare(*loaded.draft.draft_model, progress.stage("preparing " + file_name(draft_path)));
+  }
+  // and what a forward costs, which the goodput policy weighs drafts by: measured now
+  // (seconds, the first time a model file is used) rather than inside the first generation
+  if (loaded.draft.kind != "none" && loaded.draft.policy == "goodput") {
+    loaded.backend->forward_cost(*loaded.target, progress.stage("measuring the forward of " + file_name(target_path)));
+    if (loaded.draft.draft_model) {
+      loaded.backend->forward_cost(*loaded.draft.draft_model,
+                                   progress.stage("measuring the forward of " + file_name(draft_path)));
+    }
+  }
   return loaded;
 }
 
