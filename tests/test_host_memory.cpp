@@ -60,6 +60,10 @@ class TestHostMemory : public QObject {
              std::optional<uint64_t>(24231776ull * 1024));
     QVERIFY(!meminfo_available_bytes("MemTotal: 1 kB\nMemFree: 2 kB\n"));
     QVERIFY(!meminfo_available_bytes("MemAvailable: lots\n"));
+    QCOMPARE(meminfo_commit_room_bytes("CommitLimit:    12341832 kB\nCommitted_AS:      52248 kB\n"),
+             std::optional<uint64_t>((12341832ull - 52248) * 1024));
+    QCOMPARE(meminfo_commit_room_bytes("CommitLimit: 10 kB\nCommitted_AS: 30 kB\n"), std::optional<uint64_t>(0));
+    QVERIFY(!meminfo_commit_room_bytes("CommitLimit: 10 kB\n"));
     QCOMPARE(status_data_bytes("Name:\tx\nVmPeak:\t  9 kB\nVmData:\t     360 kB\nVmStk:\t 132 kB\n"),
              std::optional<uint64_t>(360ull * 1024));
     QVERIFY(!status_data_bytes("VmDataX: 3 kB\n"));

@@ -81,6 +81,13 @@ std::optional<uint64_t> meminfo_available_bytes(std::string_view meminfo) {
   return keyed_value(meminfo, "MemAvailable", 1024);  // "MemAvailable:   24231776 kB"
 }
 
+std::optional<uint64_t> meminfo_commit_room_bytes(std::string_view meminfo) {
+  const auto limit = keyed_value(meminfo, "CommitLimit", 1024);
+  const auto committed = keyed_value(meminfo, "Committed_AS", 1024);
+  if (!limit || !committed) return std::nullopt;
+  return *limit > *committed ? *limit - *committed : 0;
+}
+
 std::optional<uint64_t> status_data_bytes(std::string_view status) {
   return keyed_value(status, "VmData", 1024);  // "VmData:	     360 kB"
 }
@@ -103,7 +110,11 @@ std::optional<MemoryRoom> host_memory_room() {
   const auto consider = [&](std::optional<uint64_t> bytes, std::string limited_by) {
     if (bytes && (!least || *bytes < least->bytes)) least = MemoryRoom{*bytes, std::move(limited_by)};
   };
-  consider(meminfo_available_bytes(read_text("/proc/meminfo")), "the available memory (MemAvailable in /proc/meminfo)");
+  const std::string meminfo = read_text("/proc/meminfo");
+  consider(meminfo_available_bytes(meminfo), "the available memory (MemAvailable in /proc/meminfo)");
+  if (parse_number(read_text("/proc/sys/vm/overcommit_memory")) == 2u) {
+    consider(meminfo_commit_room_bytes(meminfo), "the commit limit (vm.overcommit_memory = 2)");
+  }
   for (const auto& [dir, v2] : memory_groups()) {
     const std::string limit = read_text(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
     const std::string usage = read_text(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));

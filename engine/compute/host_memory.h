@@ -24,13 +24,18 @@ struct MemoryRoom {
 //    above it (cgroup v2: memory.max; v1: memory.limit_in_bytes), its file cache counted
 //    as room, since the kernel reclaims it before it kills anything;
 //  - the room under the process's data size limit (RLIMIT_DATA, `ulimit -d`): its soft
-//    limit less VmData of /proc/self/status.
+//    limit less VmData of /proc/self/status;
+//  - where the kernel refuses to overcommit (vm.overcommit_memory = 2), CommitLimit less
+//    Committed_AS of /proc/meminfo.
+// Swap is not counted: weights that fit only with it would be read back from the disk for
+// every token.
 // Nothing when none of them can be read.
 std::optional<MemoryRoom> host_memory_room();
 
 // The parts of host_memory_room(), public for tests. Each takes the text of the file it
 // names and returns nothing when the value is absent or malformed.
 std::optional<uint64_t> meminfo_available_bytes(std::string_view meminfo);  // /proc/meminfo
+std::optional<uint64_t> meminfo_commit_room_bytes(std::string_view meminfo);  // CommitLimit - Committed_AS, at least 0
 std::optional<uint64_t> status_data_bytes(std::string_view status);        // /proc/self/status: VmData
 // A group's room: `limit` (memory.max or memory.limit_in_bytes: bytes, or "max" or a value
 // of 2^62 or more for none) less `usage` (memory.current or memory.usage_in_bytes), plus
