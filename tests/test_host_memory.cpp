@@ -27,7 +27,7 @@ std::string read_text(const char* path) {
 }
 
 constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kMargin = 64 * kMiB;  // memory_shortfall's margin
+constexpr uint64_t kMargin = kMemoryMarginBytes;
 
 // A llama model of 4 layers, dim 512, FFN 1408, vocab 8000 in F32: 68 MB of matrices.
 std::shared_ptr<const Model> mid_model() {

@@ -223,11 +223,10 @@ class CpuBackend : public Backend {
     const uint64_t bytes = 2ull * sizeof(float) * static_cast<uint64_t>(n_layers) *
                            static_cast<uint64_t>(num_blocks * block_size) * static_cast<uint64_t>(c.kv_dim());
     // Reading what the process can still allocate takes some 0.13 ms (a dozen files of /proc
-    // and /sys), 1-2 % of a demo completion, and a session creates a cache or two: caches
-    // within the margin memory_shortfall keeps anyway (64 MiB) are not checked.
-    constexpr uint64_t kUncheckedBytes = 64ull << 20;
+    // and /sys) and a session creates a cache or two (the demo pair's two: 2-4 % of a
+    // completion of 6-14 ms): caches within the margin every check keeps anyway are not checked.
     const std::string shortfall =
-        bytes <= kUncheckedBytes
+        bytes <= kMemoryMarginBytes
             ? std::string()
             : memory_shortfall(bytes, "a key-value cache of " + std::to_string(max_tokens) + " positions",
                                host_memory_room());

@@ -13,7 +13,6 @@ namespace specula {
 
 namespace {
 
-constexpr uint64_t kMargin = 64ull << 20;  // the forward's activations and scratch
 constexpr uint64_t kNoLimit = 1ull << 62;  // v1 writes "no limit" as 2^63 - 1 rounded down to a page
 
 std::string read_text(const std::string& path) {
@@ -134,7 +133,7 @@ std::optional<MemoryRoom> host_memory_room() {
 
 std::string memory_shortfall(uint64_t bytes, const std::string& what,
                              const std::optional<MemoryRoom>& room) {
-  if (!room || bytes + kMargin <= room->bytes) return {};
+  if (!room || bytes + kMemoryMarginBytes <= room->bytes) return {};
   return what + " needs " + byte_count_label(bytes) + ", but only " + byte_count_label(room->bytes) +
          " can be allocated under " + room->limited_by;
 }

@@ -44,8 +44,11 @@ std::optional<uint64_t> status_data_bytes(std::string_view status);        // /p
 std::optional<uint64_t> cgroup_room_bytes(std::string_view limit, std::string_view usage,
                                           std::string_view stat);
 
-// Empty when `bytes` more (with a margin of 64 MiB for the forward's buffers) fit in
-// `room` or the room is unknown; otherwise a sentence for people: "<what> needs 13.5 GB,
+// Memory kept to spare beyond what a check is for: the forward's activations and scratch.
+inline constexpr uint64_t kMemoryMarginBytes = 64ull << 20;
+
+// Empty when `bytes` more (with kMemoryMarginBytes to spare) fit in `room` or the room is
+// unknown; otherwise a sentence for people: "<what> needs 13.5 GB,
 // but only 11.2 GB can be allocated (limited by ...)".
 std::string memory_shortfall(uint64_t bytes, const std::string& what,
                              const std::optional<MemoryRoom>& room);
