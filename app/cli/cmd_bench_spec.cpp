@@ -31,6 +31,7 @@
 #include "commands.h"
 #include "compute/simd_level.h"
 #include "decode/decoder.h"
+#include "decode/drafter.h"
 #include "decode/policy_simulation.h"
 #include "model/model.h"
 #include "model/random_model.h"
@@ -383,13 +384,29 @@ void run(const BenchArgs& a) {
   if (draft_model) backend->prepare(*draft_model);
   const std::string load_at_start = load_average();
   const std::shared_ptr<const ForwardCost> cost = backend->forward_cost(*model);
+  // each layers:K draft's own weights where the target's are narrowed for it: repacked and
+  // measured now, before anything is timed
+  std::vector<std::pair<std::string, std::shared_ptr<const ForwardCost>>> draft_costs;
+  for (const std::string& kind : a.drafters) {
+    const std::optional<int> k = self_draft_layers(kind);
+    if (!k || *k < 1 || *k > model->config.n_layers) continue;
+    const Model& narrowed = backend->self_draft_model(*model, *k);
+    if (&narrowed == model.get()) continue;
+    backend->prepare(narrowed);
+    draft_costs.emplace_back(kind, backend->forward_cost(narrowed));
+  }
+  const auto print_costs = [&] {
+    std::printf("target forward cost, %s\n", format_forward_cost(*cost).c_str());
+    for (const auto& [kind, draft_cost] : draft_costs) {
+      std::printf("%s draft forward cost (its matrices narrowed to q4_0), %s\n", kind.c_str(),
+                  format_forward_cost(*draft_cost).c_str());
+    }
+  };
 
   const Bench bench{*backend, *model, draft_model, prompt};
   if (a.simulate) {
     const std::vector<SimulatedRow> simulated = simulate_grid(bench, a);
-    if (!a.json) {
-      std::printf("target forward cost, %s\n", format_forward_cost(*cost).c_str());
-    }
+    if (!a.json) print_costs();
     print_simulated_rows(simulated, a);
     return;
   }
@@ -431,7 +448,7 @@ void run(const BenchArgs& a) {
     std::printf("model %s (%d layers, dim %d), %s, prompt %zu tokens, %d new tokens per sequence\n", what.c_str(),
                 model->config.n_layers, model->config.dim, backend->name().c_str(), prompt.size(), a.max_tokens);
     std::printf("load average %s at the start, %s at the end\n", load_at_start.c_str(), load_average().c_str());
-    std::printf("target forward cost, %s\n", format_forward_cost(*cost).c_str());
+    print_costs();
   }
   print_rows(rows, a, backend->name());
 }

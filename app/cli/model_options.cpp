@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "decode/drafter.h"
 #include "model/demo_models.h"
 
 namespace specula::cli {
@@ -124,6 +125,19 @@ LoadedModels load_models(const ModelOptions& o) {
   if (loaded.draft.draft_model) {
     loaded.backend->prepare(*loaded.draft.draft_model, progress.stage("preparing " + file_name(draft_path)));
   }
+  // a layers:K draft's narrowed copy of the target's first layers, made and repacked now
+  const Model* self_draft = nullptr;
+  if (const std::optional<int> k = self_draft_layers(loaded.draft.kind);
+      k && *k >= 1 && *k <= loaded.target->config.n_layers) {
+    const std::string what = "the first " + std::to_string(*k) + " layers of " + file_name(target_path);
+    progress.stage("narrowing " + what)(0.0);
+    self_draft = &loaded.backend->self_draft_model(*loaded.target, *k);
+    if (self_draft == loaded.target.get()) {
+      self_draft = nullptr;
+    } else {
+      loaded.backend->prepare(*self_draft, progress.stage("preparing " + what));
+    }
+  }
   // and what a forward costs, which the goodput policy weighs drafts by: measured now
   // (seconds, the first time a model file is used) rather than inside the first generation
   if (loaded.draft.kind != "none" && loaded.draft.policy == "goodput") {
@@ -132,6 +146,7 @@ LoadedModels load_models(const ModelOptions& o) {
       loaded.backend->forward_cost(*loaded.draft.draft_model,
                                    progress.stage("measuring the forward of " + file_name(draft_path)));
     }
+    if (self_draft) loaded.backend->forward_cost(*self_draft, progress.stage("measuring the draft's forward"));
   }
   return loaded;
 }

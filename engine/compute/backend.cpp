@@ -4,7 +4,9 @@
 
 #include <stdexcept>
 
+#include "compute/host_memory.h"
 #include "decode/acceptance.h"
+#include "model/model_prefix.h"
 
 namespace specula {
 
@@ -62,6 +64,24 @@ std::shared_ptr<const ForwardCost> Backend::forward_cost(const Model& model, con
   auto cost = std::make_shared<const ForwardCost>(load_or_measure_forward_cost(*this, model, default_cost_cache_dir(), machine_load(), progress));
   known_costs_.push_back({&model, model.weights.output.data, cost});
   return cost;
+}
+
+const Model& Backend::self_draft_model(const Model& target, int n_layers) {
+  std::erase_if(self_drafts_, [](const SelfDraft& d) { return d.target.expired(); });
+  // a model without storage (headers alone) has nothing to narrow, nor a lifetime to follow
+  if (target.storage.empty()) return target;
+  for (const SelfDraft& d : self_drafts_) {
+    if (d.n_layers == n_layers && !d.target.owner_before(target.storage.front()) &&
+        !target.storage.front().owner_before(d.target)) {
+      return *d.model;
+    }
+  }
+  const uint64_t bytes = narrowed_prefix_bytes(target, n_layers);
+  if (bytes == 0) return target;
+  // the copy and, on the CPU, the kernels' repacked copy of it
+  if (!memory_shortfall(2 * bytes, "a narrowed draft", host_memory_room()).empty()) return target;
+  self_drafts_.push_back({target.storage.front(), n_layers, narrowed_prefix(target, n_layers)});
+  return *self_drafts_.back().model;
 }
 
 std::unique_ptr<Backend> create_backend(DeviceChoice choice, std::string* note) {

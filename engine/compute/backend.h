@@ -87,6 +87,15 @@ class Backend {
     }
   }
 
+  // The model a layers:K self-draft of `target` runs (`n_layers` = K): the target's first
+  // K layers, final norm and output matrix with every matrix stored wider than 4.5 bits
+  // requantized to Q4_0 (model/model_prefix.h: the draft reads half the bytes of Q8_0),
+  // made at the first call for (target, K) and kept while the target lives; `target` itself
+  // when none of those matrices is wider, or when the memory cannot hold the copy and the
+  // backend's own copy of it (the draft then reads the target's matrices, slower, the same
+  // output). Not reentrant, like forward().
+  virtual const Model& self_draft_model(const Model& target, int n_layers);
+
   // Threads a CPU backend computes with; 0 for a backend whose work runs elsewhere (a GPU).
   // The cost model then times forwards by CPU time per thread too, which a busy machine's
   // other programs do not inflate.
@@ -110,6 +119,12 @@ class Backend {
     std::shared_ptr<const ForwardCost> cost;
   };
   std::vector<KnownCost> known_costs_;
+  struct SelfDraft {
+    std::weak_ptr<const void> target;   // the target's first storage: expired once the target is gone
+    int n_layers;
+    std::shared_ptr<const Model> model; // the narrowed prefix
+  };
+  std::vector<SelfDraft> self_drafts_;
 };
 
 // Throws std::invalid_argument unless `batch` is a verification batch for `n_drafts` drafts:

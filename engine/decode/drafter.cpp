@@ -153,17 +153,19 @@ class ForwardDrafter : public Drafter {
   std::vector<float> probs_;    // (vocab) scratch
 };
 
-// Self-speculation: the target's first K layers, final norm and output matrix, run through
-// the target's own KV cache. Those layers' keys and values of every verified token are
-// the ones the draft would compute (same weights, same tokens, batch-invariant kernels), so
-// the draft has nothing to catch up on: no prefill, no backlog, no cache of its own. Its
-// drafted positions are written past the end of each sequence and cut off again before
-// the target verifies (which writes them anew, every layer).
+// Self-speculation: the target's first K layers, final norm and output matrix (narrowed to
+// 4.5 bits per weight where the target stores them wider: Backend::self_draft_model), run
+// through the target's own KV cache. Those layers' keys and values of every verified token
+// are the target's, which the draft attends to as they are, so the draft has nothing to
+// catch up on: no prefill, no backlog, no cache of its own. Its drafted positions are
+// written past the end of each sequence and cut off again before the target verifies
+// (which writes them anew, every layer, at its own precision).
 class SelfDrafter : public ForwardDrafter {
  public:
   SelfDrafter(std::string name, Backend& backend, const Model& target, int n_layers, const SamplingParams& sampling,
               int n_seqs)
-      : ForwardDrafter(std::move(name), backend, target, n_layers, target.config.vocab_size, sampling, n_seqs) {}
+      : ForwardDrafter(std::move(name), backend, backend.self_draft_model(target, n_layers), n_layers,
+                       target.config.vocab_size, sampling, n_seqs) {}
 
   void prepare(std::span<const int>, int, KvCache& target_cache) override { cache_ = &target_cache; }
 
@@ -364,6 +366,17 @@ void check_tokenizers_match(const Model& target, const Model& draft) {
   }
 }
 
+std::optional<int> self_draft_layers(std::string_view kind) {
+  if (!kind.starts_with("layers:")) return std::nullopt;
+  const std::string_view digits = kind.substr(7);
+  int k = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
+  if (ec != std::errc() || end != digits.data() + digits.size()) {
+    throw std::invalid_argument("draft 'layers:K' needs a whole number K, got '" + std::string(kind) + "'");
+  }
+  return k;
+}
+
 std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backend,
                                         const Model& target,
                                         std::shared_ptr<const Model> draft_model,
@@ -371,13 +384,8 @@ std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backen
                                         int max_tokens) {
   if (kind == "none") return std::make_unique<NoDrafter>();
   if (kind == "ngram") return std::make_unique<NgramDrafter>();
-  if (kind.starts_with("layers:")) {
-    const std::string_view digits = std::string_view(kind).substr(7);
-    int k = 0;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
-    if (ec != std::errc() || end != digits.data() + digits.size()) {
-      throw std::invalid_argument("draft 'layers:K' needs a whole number K, got '" + kind + "'");
-    }
+  if (const std::optional<int> parsed = self_draft_layers(kind)) {
+    const int k = *parsed;
     const int layers = target.config.n_layers;
     if (k < 1 || k > layers) {
       throw std::invalid_argument("draft 'layers:" + std::to_string(k) + "': K must be between 1 and the target's " +

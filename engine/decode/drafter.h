@@ -4,7 +4,8 @@
 //   ngram     prompt/context lookup: finds the latest earlier occurrence of the sequence's
 //             last 1-3 tokens and proposes what followed it. No model; strong on code.
 //   layers:K  self-speculation: the target's own first K layers + final norm + output matrix,
-//             over the target's own KV cache (no extra weights, no cache of its own).
+//             over the target's own KV cache (no cache of its own); matrices the target
+//             stores wider than 4.5 bits are read from a 4-bit copy (model/model_prefix.h).
 //   model     a separate, smaller draft model with its own KV cache; every id both
 //             vocabularies have must be the same piece (one may have more rows: padding),
 //             and the draft never proposes an id the target has no row for.
@@ -12,8 +13,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compute/backend.h"
@@ -83,6 +86,10 @@ class Drafter {
  protected:
   int forwards_ = 0;
 };
+
+// K of a "layers:K" draft kind, nothing for the other kinds; throws std::invalid_argument
+// when K is not a whole number (create_drafter checks it against the model).
+std::optional<int> self_draft_layers(std::string_view kind);
 
 // "none", "ngram", "layers:K" or "model" (with `draft_model`). `sampling` is the session's:
 // model drafters draw their tokens with it (candidate i's draft RNG is seeded from
