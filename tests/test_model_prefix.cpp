@@ -138,6 +138,7 @@ class TestModelPrefix : public QObject {
 
   void theBackendKeepsOneCopyPerTargetAndDepth() {
     auto backend = create_cpu_backend(1);
+    backend->set_narrow_drafts_above(0);
     auto target = make_random_model(small_config(), TensorType::Q8_0, 14, 1);
     const Model& two = backend->self_draft_model(*target, 2);
     QVERIFY(&two != target.get());
@@ -157,6 +158,24 @@ class TestModelPrefix : public QObject {
     QCOMPARE(fresh.weights.final_norm.data, next->weights.final_norm.data);
   }
 
+  // Matrices a cache holds are read at the cost of their arithmetic, which 4 bits do not
+  // lower: a prefix within the threshold (by default the last-level cache) stays the target's.
+  void aPrefixWithinTheCacheIsTheTargets() {
+    const auto target = make_random_model(small_config(), TensorType::F32, 19, 1);
+    const uint64_t bytes = prefix_matrix_bytes(*target, 2);
+    const LayerWeights& l0 = target->weights.layers[0];
+    QCOMPARE(bytes, 2 * (l0.wq.bytes() + l0.wk.bytes() + l0.wv.bytes() + l0.wo.bytes() + l0.w_gate.bytes() +
+                         l0.w_up.bytes() + l0.w_down.bytes()) +
+                        target->weights.output.bytes());
+    auto backend = create_cpu_backend(1);
+    QVERIFY(backend->narrow_drafts_above() >= (1u << 20));  // the last-level cache
+    QCOMPARE(&backend->self_draft_model(*target, 2), target.get());
+    backend->set_narrow_drafts_above(bytes);
+    QCOMPARE(&backend->self_draft_model(*target, 2), target.get());
+    backend->set_narrow_drafts_above(bytes - 1);
+    QVERIFY(&backend->self_draft_model(*target, 2) != target.get());
+  }
+
   void aCopyBeyondTheMemoryLeavesTheTargetsWeights() {
     // 4 layers, dim 512, FFN 1408, vocab 8000 in F32: 68 MB of matrices, 5.6 MB narrowed for K = 2
     ModelConfig c = random_model_config("tiny");
@@ -168,6 +187,7 @@ class TestModelPrefix : public QObject {
     const uint64_t bytes = narrowed_prefix_bytes(*target, 2);
     QVERIFY(bytes > 4ull << 20);
     auto backend = create_cpu_backend(1);
+    backend->set_narrow_drafts_above(0);
     {
       DataLimit limit(data_bytes() + kMemoryMarginBytes + bytes);  // the copy fits, the kernels' copy of it not
       QVERIFY(limit.ok());
@@ -177,37 +197,52 @@ class TestModelPrefix : public QObject {
   }
 
   void draftsThroughTheCopyKeepTheTargetsOutput_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("drafter");
     QTest::addColumn<int>("n_seqs");
-    QTest::newRow("N=1") << 1;
-    QTest::newRow("N=3") << 3;
+    QTest::newRow("random f16 layers:2 N=1") << "random" << "layers:2" << 1;
+    QTest::newRow("random f16 layers:2 N=3") << "random" << "layers:2" << 3;
+    QTest::newRow("demo target layers:1 N=1") << "demo" << "layers:1" << 1;
+    QTest::newRow("demo target layers:2 N=4") << "demo" << "layers:2" << 4;
+    QTest::newRow("demo target layers:3 N=2") << "demo" << "layers:3" << 2;
   }
-  // Greedy decoding with layers:2 through the narrowed copy gives plain greedy decoding's
-  // tokens, and the copy proposes tokens the target accepts (random weights' first layers
-  // agree with the whole model on little, so the bar is low: some).
+  // Greedy decoding with layers:K through the narrowed copy gives plain greedy decoding's
+  // tokens, on random weights and on the demo target (real weights, F16), and the copy
+  // proposes tokens the target accepts.
   void draftsThroughTheCopyKeepTheTargetsOutput() {
+    QFETCH(QString, model);
+    QFETCH(QString, drafter);
     QFETCH(int, n_seqs);
     auto backend = create_cpu_backend(2, best_simd_level(), true);
-    const auto target = make_random_model(small_config(), TensorType::F16, 18, 1);
-    const std::vector<int> prompt{1, 17, 200, 33, 17, 200, 5};
+    backend->set_narrow_drafts_above(0);
+    std::shared_ptr<const Model> target;
+    std::vector<int> prompt;
+    if (model == "demo") {
+      target = load_model(SPECULA_SOURCE_DIR "/resources/models/specula-demo-target.gguf");
+      prompt = target->tokenizer->encode("def count_vowels(text):\n    \"\"\"Return how many vowels text has.\"\"\"\n", true);
+    } else {
+      target = make_random_model(small_config(), TensorType::F16, 18, 1);
+      prompt = {1, 17, 200, 33, 17, 200, 5};
+    }
     DecodeOptions o;
     o.n_seqs = n_seqs;
-    o.max_new_tokens = 40;
+    o.max_new_tokens = 48;
     const int tokens = decode_cache_tokens(static_cast<int>(prompt.size()), target->config.context_length, o);
     const auto run = [&](const std::string& kind) {
       auto cache = backend->create_cache(*target, tokens);
-      auto drafter = create_drafter(kind, *backend, *target, nullptr, o.sampling, o.n_seqs, tokens);
-      auto policy = create_draft_policy("fixed:3", o.n_seqs, *backend, *target, *drafter, o.sampling);
+      auto draft = create_drafter(kind, *backend, *target, nullptr, o.sampling, o.n_seqs, tokens);
+      auto policy = create_draft_policy("fixed:3", o.n_seqs, *backend, *target, *draft, o.sampling);
       if (kind != "none") {
         // the drafter runs the narrowed copy, not the target
-        const Model* drafted = drafter->forward_model();
+        const Model* drafted = draft->forward_model();
         if (drafted == target.get() || drafted->weights.output.type != TensorType::Q4_0) {
           throw std::logic_error("the draft does not run the narrowed copy");
         }
       }
-      return decode(*backend, *target, *cache, *drafter, *policy, prompt, o);
+      return decode(*backend, *target, *cache, *draft, *policy, prompt, o);
     };
     const DecodeResult plain = run("none");
-    const DecodeResult spec = run("layers:2");
+    const DecodeResult spec = run(drafter.toStdString());
     QCOMPARE(spec.seqs.size(), plain.seqs.size());
     int accepted = 0;
     for (size_t i = 0; i < plain.seqs.size(); ++i) {

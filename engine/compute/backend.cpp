@@ -66,6 +66,10 @@ std::shared_ptr<const ForwardCost> Backend::forward_cost(const Model& model, con
   return cost;
 }
 
+uint64_t Backend::narrow_drafts_above() const {
+  return narrow_drafts_above_ ? *narrow_drafts_above_ : last_level_cache_bytes();
+}
+
 const Model& Backend::self_draft_model(const Model& target, int n_layers) {
   std::erase_if(self_drafts_, [](const SelfDraft& d) { return d.target.expired(); });
   // a model without storage (headers alone) has nothing to narrow, nor a lifetime to follow
@@ -76,6 +80,7 @@ const Model& Backend::self_draft_model(const Model& target, int n_layers) {
       return *d.model;
     }
   }
+  if (prefix_matrix_bytes(target, n_layers) <= narrow_drafts_above()) return target;
   const uint64_t bytes = narrowed_prefix_bytes(target, n_layers);
   if (bytes == 0) return target;
   // the copy and, on the CPU, the kernels' repacked copy of it

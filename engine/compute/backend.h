@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -90,11 +91,17 @@ class Backend {
   // The model a layers:K self-draft of `target` runs (`n_layers` = K): the target's first
   // K layers, final norm and output matrix with every matrix stored wider than 4.5 bits
   // requantized to Q4_0 (model/model_prefix.h: the draft reads half the bytes of Q8_0),
-  // made at the first call for (target, K) and kept while the target lives; `target` itself
-  // when none of those matrices is wider, or when the memory cannot hold the copy and the
-  // backend's own copy of it (the draft then reads the target's matrices, slower, the same
-  // output). Not reentrant, like forward().
+  // made at the first call for (target, K) and kept while the target lives. `target`
+  // itself where narrowing would not pay or cannot be had: the prefix's matrices fit in
+  // narrow_drafts_above() bytes (a cache holds them: arithmetic, not bytes, is their cost,
+  // and 4 bits cost the draft some of its acceptance), none of them is wider, or the memory
+  // cannot hold the copy and the backend's own copy of it. The draft then reads the
+  // target's matrices: the output is the same either way. Not reentrant, like forward().
   virtual const Model& self_draft_model(const Model& target, int n_layers);
+  // Prefixes of at most this many bytes of matrices are not narrowed: the last-level cache
+  // (compute/cost_model.h's last_level_cache_bytes) unless set (tests set 0).
+  uint64_t narrow_drafts_above() const;
+  void set_narrow_drafts_above(uint64_t bytes) { narrow_drafts_above_ = bytes; }
 
   // Threads a CPU backend computes with; 0 for a backend whose work runs elsewhere (a GPU).
   // The cost model then times forwards by CPU time per thread too, which a busy machine's
@@ -125,6 +132,7 @@ class Backend {
     std::shared_ptr<const Model> model; // the narrowed prefix
   };
   std::vector<SelfDraft> self_drafts_;
+  std::optional<uint64_t> narrow_drafts_above_;
 };
 
 // Throws std::invalid_argument unless `batch` is a verification batch for `n_drafts` drafts:

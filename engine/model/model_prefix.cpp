@@ -52,6 +52,14 @@ void requantize_rows(const TensorView& from, TensorType to, uint8_t* dst, int64_
 
 }  // namespace
 
+uint64_t prefix_matrix_bytes(const Model& target, int n_layers) {
+  check_prefix(target, n_layers);
+  Weights weights = target.weights;
+  uint64_t bytes = 0;
+  for (const TensorView* m : prefix_matrices(weights, n_layers)) bytes += m->bytes();
+  return bytes;
+}
+
 uint64_t narrowed_prefix_bytes(const Model& target, int n_layers, TensorType type) {
   check_prefix(target, n_layers);
   Weights weights = target.weights;

@@ -22,6 +22,10 @@ namespace specula {
 // The type a self-draft's matrices are narrowed to.
 inline constexpr TensorType kSelfDraftType = TensorType::Q4_0;
 
+// Bytes of the matrices a forward of `target`'s first `n_layers` layers reads, as stored:
+// those layers' and the output matrix.
+uint64_t prefix_matrix_bytes(const Model& target, int n_layers);
+
 // Bytes a narrowed prefix of `target` (its first `n_layers` layers and its output matrix)
 // would own: the matrices stored wider than `type` whose rows are whole blocks of it, at
 // `type`; 0 when no matrix is wider (a Q4_0 or Q4_K model: its layers:K runs its own).
