@@ -369,6 +369,10 @@ class CudaBackend : public Backend {
     device_model(model, progress);
   }
   bool uploads_weights() const override { return true; }
+  // A layers:K draft reads the target's own device copy: device memory, not the bytes a
+  // draft reads, is what a GPU runs short of first, and a narrowed copy would be a second
+  // upload of those layers.
+  const Model& self_draft_model(const Model& target, int) override { return target; }
 
   std::unique_ptr<KvCache> create_cache(const Model& model, int max_tokens, int n_layers,
                                         int block_size) override {
