@@ -12,10 +12,12 @@
 #include "compute/host_memory.h"
 #include "data_limit.h"
 #include "model/random_model.h"
+#include "small_models.h"
 
 using namespace specula;
 using specula::test::data_bytes;
 using specula::test::DataLimit;
+using specula::test::mid_f32_model;
 
 namespace {
 
@@ -28,16 +30,6 @@ std::string read_text(const char* path) {
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kMargin = kMemoryMarginBytes;
-
-// A llama model of 4 layers, dim 512, FFN 1408, vocab 8000 in F32: 68 MB of matrices.
-std::shared_ptr<const Model> mid_model() {
-  ModelConfig c = random_model_config("tiny");
-  c.dim = 512;
-  c.hidden_dim = 1408;
-  c.n_layers = 4;
-  c.vocab_size = 8000;
-  return make_random_model(c, TensorType::F32, 5, 1);
-}
 
 uint64_t packed_bytes(const Model& model, SimdLevel level) {
   uint64_t bytes = packed_layout(model.weights.output, level).owned_bytes;
@@ -116,7 +108,7 @@ class TestHostMemory : public QObject {
 
   void theDataLimitCountsAndPackingFitsWithinIt() {
     auto backend = create_cpu_backend(1);
-    const auto model = mid_model();
+    const auto model = mid_f32_model(5);
     const uint64_t bytes = packed_bytes(*model, best_simd_level());
     QVERIFY(bytes > 60 * kMiB);
     // room for half the copies: refused before anything is allocated (allocating would fail)
@@ -148,7 +140,7 @@ class TestHostMemory : public QObject {
 
   void aCacheBeyondTheRoomIsRefused() {
     auto backend = create_cpu_backend(1);
-    const auto model = mid_model();
+    const auto model = mid_f32_model(5);
     const uint64_t per_position = 2 * sizeof(float) * model->config.n_layers * model->config.kv_dim();
     DataLimit limit(data_bytes() + kMargin + 40 * kMiB);
     QVERIFY(limit.ok());

@@ -16,10 +16,12 @@
 #include "decode/drafter.h"
 #include "model/model_prefix.h"
 #include "model/random_model.h"
+#include "small_models.h"
 
 using namespace specula;
 using specula::test::data_bytes;
 using specula::test::DataLimit;
+using specula::test::mid_f32_model;
 
 namespace {
 
@@ -177,13 +179,7 @@ class TestModelPrefix : public QObject {
   }
 
   void aCopyBeyondTheMemoryLeavesTheTargetsWeights() {
-    // 4 layers, dim 512, FFN 1408, vocab 8000 in F32: 68 MB of matrices, 5.6 MB narrowed for K = 2
-    ModelConfig c = random_model_config("tiny");
-    c.dim = 512;
-    c.hidden_dim = 1408;
-    c.n_layers = 4;
-    c.vocab_size = 8000;
-    const auto target = make_random_model(c, TensorType::F32, 17, 1);
+    const auto target = mid_f32_model(17);  // 5.6 MB narrowed for K = 2
     const uint64_t bytes = narrowed_prefix_bytes(*target, 2);
     QVERIFY(bytes > 4ull << 20);
     auto backend = create_cpu_backend(1);

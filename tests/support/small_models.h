@@ -13,6 +13,17 @@
 
 namespace specula::test {
 
+// A llama model of 4 layers, dim 512, FFN 1408, vocab 8000 in F32, in memory: 68 MB of
+// matrices, enough to stand against a lowered memory limit (data_limit.h).
+inline std::shared_ptr<const Model> mid_f32_model(uint64_t seed) {
+  ModelConfig c = random_model_config("tiny");
+  c.dim = 512;
+  c.hidden_dim = 1408;
+  c.n_layers = 4;
+  c.vocab_size = 8000;
+  return make_random_model(c, TensorType::F32, seed, 1);
+}
+
 // A llama model of dim 32, one layer, `rows` embedding rows (tied to the output) and
 // `tokenizer` (may be null): about 26K parameters for 512 rows.
 inline std::shared_ptr<Model> small_llama(std::shared_ptr<const Tokenizer> tokenizer, int rows, uint64_t seed) {
