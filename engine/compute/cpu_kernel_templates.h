@@ -49,6 +49,7 @@ inline void each_token_tile(int n, Tile&& tile) {
 // in one-token decoding and, more still, in tiles of a few tokens, whose arithmetic spaces
 // the loads out. The distances come from alternated runs of the 1.1B files at 4 and 8 KiB:
 // 4 KiB for the 32-value blocks and the float panels, 8 KiB for the K-quants' 256-value ones
+// and for Q8_0's tiles of several tokens
 // (docs/cpu_backend.md). The lines go to the L2 cache (prefetcht2), not the L1: a prefetch
 // into the L1 holds one of the core's few L1 miss buffers until its line arrives, which
 // capped a Zen 4 core's tiles of 4 and 8 tokens near 12 GB/s; into the L2, 4 to 8 tokens ran
@@ -275,7 +276,11 @@ struct Q8_0Panel {
     for (int t = 0; t < T; ++t) a[t] = q8_row(x + t * x_stride, cols), acc[t] = V::fzero();
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* block = panel + b * q8_0_panel_block(P);
-      prefetch_ahead<4096>(block, q8_0_panel_block(P));
+      // tiles of several tokens spend longer on each block: 8 KiB ahead keeps as many lines
+      // in flight (Zen 4, 2 threads, alternated: 4 tokens 42.0 -> 39.8 ms, 8 tokens 45.2 ->
+      // 41.5, medians of 6); one token keeps 4 KiB (8 KiB slowed it: 49-52 -> 55-70 ms on
+      // one thread)
+      prefetch_ahead<(T == 1 ? 4096 : 8192)>(block, q8_0_panel_block(P));
       I sum[T];
       for (int t = 0; t < T; ++t) sum[t] = V::kVnni ? V::bcast32(a[t].offsets + b) : V::izero();
 #pragma GCC unroll 8
