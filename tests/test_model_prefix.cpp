@@ -149,9 +149,15 @@ class TestModelPrefix : public QObject {
     const Model& one = backend->self_draft_model(*target, 1);
     QVERIFY(&one != &two);
     QCOMPARE(one.config.n_layers, 1);
+    // what a loader prepares for a drafter kind: that same copy, or nothing
+    QCOMPARE(self_draft_weights(*backend, *target, "layers:2"), &two);
+    QCOMPARE(self_draft_weights(*backend, *target, "ngram"), nullptr);
+    QCOMPARE(self_draft_weights(*backend, *target, "layers:4"), nullptr);  // beyond its 3 layers
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, self_draft_weights(*backend, *target, "layers:two"));
     // a target with nothing wider drafts through its own weights
     const auto q4_0 = make_random_model(small_config(), TensorType::Q4_0, 15, 1);
     QCOMPARE(&backend->self_draft_model(*q4_0, 2), q4_0.get());
+    QCOMPARE(self_draft_weights(*backend, *q4_0, "layers:2"), nullptr);
     // once the target is gone, a new model gets a copy of its own weights, never the old one
     target.reset();
     const auto next = make_random_model(small_config(), TensorType::Q8_0, 16, 1);

@@ -388,12 +388,10 @@ void run(const BenchArgs& a) {
   // measured now, before anything is timed
   std::vector<std::pair<std::string, std::shared_ptr<const ForwardCost>>> draft_costs;
   for (const std::string& kind : a.drafters) {
-    const std::optional<int> k = self_draft_layers(kind);
-    if (!k || *k < 1 || *k > model->config.n_layers) continue;
-    const Model& narrowed = backend->self_draft_model(*model, *k);
-    if (&narrowed == model.get()) continue;
-    backend->prepare(narrowed);
-    draft_costs.emplace_back(kind, backend->forward_cost(narrowed));
+    if (const Model* narrowed = self_draft_weights(*backend, *model, kind)) {
+      backend->prepare(*narrowed);
+      draft_costs.emplace_back(kind, backend->forward_cost(*narrowed));
+    }
   }
   const auto print_costs = [&] {
     std::printf("target forward cost, %s\n", format_forward_cost(*cost).c_str());

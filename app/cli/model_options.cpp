@@ -127,16 +127,10 @@ LoadedModels load_models(const ModelOptions& o) {
   }
   // a layers:K draft's narrowed copy of the target's first layers, made and repacked now
   const Model* self_draft = nullptr;
-  if (const std::optional<int> k = self_draft_layers(loaded.draft.kind);
-      k && *k >= 1 && *k <= loaded.target->config.n_layers) {
-    const std::string what = "the first " + std::to_string(*k) + " layers of " + file_name(target_path);
-    progress.stage("narrowing " + what)(0.0);
-    self_draft = &loaded.backend->self_draft_model(*loaded.target, *k);
-    if (self_draft == loaded.target.get()) {
-      self_draft = nullptr;
-    } else {
-      loaded.backend->prepare(*self_draft, progress.stage("preparing " + what));
-    }
+  if (loaded.draft.kind.starts_with("layers:")) {
+    progress.stage("narrowing the draft's layers of " + file_name(target_path))(0.0);
+    self_draft = self_draft_weights(*loaded.backend, *loaded.target, loaded.draft.kind);
+    if (self_draft) loaded.backend->prepare(*self_draft, progress.stage("preparing the draft's layers"));
   }
   // and what a forward costs, which the goodput policy weighs drafts by: measured now
   // (seconds, the first time a model file is used) rather than inside the first generation

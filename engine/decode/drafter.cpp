@@ -366,6 +366,10 @@ void check_tokenizers_match(const Model& target, const Model& draft) {
   }
 }
 
+namespace {
+
+// K of a "layers:K" draft kind, nothing for the other kinds; throws std::invalid_argument
+// when K is not a whole number (create_drafter checks it against the model).
 std::optional<int> self_draft_layers(std::string_view kind) {
   if (!kind.starts_with("layers:")) return std::nullopt;
   const std::string_view digits = kind.substr(7);
@@ -375,6 +379,15 @@ std::optional<int> self_draft_layers(std::string_view kind) {
     throw std::invalid_argument("draft 'layers:K' needs a whole number K, got '" + std::string(kind) + "'");
   }
   return k;
+}
+
+}  // namespace
+
+const Model* self_draft_weights(Backend& backend, const Model& target, std::string_view kind) {
+  const std::optional<int> k = self_draft_layers(kind);
+  if (!k || *k < 1 || *k > target.config.n_layers) return nullptr;
+  const Model& weights = backend.self_draft_model(target, *k);
+  return &weights == &target ? nullptr : &weights;
 }
 
 std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backend,

@@ -87,9 +87,11 @@ class Drafter {
   int forwards_ = 0;
 };
 
-// K of a "layers:K" draft kind, nothing for the other kinds; throws std::invalid_argument
-// when K is not a whole number (create_drafter checks it against the model).
-std::optional<int> self_draft_layers(std::string_view kind);
+// The model of its own that a drafter of `kind` runs for `target` on `backend`: a layers:K
+// draft's narrowed weights (Backend::self_draft_model), made now, so that a loader can
+// prepare and measure them before the first generation; null for the other kinds, for a K
+// outside the model (create_drafter says why) and for a draft that reads the target's own.
+const Model* self_draft_weights(Backend& backend, const Model& target, std::string_view kind);
 
 // "none", "ngram", "layers:K" or "model" (with `draft_model`). `sampling` is the session's:
 // model drafters draw their tokens with it (candidate i's draft RNG is seeded from
