@@ -34,7 +34,7 @@ constexpr uint64_t kMargin = kMemoryMarginBytes;
 uint64_t packed_bytes(const Model& model, SimdLevel level) {
   uint64_t bytes = packed_layout(model.weights.output, level).owned_bytes;
   for (const LayerWeights& lw : model.weights.layers) {
-    for (const TensorView* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) {
+    for (const TensorView* w : lw.matrices()) {
       bytes += packed_layout(*w, level).owned_bytes;
     }
   }

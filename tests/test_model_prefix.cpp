@@ -109,7 +109,7 @@ class TestModelPrefix : public QObject {
     // it owns its copies alone: the Q4_0 bytes of 14 matrices and the output
     uint64_t bytes = prefix->weights.output.bytes();
     for (const LayerWeights& lw : prefix->weights.layers) {
-      for (const TensorView* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) bytes += w->bytes();
+      for (const TensorView* w : lw.matrices()) bytes += w->bytes();
     }
     QCOMPARE(narrowed_prefix_bytes(*target, 2), bytes);
     QCOMPARE(prefix->storage.size(), size_t{1});

@@ -182,9 +182,8 @@ class CpuBackend : public Backend {
   void prepare(const Model& model, const std::function<bool(double)>& progress) override {
     std::vector<const TensorView*> matrices;
     for (const LayerWeights& lw : model.weights.layers) {
-      for (const TensorView* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) {
-        matrices.push_back(w);
-      }
+      const auto layer = lw.matrices();
+      matrices.insert(matrices.end(), layer.begin(), layer.end());
     }
     matrices.push_back(&model.weights.output);
     uint64_t bytes = 0;

@@ -12,6 +12,7 @@
 // biases) at load, exactly as llama.cpp's converter does; Qwen weights need no permutation.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -99,6 +100,10 @@ struct LayerWeights {
   TensorView w_gate;     // (hidden_dim rows, dim cols)
   TensorView w_up;       // (hidden_dim rows, dim cols)
   TensorView w_down;     // (dim rows, hidden_dim cols)
+
+  // The seven weight matrices, in the order a forward multiplies by them.
+  std::array<const TensorView*, 7> matrices() const { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
+  std::array<TensorView*, 7> matrices() { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
 
   // Every tensor the layer has, in the order above (empty ones left out).
   std::vector<const TensorView*> tensors() const {

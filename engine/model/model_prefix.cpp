@@ -27,8 +27,7 @@ template <class W>
 auto prefix_matrices(W& w, int n_layers) {
   std::vector<decltype(&w.output)> matrices;
   for (int l = 0; l < n_layers; ++l) {
-    auto& lw = w.layers[static_cast<size_t>(l)];
-    for (auto* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) matrices.push_back(m);
+    for (auto* m : w.layers[static_cast<size_t>(l)].matrices()) matrices.push_back(m);
   }
   matrices.push_back(&w.output);
   return matrices;
