@@ -77,6 +77,40 @@ class TestCliBench : public QObject {
     }
   }
 
+  // --control runs the baseline twice in every repeat: its second row (policy "control")
+  // decodes as plain decoding does and its speed-up pairs the two baseline runs of each
+  // repeat, the band of the machine's noise the other rows are read against.
+  void theControlIsTheBaselineAgainstItself() {
+    constexpr int kRepeats = 5;
+    const CliRun run = run_cli({"bench-spec", "--random", "tiny", "--threads", "1", "--n", "1,2", "--drafters", "ngram",
+                                "--policies", "fixed:2", "--temps", "0", "--alpha", "0.7", "--max-tokens", "12",
+                                "--repeats", QString::number(kRepeats), "--control", "--json"});
+    QVERIFY2(run.code == 0, run.err.constData());
+    const QJsonArray rows = QJsonDocument::fromJson(run.out).array();
+    QCOMPARE(rows.size(), 2 * 3);  // per N: the baseline, the control, ngram with fixed:2
+    for (int n = 0; n < 2; ++n) {
+      const QJsonObject baseline = rows[3 * n].toObject(), control = rows[3 * n + 1].toObject();
+      QCOMPARE(baseline["policy"].toString(), QString("-"));
+      QCOMPARE(control["drafter"].toString(), QString("none"));
+      QCOMPARE(control["policy"].toString(), QString("control"));
+      QCOMPARE(control["n"].toInt(), baseline["n"].toInt());
+      QCOMPARE(control["steps_per_token"].toDouble(), 1.0);
+      QCOMPARE(control["drafted_per_token"].toDouble(), 0.0);
+      const QJsonArray first = baseline["decode_s_runs"].toArray(), second = control["decode_s_runs"].toArray();
+      QCOMPARE(second.size(), kRepeats);
+      std::vector<double> ratios;
+      for (int rep = 0; rep < kRepeats; ++rep) {
+        QVERIFY(second[rep].toDouble() > 0);
+        ratios.push_back(first[rep].toDouble() / second[rep].toDouble());
+      }
+      std::sort(ratios.begin(), ratios.end());
+      QCOMPARE(control["speedup_over_none"].toDouble(), ratios[kRepeats / 2]);
+      QCOMPARE(control["speedup_over_none_low"].toDouble(), ratios.front());
+      QCOMPARE(control["speedup_over_none_high"].toDouble(), ratios.back());
+      QCOMPARE(rows[3 * n + 2].toObject()["policy"].toString(), QString("fixed:2"));
+    }
+  }
+
   // --simulate runs no forward: one row per (alpha, N, drafter, policy), the predicted
   // speed-up the median of the seeds' and between their lowest and highest; with every
   // draft token kept, fixed:3 takes a step for every 4 tokens (the last steps fewer) and
@@ -122,6 +156,9 @@ class TestCliBench : public QObject {
     const CliRun model = run_cli({"bench-spec", "--random", "tiny", "--simulate", "--alpha", "0.7", "--drafters", "model"});
     QCOMPARE(model.code, 2);
     QVERIFY(model.err.contains("'model'"));
+    const CliRun control = run_cli({"bench-spec", "--random", "tiny", "--simulate", "--alpha", "0.7", "--control"});
+    QCOMPARE(control.code, 2);
+    QVERIFY(control.err.contains("--control"));
   }
 };
 

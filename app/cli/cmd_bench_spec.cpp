@@ -10,6 +10,10 @@
 // a short warm-up run of the same configuration; decoding is timed apart from the prompt's
 // prefill, by the wall clock and by process CPU time (which other programs' turns on a
 // shared machine do not inflate). Runs ignore EOS so that every sequence generates exactly --max-tokens tokens.
+// With --control the baseline runs twice in every repeat: the second run's row, policy
+// "control", is the baseline against itself, so its speed-up and range are what the machine's
+// noise alone gives in that group, the band a configuration must leave to be faster or
+// slower beyond noise.
 // With --alpha, the same configurations also run in FORCED-ACCEPTANCE mode (benchmark only:
 // each draft token is kept with probability alpha whatever the models say) to measure the
 // system at known acceptance rates on models whose own acceptance means nothing (random
@@ -60,11 +64,12 @@ struct BenchArgs {
   std::string device = "cpu";
   bool json = false;
   bool simulate = false;
+  bool control = false;
 };
 
 struct Config {
-  std::string drafter;  // "none" for the baseline
-  std::string policy;   // "-" for the baseline
+  std::string drafter;  // "none" for the baseline and the control
+  std::string policy;   // "-" for the baseline, "control" for its second run
 };
 
 // One decode: its decoding time apart from the prefill, and its counts.
@@ -100,7 +105,7 @@ RunTimes run_once(const Bench& b, const Config& c, const DecodeOptions& options)
   const int cache_tokens = decode_cache_tokens(static_cast<int>(b.prompt.size()), b.model.config.context_length, options);
   auto cache = b.backend.create_cache(b.model, cache_tokens);
   auto drafter = create_drafter(c.drafter, b.backend, b.model, b.draft_model, options.sampling, options.n_seqs, cache_tokens);
-  const std::string policy_spec = c.drafter == "none" ? "fixed:1" : c.policy;
+  const std::string policy_spec = c.drafter == "none" ? "fixed:1" : c.policy;  // none drafts nothing
   auto policy = create_draft_policy(policy_spec, options.n_seqs, b.backend, b.model, *drafter, options.sampling);
   // the prefill ends when the last sequence has its first token
   double prefill_end_cpu = 0;
@@ -260,6 +265,9 @@ void print_rows(const std::vector<Row>& rows, const BenchArgs& a, const std::str
   std::printf("SIMD %s; decoding timed apart from the prefill; median of %d interleaved runs, each after a warm-up;\n"
               "speed-ups: median over the runs of the ratio to the baseline's run of the same repeat (lowest-highest)\n\n",
               simd.c_str(), a.repeats);
+  if (a.control) {
+    std::printf("control: the baseline run again in every repeat; its speed-up and range are the machine's noise in that group\n\n");
+  }
   std::printf("| mode | T | N | drafter | policy | prefill ms | ms/token/seq | tokens/s | drafted/token | acceptance | steps/token "
               "| speed-up | range | cpu ms/token/seq | speed-up by cpu |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -358,6 +366,7 @@ void run(const BenchArgs& a) {
   if (a.model_path.empty() == a.random_shape.empty()) throw CommandFailed("give either -m MODEL or --random SHAPE", 2);
   if (a.simd != "best" && a.device != "cpu") throw CommandFailed("--simd chooses the CPU's kernels: use it with --device cpu", 2);
   if (a.simulate && a.alphas.empty()) throw CommandFailed("--simulate prices forced acceptance: give the rates with --alpha", 2);
+  if (a.simulate && a.control) throw CommandFailed("--control measures the machine's noise; --simulate runs no forward", 2);
   LoadOptions load;
   load.tokenizer_path = a.tokenizer_path;
   std::shared_ptr<const Model> model;
@@ -410,6 +419,7 @@ void run(const BenchArgs& a) {
   }
 
   std::vector<Config> configs{{"none", "-"}};
+  if (a.control) configs.push_back({"none", "control"});
   for (const auto& d : a.drafters) {
     for (const auto& p : a.policies) configs.push_back({d, p});
   }
@@ -478,6 +488,8 @@ void add_bench_spec_command(CLI::App& app) {
   cmd->add_option("--repeats", args->repeats, "Runs per configuration; a row shows the median run and the median paired speed-up (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--device", args->device, "cpu, cuda or auto (default cpu)")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_flag("--json", args->json, "Print the rows as JSON");
+  cmd->add_flag("--control", args->control,
+                "Also run the baseline a second time in every repeat: its row (policy control) is the machine's noise");
   cmd->add_flag("--simulate", args->simulate,
                 "Run no forward: price the --alpha grid by the measured cost model alone (greedy, --repeats seeds)");
   cmd->callback([args] { run(*args); });
