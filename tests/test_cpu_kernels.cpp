@@ -577,6 +577,23 @@ class TestCpuKernels : public QObject {
       }
     }
   }
+
+  // The in-cache loops run every kernel and report a positive rate, for a slice smaller
+  // than the matrix (a cache of one byte still holds one panel) and for the whole of it.
+  void inCacheRatesRun() {
+    std::mt19937 rng(11);
+    for (SimdLevel level : testable_simd_levels()) {
+      for (TensorType type : kAllTypes) {
+        const RandomMatrix w = random_matrix(type, 37, test_cols(type), rng);
+        for (const int tokens : {1, 5, 17}) {
+          for (const size_t cache : {size_t{1}, size_t{1} << 20}) {
+            const double rate = in_cache_multiply_adds_per_second(w.view(), level, tokens, cache, 0.001);
+            QVERIFY2(rate > 0 && std::isfinite(rate), qPrintable(label(level, type)));
+          }
+        }
+      }
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCpuKernels)

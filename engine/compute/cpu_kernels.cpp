@@ -302,66 +302,80 @@ double log_sum_exp(const float* x, int64_t n, SimdLevel level) {
   return kernels::kernel_table(level).log_sum_exp(x, n);
 }
 
-void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& pool) {
+namespace {
+
+// A matrix's kernel at its level and the activations in that kernel's input format: the
+// floats themselves for float weights, quantized into `scratch` for the others.
+struct KernelInput {
+  kernels::MatrixKernel kernel = nullptr;
+  const uint8_t* x = nullptr;  // the first token's activations
+  size_t x_stride = 0;         // bytes from one token's activations to the next
+};
+KernelInput kernel_input(const PackedMatrix& w, const float* x, int n, std::vector<uint8_t>& scratch) {
   using namespace kernels;
   const KernelTable& table = kernel_table(w.level);
   const int64_t cols = w.cols;
-  // Activations in the weight type's input format. One buffer per calling thread,
-  // reused across calls.
-  thread_local std::vector<uint8_t> scratch;
-  const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
-  size_t x_stride = static_cast<size_t>(cols) * sizeof(float);
-  MatrixKernel kernel = nullptr;
+  KernelInput in{nullptr, reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(cols) * sizeof(float)};
   switch (w.type) {
     case TensorType::F32:
-      kernel = table.f32;
+      in.kernel = table.f32;
       break;
     case TensorType::F16:
-      kernel = table.f16;
+      in.kernel = table.f16;
       break;
     case TensorType::BF16:
-      kernel = table.bf16;
+      in.kernel = table.bf16;
       break;
     case TensorType::Q8_0:
     case TensorType::Q4_0: {
       const bool q8 = w.type == TensorType::Q8_0;
-      kernel = q8 ? table.q8_0 : table.q4_0;
+      in.kernel = q8 ? table.q8_0 : table.q4_0;
       const int32_t bias = q8 ? (table.vnni ? 128 : 0) : 8;
-      x_stride = q8_row_bytes(cols);
-      scratch.resize(x_stride * static_cast<size_t>(n));
-      for (int t = 0; t < n; ++t) table.quantize_q8(x + t * cols, scratch.data() + t * x_stride, cols, bias);
-      xa = scratch.data();
+      in.x_stride = q8_row_bytes(cols);
+      scratch.resize(in.x_stride * static_cast<size_t>(n));
+      for (int t = 0; t < n; ++t) table.quantize_q8(x + t * cols, scratch.data() + t * in.x_stride, cols, bias);
+      in.x = scratch.data();
       break;
     }
     case TensorType::Q4_K:
     case TensorType::Q6_K: {
-      kernel = w.type == TensorType::Q4_K ? table.q4_k : table.q6_k;
-      x_stride = static_cast<size_t>(cols / 256) * sizeof(BlockQ8K);
-      scratch.resize(x_stride * static_cast<size_t>(n));
+      in.kernel = w.type == TensorType::Q4_K ? table.q4_k : table.q6_k;
+      in.x_stride = static_cast<size_t>(cols / 256) * sizeof(BlockQ8K);
+      scratch.resize(in.x_stride * static_cast<size_t>(n));
       for (int t = 0; t < n; ++t) {
-        table.quantize_q8k(x + t * cols, reinterpret_cast<BlockQ8K*>(scratch.data() + t * x_stride),
-                           cols);
+        table.quantize_q8k(x + t * cols, reinterpret_cast<BlockQ8K*>(scratch.data() + t * in.x_stride), cols);
       }
-      xa = scratch.data();
+      in.x = scratch.data();
       break;
     }
   }
+  return in;
+}
+
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& pool) {
+  // One activation buffer per calling thread, reused across calls.
+  thread_local std::vector<uint8_t> scratch;
+  const KernelInput in = kernel_input(w, x, n, scratch);
+  const int64_t cols = w.cols;
   // Whole panels: of a float matrix 16 rows at least (panels of 3 or 4), of a quantized one
   // a panel (8 or 16 rows).
   const int64_t work = w.panels() * static_cast<int64_t>(w.panel_bytes) + int64_t{n} * w.rows * cols;
   const int64_t grain = is_float_type(w.type) ? (16 + w.panel_rows - 1) / w.panel_rows : 1;
   pool.parallel_for(
-      w.panels(), [&](int64_t begin, int64_t end, int) { kernel(w, begin, end, xa, x_stride, n, y); }, grain,
+      w.panels(), [&](int64_t begin, int64_t end, int) { in.kernel(w, begin, end, in.x, in.x_stride, n, y); }, grain,
       work);
 }
 
 double peak_multiply_adds_per_second(TensorType type, SimdLevel level, double seconds) {
   const kernels::PeakLoop loop = kernels::kernel_table(level).peak;
-  const auto thread_seconds = [] {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  };
   // Grow the round count until one run takes a tenth of the time, then run for the rest.
   int64_t rounds = 1024;
   for (;;) {
@@ -376,6 +390,34 @@ double peak_multiply_adds_per_second(TensorType type, SimdLevel level, double se
     const double start = thread_seconds();
     const double macs = loop(type, rounds);
     best = std::max(best, macs / (thread_seconds() - start));
+  } while (thread_seconds() < deadline);
+  return best;
+}
+
+double in_cache_multiply_adds_per_second(const TensorView& w, SimdLevel level, int tokens, size_t cache_bytes,
+                                         double seconds) {
+  ThreadPool one(1);
+  const PackedMatrix whole = packed_layout(w, level);
+  const int64_t panels =
+      std::clamp<int64_t>(static_cast<int64_t>(cache_bytes / std::max<size_t>(whole.panel_bytes, 1)), 1, whole.panels());
+  TensorView slice = w;
+  slice.rows = std::min(w.rows, panels * whole.panel_rows);
+  const PackedMatrix packed = pack_matrix(slice, level, one);
+  std::vector<float> x(static_cast<size_t>(tokens * slice.cols)), y(static_cast<size_t>(tokens * slice.rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 7919 % 2003) - 1001) / 1001.0f;
+  std::vector<uint8_t> scratch;
+  const KernelInput in = kernel_input(packed, x.data(), tokens, scratch);
+  const double macs = static_cast<double>(tokens) * static_cast<double>(slice.rows) * static_cast<double>(slice.cols);
+  double best = 0.0;
+  const double deadline = thread_seconds() + seconds;
+  do {  // runs of at least 5 ms; the fastest, the one least disturbed
+    const double start = thread_seconds();
+    int64_t calls = 0;
+    do {
+      in.kernel(packed, 0, packed.panels(), in.x, in.x_stride, tokens, y.data());
+      ++calls;
+    } while (thread_seconds() - start < 0.005);
+    best = std::max(best, static_cast<double>(calls) * macs / (thread_seconds() - start));
   } while (thread_seconds() < deadline);
   return best;
 }

@@ -113,4 +113,13 @@ double log_sum_exp(const float* x, int64_t n, SimdLevel level);
 // loads): the peak its many-token tiles can approach. Runs for about `seconds` of CPU time.
 double peak_multiply_adds_per_second(TensorType type, SimdLevel level, double seconds = 0.2);
 
+// Multiply-adds per second one core sustains through `w`'s kernel at `level` for `tokens`
+// tokens with the weights in its cache: the first whole panels of `w` that fit in
+// `cache_bytes`, multiplied by the same activations (quantized once) over and over, for
+// about `seconds` of CPU time. Against the peak it says how close the tile's own work comes
+// to the limit; against a forward streaming the weights from memory, how much of that
+// forward waits for them.
+double in_cache_multiply_adds_per_second(const TensorView& w, SimdLevel level, int tokens,
+                                         size_t cache_bytes = size_t{256} << 10, double seconds = 0.05);
+
 }  // namespace specula
