@@ -4,7 +4,10 @@
 // forwards of k tokens (one sequence of k, or k sequences of 1) show what batching and
 // speculation buy, and their multiply-add rate against the core's peak for the kernels'
 // instruction mix (a register-only loop) says how close many-token forwards come to the
-// compute limit. Every figure names the SIMD level it ran at (--simd).
+// compute limit. The same kernels on one core with their weights in its cache (a slice of
+// each matrix type, read over and over) tell the tiles' arithmetic apart from the memory:
+// a tile near its peak there but not in a whole forward is waiting for weights, not
+// computing slowly. Every figure names the SIMD level it ran at (--simd).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -124,6 +127,21 @@ Peak measure_peak(const Model& model, SimdLevel level) {
   }
   peak.mix = macs / seconds;
   return peak;
+}
+
+// The multiply-add rate of one core for the model's mix of kernels at `tokens` tokens with
+// each type's weights in its cache (a slice of the type's first matrix: cpu_kernels.h's
+// in_cache_multiply_adds_per_second), blended as measure_peak blends.
+double in_cache_rate(const Model& model, SimdLevel level, int tokens) {
+  std::map<TensorType, double> rate;
+  double macs = 0.0, seconds = 0.0;
+  for (const TensorView* v : streamed_matrices(model)) {
+    if (!rate.count(v->type)) rate[v->type] = in_cache_multiply_adds_per_second(*v, level, tokens);
+    const double m = static_cast<double>(v->rows) * static_cast<double>(v->cols);
+    macs += m;
+    seconds += m / rate[v->type];
+  }
+  return macs / seconds;
 }
 
 struct Timing {
@@ -256,7 +274,10 @@ void run_bench(const BenchOptions& o) {
     const Timing seq = time_forward(*backend, *model, *cache, prefilled, 1, k, o.repeats);
     const Timing seqs = time_forward(*backend, *model, *cache, prefilled, k, 1, o.repeats);
     const auto [seq_peak, seq_peak_cpu] = fraction_of_peak(k * macs_per_token, seq);
+    const double cached = in_cache_rate(*model, level, k);
     rows.push_back({{"tokens", k},
+                    {"one_core_in_cache_multiply_adds_per_s", cached},
+                    {"one_core_in_cache_fraction_of_peak", cached / peak.mix},
                     {"one_sequence_ms", seq.seconds * 1e3},
                     {"one_sequence_best_ms", seq.best * 1e3},
                     {"one_sequence_cpu_ms", seq.cpu * 1e3},
@@ -293,16 +314,17 @@ void run_bench(const BenchOptions& o) {
               std::string(simd_name(level)).c_str());
   for (const auto& [name, rate] : peak.per_type) std::printf(" %s %.1f G/s", name.c_str(), rate / 1e9);
   std::printf("; this model's mix %.1f G/s\n", peak.mix / 1e9);
-  std::printf("%6s | %56s | %38s\n", "k", "one sequence of k tokens", "k sequences of 1 token");
-  std::printf("%6s | %9s %9s %9s %8s %8s %8s | %9s %9s %9s %8s\n", "", "ms", "best ms", "tok/s",
-              "x 1 tok", "% peak", "cpu %pk", "ms", "best ms", "tok/s", "x 1 tok");
+  std::printf("%6s | %65s | %38s\n", "k", "one sequence of k tokens", "k sequences of 1 token");
+  std::printf("%6s | %9s %9s %9s %8s %8s %8s %8s | %9s %9s %9s %8s\n", "", "ms", "best ms", "tok/s",
+              "x 1 tok", "% peak", "cpu %pk", "cache %pk", "ms", "best ms", "tok/s", "x 1 tok");
   for (const nlohmann::json& r : rows) {
-    std::printf("%6d | %9.2f %9.2f %9.1f %8.2f %7.0f%% %7.0f%% | %9.2f %9.2f %9.1f %8.2f\n",
+    std::printf("%6d | %9.2f %9.2f %9.1f %8.2f %7.0f%% %7.0f%% %8.0f%% | %9.2f %9.2f %9.1f %8.2f\n",
                 r["tokens"].get<int>(), r["one_sequence_ms"].get<double>(),
                 r["one_sequence_best_ms"].get<double>(), r["one_sequence_tokens_per_s"].get<double>(),
                 r["one_sequence_cost_vs_1"].get<double>(),
                 100.0 * r["one_sequence_fraction_of_peak"].get<double>(),
                 100.0 * r["one_sequence_cpu_fraction_of_peak"].get<double>(),
+                100.0 * r["one_core_in_cache_fraction_of_peak"].get<double>(),
                 r["k_sequences_ms"].get<double>(), r["k_sequences_best_ms"].get<double>(),
                 r["k_sequences_tokens_per_s"].get<double>(), r["k_sequences_cost_vs_1"].get<double>());
   }
