@@ -98,11 +98,25 @@ double streamed_weight_bytes(const Model& model) {
 std::vector<const TensorView*> streamed_matrices(const Model& model) {
   std::vector<const TensorView*> matrices{&model.weights.output};
   for (const LayerWeights& l : model.weights.layers) {
-    for (const TensorView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      matrices.push_back(v);
-    }
+    const auto layer = l.matrices();
+    matrices.insert(matrices.end(), layer.begin(), layer.end());
   }
   return matrices;
+}
+
+// The model's multiply-adds over the time they take when every matrix runs at its type's
+// rate, `rate_of(type)` (called once per type): one rate for the model's mix of kernels.
+template <class RateOf>
+double blended_rate(const Model& model, RateOf&& rate_of) {
+  std::map<TensorType, double> rate;
+  double macs = 0.0, seconds = 0.0;
+  for (const TensorView* v : streamed_matrices(model)) {
+    if (!rate.count(v->type)) rate[v->type] = rate_of(*v);
+    const double m = static_cast<double>(v->rows) * static_cast<double>(v->cols);
+    macs += m;
+    seconds += m / rate[v->type];
+  }
+  return macs / seconds;
 }
 
 // The peak multiply-add rate of one core for each weight type of the model, and for the
@@ -114,18 +128,11 @@ struct Peak {
 };
 Peak measure_peak(const Model& model, SimdLevel level) {
   Peak peak;
-  double macs = 0.0, seconds = 0.0;
-  std::map<TensorType, double> rate;
-  for (const TensorView* v : streamed_matrices(model)) {
-    if (!rate.count(v->type)) {
-      rate[v->type] = peak_multiply_adds_per_second(v->type, level);
-      peak.per_type[std::string(type_traits(v->type).name)] = rate[v->type];
-    }
-    const double m = static_cast<double>(v->rows) * static_cast<double>(v->cols);
-    macs += m;
-    seconds += m / rate[v->type];
-  }
-  peak.mix = macs / seconds;
+  peak.mix = blended_rate(model, [&](const TensorView& w) {
+    const double rate = peak_multiply_adds_per_second(w.type, level);
+    peak.per_type[std::string(type_traits(w.type).name)] = rate;
+    return rate;
+  });
   return peak;
 }
 
@@ -133,15 +140,7 @@ Peak measure_peak(const Model& model, SimdLevel level) {
 // each type's weights in its cache (a slice of the type's first matrix: cpu_kernels.h's
 // in_cache_multiply_adds_per_second), blended as measure_peak blends.
 double in_cache_rate(const Model& model, SimdLevel level, int tokens) {
-  std::map<TensorType, double> rate;
-  double macs = 0.0, seconds = 0.0;
-  for (const TensorView* v : streamed_matrices(model)) {
-    if (!rate.count(v->type)) rate[v->type] = in_cache_multiply_adds_per_second(*v, level, tokens);
-    const double m = static_cast<double>(v->rows) * static_cast<double>(v->cols);
-    macs += m;
-    seconds += m / rate[v->type];
-  }
-  return macs / seconds;
+  return blended_rate(model, [&](const TensorView& w) { return in_cache_multiply_adds_per_second(w, level, tokens); });
 }
 
 struct Timing {

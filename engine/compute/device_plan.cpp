@@ -140,7 +140,8 @@ namespace {
 std::vector<const TensorView*> matrices(const Weights& w) {
   std::vector<const TensorView*> all{&w.token_embedding, &w.output};
   for (const LayerWeights& l : w.layers) {
-    all.insert(all.end(), {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down});
+    const auto layer = l.matrices();
+    all.insert(all.end(), layer.begin(), layer.end());
   }
   return all;
 }
