@@ -19,6 +19,7 @@ using PeakLoop = double (*)(TensorType type, int64_t iterations);
 
 struct KernelTable {
   int lanes;           // 32-bit lanes per vector: rows per quantized panel, values per float chunk
+  int q4_k_rows;       // rows per Q4_K panel: the lanes, or 16 on AVX2 (two registers' rows)
   int float_rows;      // rows per float panel
   bool vnni;           // Q8_0 weights are stored biased by 128 for the VNNI product
   MatrixKernel f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;

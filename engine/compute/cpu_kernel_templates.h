@@ -813,10 +813,12 @@ double log_sum_exp(const float* x, int64_t n) {
 
 // ---- the level's table ------------------------------------------------------------------
 
-template <class V>
+// VQ4K: the vector type of the Q4_K kernel (its lanes are the rows of a Q4_K panel).
+template <class V, class VQ4K = V>
 KernelTable make_kernel_table() {
   KernelTable table{};
   table.lanes = V::kLanes;
+  table.q4_k_rows = VQ4K::kLanes;
   table.float_rows = kFloatPanelRows<V>;
   table.vnni = V::kVnni;
   table.f32 = float_rows<V, F32Load>;
@@ -824,7 +826,7 @@ KernelTable make_kernel_table() {
   table.bf16 = float_rows<V, BF16Load>;
   table.q8_0 = panel_rows<V, Q8_0Panel<V>>;
   table.q4_0 = panel_rows<V, Q4_0Panel<V>>;
-  table.q4_k = panel_rows<V, Q4_KPanel<V>>;
+  table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;
   table.quantize_q8 = quantize_q8<V>;
   table.quantize_q8k = quantize_q8k<V>;

@@ -147,8 +147,11 @@ struct QuantPacking {
   size_t block_bytes = 0;
   void (*pack)(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) = nullptr;
 };
+int quant_panel_rows(TensorType type, const KernelTable& table) {
+  return type == TensorType::Q4_K ? table.q4_k_rows : table.lanes;
+}
 QuantPacking quant_packing(TensorType type, const KernelTable& table) {
-  const int P = table.lanes;
+  const int P = quant_panel_rows(type, table);
   switch (type) {
     case TensorType::Q4_0: return {q4_0_panel_block(P), pack_q4_0};
     case TensorType::Q8_0: return {q8_0_panel_block(P), table.vnni ? pack_q8_0<true> : pack_q8_0<false>};
@@ -240,7 +243,7 @@ PackedMatrix packed_layout(const TensorView& w, SimdLevel level) {
     m.panel_rows = table.float_rows;
     m.panel_bytes = static_cast<size_t>((w.cols + L - 1) / L * m.panel_rows) * L * traits.block_bytes;
   } else {
-    m.panel_rows = table.lanes;
+    m.panel_rows = quant_panel_rows(w.type, table);
     m.panel_bytes = quant_packing(w.type, table).block_bytes * static_cast<size_t>(w.cols / traits.block_elements);
   }
   m.owned_bytes = m.panel_bytes * static_cast<size_t>(m.panels());

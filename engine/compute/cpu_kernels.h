@@ -38,7 +38,7 @@ struct PackedMatrix {
   int64_t rows = 0;          // output rows
   int64_t cols = 0;          // values per row (the reduction length)
   SimdLevel level = SimdLevel::Portable;
-  int panel_rows = 1;        // rows per panel: 3 or 4 for float types, the level's lanes for quantized ones
+  int panel_rows = 1;        // rows per panel: 3 or 4 for float types, the level's lanes for quantized ones (16 for Q4_K on AVX2)
   size_t panel_bytes = 0;    // bytes from one panel to the next
   std::shared_ptr<uint8_t[]> owned;   // the panels
   size_t owned_bytes = 0;             // size of `owned`

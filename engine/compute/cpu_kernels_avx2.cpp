@@ -22,7 +22,7 @@
 namespace specula::kernels {
 
 const KernelTable& avx2_kernels() {
-  static const KernelTable table = make_kernel_table<Avx2Vec>();
+  static const KernelTable table = make_kernel_table<Avx2Vec, Avx2PairVec>();
   return table;
 }
 
