@@ -18,7 +18,7 @@ using MatrixKernel = void (*)(const PackedMatrix& w, int64_t begin, int64_t end,
 using PeakLoop = double (*)(TensorType type, int64_t iterations);
 
 struct KernelTable {
-  int lanes;           // 32-bit lanes per vector: rows per quantized panel, values per float chunk
+  int lanes;           // 32-bit lanes per vector: rows per quantized panel (but Q4_K's), values per float chunk
   int q4_k_rows;       // rows per Q4_K panel: the lanes, or 16 on AVX2 (two registers' rows)
   int float_rows;      // rows per float panel
   bool vnni;           // Q8_0 weights are stored biased by 128 for the VNNI product

@@ -120,7 +120,8 @@ struct Avx2Vec {
 // of 16 rows issues half the broadcasts per product of an 8-row one. AVX2's Q4_K tile is
 // bound by the instructions it issues (a broadcast, a product and a 16-bit sum per 32
 // multiply-adds, and the unpacking), not by its products: on 16 rows, in cache on one Zen 4
-// core, 2 to 16 tokens ran 1.03x to 1.24x as fast as on 8 (docs/cpu_backend.md).
+// core, 2 to 8 tokens ran 1.03x to 1.24x as fast as on 8 rows, 16 tokens 0.93x to 1.10x
+// (docs/cpu_backend.md).
 struct Avx2PairVec {
   static constexpr int kLanes = 16;
   static constexpr int kRegisters = 16;
