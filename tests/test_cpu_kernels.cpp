@@ -268,6 +268,14 @@ struct RandomCache {
   }
 };
 
+// `m`'s panels with the other choice of prefetching in one-token tiles (packing makes the
+// one this processor runs faster).
+PackedMatrix with_other_prefetch(const PackedMatrix& m) {
+  PackedMatrix other = m;
+  other.one_token_prefetch = !m.one_token_prefetch;
+  return other;
+}
+
 }  // namespace
 
 class TestCpuKernels : public QObject {
@@ -277,7 +285,8 @@ class TestCpuKernels : public QObject {
   // Each output equals the float64 dot product of the decoded weight row with the
   // activations the kernel sees (quantized ones for quantized weights), up to float32
   // rounding: |error| <= 1e-5 * sum |w| |x|. 37 rows leave partial panels of 4 (float
-  // types), 8 and 16 rows (quantized); every token count from 1 to 17 runs.
+  // types), 8 and 16 rows (quantized); every token count from 1 to 17 runs, with one-token
+  // tiles prefetching their weights and without.
   void matchesFloat64Reference() {
     ThreadPool pool(2);
     std::mt19937 rng(7);
@@ -299,20 +308,24 @@ class TestCpuKernels : public QObject {
             magnitude[t].push_back(m);
           }
         }
-        for (int n = 1; n <= kMaxTokens; ++n) {
+        const PackedMatrix other_prefetch = with_other_prefetch(packed);
+        for (int run = 0; run < 2 * kMaxTokens; ++run) {
+          const int n = run / 2 + 1;
+          const PackedMatrix& m = run % 2 ? other_prefetch : packed;
           std::vector<float> y(static_cast<size_t>(n * rows));
-          matmul(packed, x.data(), n, y.data(), pool);
+          matmul(m, x.data(), n, y.data(), pool);
           for (int t = 0; t < n; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
               const double error = std::fabs(y[t * rows + r] - exact[t][r]);
               if (!(error <= 1e-5 * magnitude[t][r])) {
-                QFAIL(qPrintable(QStringLiteral("%1, %2 tokens, token %3 row %4: %5 vs %6")
+                QFAIL(qPrintable(QStringLiteral("%1, %2 tokens (one-token prefetch %7), token %3 row %4: %5 vs %6")
                                      .arg(label(level, type))
                                      .arg(n)
                                      .arg(t)
                                      .arg(r)
                                      .arg(y[t * rows + r])
-                                     .arg(exact[t][r])));
+                                     .arg(exact[t][r])
+                                     .arg(m.one_token_prefetch)));
               }
             }
           }
@@ -375,7 +388,8 @@ class TestCpuKernels : public QObject {
 
   // A token's outputs are the same bits alone, within 1..17 tokens from any start, and on
   // 1 or 2 threads (which split the rows differently; the two-thread pool splits even the
-  // jobs a forward would run on the calling thread).
+  // jobs a forward would run on the calling thread), whether one-token tiles prefetch their
+  // weights or not (the processor decides which in packing: both run here).
   void batchInvariant() {
     ThreadPool one(1), two(2, 0);
     std::mt19937 rng(11);
@@ -388,15 +402,19 @@ class TestCpuKernels : public QObject {
         const std::vector<float> x = normal_values(rng, static_cast<size_t>(n * cols));
         std::vector<float> all(static_cast<size_t>(n * rows));
         matmul(packed, x.data(), n, all.data(), two);
-        for (int count = 1; count <= n; ++count) {
-          for (int start = 0; start + count <= n; start += std::max(1, count / 2)) {
-            std::vector<float> part(static_cast<size_t>(count * rows));
-            matmul(packed, x.data() + start * cols, count, part.data(), count % 2 ? one : two);
-            QVERIFY2(std::memcmp(part.data(), all.data() + start * rows, part.size() * 4) == 0,
-                     qPrintable(QStringLiteral("%1, %2 tokens from %3")
-                                    .arg(label(level, type))
-                                    .arg(count)
-                                    .arg(start)));
+        const PackedMatrix other_prefetch = with_other_prefetch(packed);
+        for (const PackedMatrix* m : {&packed, &other_prefetch}) {
+          for (int count = 1; count <= n; ++count) {
+            for (int start = 0; start + count <= n; start += std::max(1, count / 2)) {
+              std::vector<float> part(static_cast<size_t>(count * rows));
+              matmul(*m, x.data() + start * cols, count, part.data(), count % 2 ? one : two);
+              QVERIFY2(std::memcmp(part.data(), all.data() + start * rows, part.size() * 4) == 0,
+                       qPrintable(QStringLiteral("%1, %2 tokens from %3, one-token prefetch %4")
+                                      .arg(label(level, type))
+                                      .arg(count)
+                                      .arg(start)
+                                      .arg(m->one_token_prefetch)));
+            }
           }
         }
       }

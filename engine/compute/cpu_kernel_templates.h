@@ -54,7 +54,10 @@ inline void each_token_tile(int n, Tile&& tile) {
 // into the L1 holds one of the core's few L1 miss buffers until its line arrives, which
 // capped a Zen 4 core's tiles of 4 and 8 tokens near 12 GB/s; into the L2, 4 to 8 tokens ran
 // 1.15x to 1.6x as fast on every type (F16 4 tokens 40 -> 67 tok/s, Q4_K_M 8 tokens 126 ->
-// 204), one token as before. Prefetches never fault, past the matrix's end included.
+// 204), one token as before. A tile of one token prefetches only where that is faster
+// (PackedMatrix::one_token_prefetch: on AMD's cores the hardware prefetchers alone stream the
+// 32-value blocks and float chunks faster, cpu_kernels.cpp). Prefetches never fault, past the
+// matrix's end included.
 template <size_t kAhead>
 inline void prefetch_ahead(const uint8_t* block, size_t bytes) {
   for (size_t line = 0; line < bytes; line += 64) __builtin_prefetch(block + kAhead + line, 0, 1);
@@ -105,7 +108,7 @@ template <class V>
 constexpr int kFloatTokens = V::kRegisters >= 32 ? 6 : 4;
 
 // The first R rows of a float panel (R <= kFloatPanelRows) against T tokens.
-template <class V, class Load, int R, int T>
+template <class V, class Load, int R, int T, bool kPrefetch>
 inline void float_tile(const uint8_t* panel, int64_t cols, const float* x, size_t x_stride,
                        float* y, int64_t y_stride) {
   using F = typename V::F;
@@ -119,7 +122,7 @@ inline void float_tile(const uint8_t* panel, int64_t cols, const float* x, size_
   // inlined, or the accumulators live in memory (GCC 12 made it a call: 8 tokens 1.7x slower)
   const auto step = [&](const uint8_t* group, const float* const* xt, int64_t c)
                         __attribute__((always_inline)) {
-    prefetch_ahead<4096>(group, kGroup);
+    if constexpr (kPrefetch) prefetch_ahead<4096>(group, kGroup);
     F wv[R];
     for (int r = 0; r < R; ++r) wv[r] = Load::template load<V>(group + r * kChunk);
     for (int t = 0; t < T; ++t) {
@@ -155,8 +158,13 @@ void float_rows(const PackedMatrix& w, int64_t begin, int64_t end, const uint8_t
   const size_t xs = x_stride / sizeof(float);
   const auto rows = [&]<int R>(int64_t p) {
     each_token_tile<kFloatTokens<V>>(n, [&]<int T>(int t) {
-      float_tile<V, Load, R, T>(w.data() + p * w.panel_bytes, w.cols, x + t * xs, xs, y + t * w.rows + p * P,
-                                w.rows);
+      const uint8_t* panel = w.data() + p * w.panel_bytes;
+      float* out = y + t * w.rows + p * P;
+      if (T == 1 && !w.one_token_prefetch) {
+        float_tile<V, Load, R, 1, false>(panel, w.cols, x + t * xs, xs, out, w.rows);
+      } else {
+        float_tile<V, Load, R, T, true>(panel, w.cols, x + t * xs, xs, out, w.rows);
+      }
     });
   };
   for (int64_t p = begin; p < end; ++p) {
@@ -205,7 +213,7 @@ struct Q4_0Panel {
   static constexpr int kBias = 8;
   static constexpr int kMaxTokens = kQuantTokens<V>;
 
-  template <int T>
+  template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
                    float* out) {
     using F = typename V::F;
@@ -220,7 +228,7 @@ struct Q4_0Panel {
     const I low = V::set8(0x0F);
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* block = panel + b * q4_0_panel_block(P);
-      prefetch_ahead<4096>(block, q4_0_panel_block(P));
+      if constexpr (kPrefetch) prefetch_ahead<4096>(block, q4_0_panel_block(P));
       I w[8];  // w[c]: values 4c..4c+3 of every row (low nibbles, then high)
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
@@ -265,7 +273,7 @@ struct Q8_0Panel {
   static constexpr int kBias = V::kVnni ? 128 : 0;
   static constexpr int kMaxTokens = kQuantTokens<V>;
 
-  template <int T>
+  template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
                    float* out) {
     using F = typename V::F;
@@ -280,7 +288,7 @@ struct Q8_0Panel {
       // in flight (Zen 4, 2 threads, alternated: 4 tokens 42.0 -> 39.8 ms, 8 tokens 45.2 ->
       // 41.5, medians of 6); one token keeps 4 KiB (8 KiB slowed it: 49-52 -> 55-70 ms on
       // one thread)
-      prefetch_ahead<(T == 1 ? 4096 : 8192)>(block, q8_0_panel_block(P));
+      if constexpr (kPrefetch) prefetch_ahead<(T == 1 ? 4096 : 8192)>(block, q8_0_panel_block(P));
       I sum[T];
       for (int t = 0; t < T; ++t) sum[t] = V::kVnni ? V::bcast32(a[t].offsets + b) : V::izero();
 #pragma GCC unroll 8
@@ -315,7 +323,7 @@ template <class V>
 struct Q4_KPanel {
   static constexpr int kMaxTokens = kQuantTokens<V>;
 
-  template <int T>
+  template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
                    float* out) {
     using F = typename V::F;
@@ -331,7 +339,7 @@ struct Q4_KPanel {
     const I dup_low = V::iload(kDupLow), dup_high = V::iload(kDupHigh);
     for (int64_t b = 0; b < cols / 256; ++b) {
       const uint8_t* block = panel + b * q4_k_panel_block(P);
-      prefetch_ahead<8192>(block, q4_k_panel_block(P));
+      if constexpr (kPrefetch) prefetch_ahead<8192>(block, q4_k_panel_block(P));
       const uint8_t* scales = block + 4 * P;
       const uint8_t* minimums = block + 12 * P;
       const uint8_t* nibbles = block + 20 * P;
@@ -380,7 +388,7 @@ template <class V>
 struct Q6_KPanel {
   static constexpr int kMaxTokens = kQuantTokens<V>;
 
-  template <int T>
+  template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
                    float* out) {
     using F = typename V::F;
@@ -396,7 +404,7 @@ struct Q6_KPanel {
     const I dup_low = V::iload(kDupLow), dup_high = V::iload(kDupHigh);
     for (int64_t b = 0; b < cols / 256; ++b) {
       const uint8_t* block = panel + b * q6_k_panel_block(P);
-      prefetch_ahead<8192>(block, q6_k_panel_block(P));
+      if constexpr (kPrefetch) prefetch_ahead<8192>(block, q6_k_panel_block(P));
       const auto* scales = reinterpret_cast<const int8_t*>(block + 2 * P);
       const uint8_t* values = block + 18 * P;
       I total[T];
@@ -448,7 +456,11 @@ void panel_rows(const PackedMatrix& w, int64_t begin, int64_t end, const uint8_t
     const int64_t row0 = p * P;
     const size_t valid = static_cast<size_t>(std::min<int64_t>(P, w.rows - row0));
     each_token_tile<Panel::kMaxTokens>(n, [&]<int T>(int t0) {
-      Panel::template tile<T>(panel, w.cols, x + t0 * x_stride, x_stride, out);
+      if (T == 1 && !w.one_token_prefetch) {
+        Panel::template tile<1, false>(panel, w.cols, x + t0 * x_stride, x_stride, out);
+      } else {
+        Panel::template tile<T, true>(panel, w.cols, x + t0 * x_stride, x_stride, out);
+      }
       for (int t = 0; t < T; ++t) {
         std::memcpy(y + (t0 + t) * w.rows + row0, out + t * P, valid * sizeof(float));
       }

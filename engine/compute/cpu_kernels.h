@@ -40,6 +40,11 @@ struct PackedMatrix {
   SimdLevel level = SimdLevel::Portable;
   int panel_rows = 1;        // rows per panel: 3 or 4 for float types, the level's lanes for quantized ones (16 for Q4_K on AVX2)
   size_t panel_bytes = 0;    // bytes from one panel to the next
+  // Whether a tile of one token prefetches the weight stream ahead of itself, or leaves it to
+  // the hardware prefetchers: set by packed_layout for the processor and type (which is
+  // faster depends on both; cpu_kernel_templates.h, prefetch_ahead). Tiles of several tokens
+  // always prefetch. Either way every output bit is the same.
+  bool one_token_prefetch = true;
   std::shared_ptr<uint8_t[]> owned;   // the panels
   size_t owned_bytes = 0;             // size of `owned`
 
