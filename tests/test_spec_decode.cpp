@@ -781,6 +781,27 @@ class TestSpecDecode : public QObject {
     }
   }
 
+  // Plain steps seen slower than the cost model said (memory slower than while it was
+  // measured) raise the floor of what a verification costs: a forward flat up to 2 tokens
+  // and linear beyond, plain steps timed at twice the prediction, so up to 4 tokens cost
+  // what a plain step is seen to: the same evidence of acceptance drafts longer.
+  void goodputPricesVerificationAsPlainStepsAreSeen() {
+    const auto cost = std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.5e-3));
+    const auto live = LiveBatch().add(0, 40).requests;
+    const double plain_seconds = cost->seconds(1, 1, 40);
+    std::vector<int> lengths;
+    for (const double seen_over_predicted : {1.0, 2.0}) {
+      auto p = create_draft_policy("goodput", 1, StepCosts{cost, nullptr, -1});
+      feed(*p, live, 4, {3}, 10);  // three of four kept, step after step
+      for (int s = 0; s < 10; ++s) p->update(live, std::vector<int>{0}, std::vector<int>{0}, seen_over_predicted * plain_seconds);
+      std::vector<int> k;
+      p->lengths(live, k);
+      lengths.push_back(k[0]);
+    }
+    QVERIFY2(lengths[0] >= 1 && lengths[1] > lengths[0],
+             qPrintable(QString("as predicted %1, plain steps twice as slow %2").arg(lengths[0]).arg(lengths[1])));
+  }
+
   // The acceptance estimate follows what happens: rejections stop the drafting where each
   // verified token costs something; long enough without evidence, it tries again.
   void goodputLearnsAndRetries() {

@@ -134,8 +134,15 @@ class StepTime {
     draft_seconds_ += seconds(round);
   }
 
+  // The target's verification alone: after reset(), the plain step's.
+  double target_seconds() const {
+    return std::max(costs_.target->seconds(tokens_, tokens_, positions_), target_floor_);
+  }
+  // No verification of these sequences costs less than `seconds`.
+  void set_target_floor(double seconds) { target_floor_ = seconds; }
+
   double seconds() const {
-    double s = costs_.target->seconds(tokens_, tokens_, positions_) + draft_seconds_;
+    double s = target_seconds() + draft_seconds_;
     if (costs_.sampled) {
       s += sampled_rows_ * costs_.target->sample_row_seconds;
       if (costs_.draft) s += draft_sampled_rows_ * costs_.draft->sample_row_seconds;
@@ -157,6 +164,7 @@ class StepTime {
   std::span<const DraftRequest> live_;
   int tokens_ = 0;                // verified by the target
   double positions_ = 0;          // attended to by the target's rows, in all
+  double target_floor_ = 0;       // the least a verification costs (set_target_floor)
   std::vector<Round> rounds_;     // (kMaxDraft) the drafter's forwards
   double draft_seconds_ = 0;      // of all rounds
   double sampled_rows_ = 0;       // the target's rows drawn from, expected: the tokens the step emits
@@ -194,11 +202,23 @@ class GoodputPolicy : public DraftPolicy {
     weigh_leads(live);
     StepTime time(costs_, live);
     const double none = sure_tokens() / time.seconds();
-    const double best = best_threshold(live, time, none, k);
-    const double refined = costs_.draft ? refine(live, time, best, k) : best;
-    // The cost model chose the lengths; what steps were seen to take decides whether to draft.
-    // That needs some steps without drafts to compare with: the first after timing starts,
-    // then one whenever their evidence has faded (every ~35 steps while drafting).
+    // The lengths are weighed on verifications priced as plain steps are seen to take: a
+    // batch of a few tokens costs what the cost model says, but never less than the plain
+    // step's forward as timed. Where memory runs slower than while the model was measured
+    // (the phases of a shared machine: one token of the 1.1B Q8_0 file measured at 24.4 ms,
+    // then taking 32-35), the plain step's forward is slower while the compute of a few more
+    // tokens hides under the longer wait, so verifying 3 tokens cost 1.06x a plain step where
+    // the model said 1.52x; without the floor goodput drafted a third as much. Where memory
+    // runs faster than measured, the floor is below the model and changes nothing.
+    StepTime seen(costs_, live);
+    seen.set_target_floor(seen.target_seconds() * plain_steps_.scale());
+    const double best = best_threshold(live, seen, sure_tokens() / seen.seconds(), k);
+    if (costs_.draft) refine(live, seen, best, k);
+    // The lengths chosen, what steps were seen to take decides whether to draft, each kind
+    // against the cost model's own prediction for it. That needs some steps without drafts
+    // to compare with: the first after timing starts, then one whenever their evidence has
+    // faded (every ~35 steps while drafting).
+    const double refined = goodput(live, time, k);
     const bool time_plain = drafted_steps_.steps > 0 && plain_steps_.steps < kPlainEvidence;
     const double drafting = refined / drafted_steps_.scale(), plain = none / plain_steps_.scale();
     if (time_plain || drafting < kMinGain * plain || !repays_setup(live, plain, drafting)) k.assign(live.size(), 0);
@@ -411,8 +431,8 @@ class GoodputPolicy : public DraftPolicy {
   // A model drafter's cost is not a function of the token count alone (each draft
   // position is a forward of its own, and a sequence's first draft token also pays its
   // backlog): from the threshold's choice, moves of one sequence at a time (no draft, one
-  // token less, one more) while one helps. Returns the goodput reached.
-  double refine(std::span<const DraftRequest> live, StepTime& time, double best, std::vector<int>& k) const {
+  // token less, one more) while one helps.
+  void refine(std::span<const DraftRequest> live, StepTime& time, double best, std::vector<int>& k) const {
     for (bool moved = true; moved;) {
       moved = false;
       for (size_t j = 0; j < live.size(); ++j) {
@@ -430,7 +450,6 @@ class GoodputPolicy : public DraftPolicy {
         }
       }
     }
-    return best;
   }
 
   StepCosts costs_;
