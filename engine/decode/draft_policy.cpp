@@ -208,7 +208,8 @@ class GoodputPolicy : public DraftPolicy {
     // (the phases of a shared machine: one token of the 1.1B Q8_0 file measured at 24.4 ms,
     // then taking 32-35), the plain step's forward is slower while the compute of a few more
     // tokens hides under the longer wait, so verifying 3 tokens cost 1.06x a plain step where
-    // the model said 1.52x; without the floor goodput drafted a third as much. Where memory
+    // the model said 1.52x; without the floor goodput drafted half as much at N = 1 and a
+    // third as much or nothing at N = 2 (docs/draft-policies.md). Where memory
     // runs faster than measured, the floor is below the model and changes nothing.
     StepTime seen(costs_, live);
     seen.set_target_floor(seen.target_seconds() * plain_steps_.scale());
