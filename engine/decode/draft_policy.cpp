@@ -215,10 +215,10 @@ class GoodputPolicy : public DraftPolicy {
     seen.set_target_floor(seen.target_seconds() * plain_steps_.scale());
     const double best = best_threshold(live, seen, sure_tokens() / seen.seconds(), k);
     if (costs_.draft) refine(live, seen, best, k);
-    // The lengths chosen, what steps were seen to take decides whether to draft, each kind
-    // against the cost model's own prediction for it. That needs some steps without drafts
-    // to compare with: the first after timing starts, then one whenever their evidence has
-    // faded (every ~35 steps while drafting).
+    // With the lengths chosen, what steps were seen to take decides whether to draft, each
+    // kind against the cost model's own prediction for it. That needs some steps without
+    // drafts to compare with: the first after timing starts, then one whenever their
+    // evidence has faded (every ~35 steps while drafting).
     const double refined = goodput(live, time, k);
     const bool time_plain = drafted_steps_.steps > 0 && plain_steps_.steps < kPlainEvidence;
     const double drafting = refined / drafted_steps_.scale(), plain = none / plain_steps_.scale();
