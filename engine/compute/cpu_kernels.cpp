@@ -233,8 +233,10 @@ namespace {
 // 21 -> 30 tok/s, F16 6.7 -> 8.6), so they stay there and wherever the vendor is unknown.
 bool prefetches_one_token(TensorType type) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  static const bool amd = __builtin_cpu_is("amd");
+  static const bool amd = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0;
+  }();
   if (amd) return type == TensorType::Q4_K || type == TensorType::Q6_K;
 #else
   (void)type;
