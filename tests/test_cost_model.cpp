@@ -103,6 +103,7 @@ class TestCostModel : public QObject {
     QCOMPARE(backend.calls, 2 + 3 * (4 * 8 + 2));  // warm-up (a whole forward: 2), then per round: 8 sizes x (whole forward x 2, 1 layer x 2), context x 2
     QCOMPARE(backend.max_layers, 6);
     QCOMPARE(small.n_layers, 6);
+    QVERIFY(!small.streams_weights);  // a few kilobytes: in the cache
 
     backend.calls = 0;
     const ForwardCost full = measure_forward_cost(backend, *model, 1e6);
@@ -158,6 +159,7 @@ class TestCostModel : public QObject {
     const double one = c.seconds(1, 1, 0);
     QVERIFY2(c.head_seconds[0] >= 0.010, qPrintable(QString::number(c.head_seconds[0])));
     QVERIFY(std::abs(c.head_seconds[0] - one / 2) < 1e-9 * one);  // one-token seconds are the whole forward
+    QVERIFY(c.streams_weights);
   }
 
   // The last-level cache as sysfs states it: the highest level among the index directories,
@@ -240,6 +242,7 @@ class TestCostModel : public QObject {
     const std::string d = dir.path().toStdString() + "/nested/cache";  // created on demand
     ForwardCost c = hand_made();
     c.measure_seconds = 0.25;
+    c.streams_weights = !c.streams_weights;  // not the default, so that reading must restore it
     QVERIFY(write_cost_cache(d, c));
     const auto back = read_cost_cache(d, c.key);
     QVERIFY(back.has_value());
@@ -249,6 +252,7 @@ class TestCostModel : public QObject {
     QCOMPARE(back->position_seconds, c.position_seconds);
     QCOMPARE(back->sample_row_seconds, c.sample_row_seconds);
     QCOMPARE(back->n_layers, c.n_layers);
+    QCOMPARE(back->streams_weights, c.streams_weights);
     QVERIFY(back->from_file);
     QCOMPARE(back->file, cost_cache_path(d, c.key));
     QVERIFY(!read_cost_cache(d, "another key"));
@@ -274,6 +278,7 @@ class TestCostModel : public QObject {
     QTest::newRow("wrong type") << QString(good).replace("\"n_layers\": 10", "\"n_layers\": \"ten\"");
     QTest::newRow("no load") << QString(good).replace("\"load\"", "\"lode\"");
     QTest::newRow("no sampling cost") << QString(good).replace("sample_row_seconds", "sample_seconds");
+    QTest::newRow("no memory flag") << QString(good).replace("streams_weights", "streams");
   }
   void corruptFilesAreNotTrusted() {
     QFETCH(QString, text);

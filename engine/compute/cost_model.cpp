@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Bumped whenever what a file holds or how it is measured changes: older files then miss.
-constexpr const char* kFormat = "specula forward cost 6";
+constexpr const char* kFormat = "specula forward cost 7";
 // Batch sizes measured, smallest first, while the budget lasts: dense where single
 // sequences verify short drafts, sparser where batches of drafts land.
 constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -222,6 +222,7 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Typica
   ForwardCost cost;
   cost.n_layers = model.config.n_layers;
   cost.tokens = points;
+  cost.streams_weights = memory_bound;
   const double one = f.last[0];
   const int depth = model.config.n_layers;
   // How a one-token forward splits between the layers and the head. A model larger than the
@@ -487,6 +488,7 @@ std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::st
     c.layer_seconds = j.at("layer_seconds").get<std::vector<double>>();
     c.head_seconds = j.at("head_seconds").get<std::vector<double>>();
     c.position_seconds = j.at("position_seconds").get<double>();
+    c.streams_weights = j.at("streams_weights").get<bool>();
     c.sample_row_seconds = j.at("sample_row_seconds").get<double>();
     c.measure_seconds = j.at("measure_seconds").get<double>();
     c.load = j.at("load").get<double>();
@@ -513,6 +515,7 @@ bool write_cost_cache(const std::string& dir, const ForwardCost& cost) {
                           {"layer_seconds", cost.layer_seconds},
                           {"head_seconds", cost.head_seconds},
                           {"position_seconds", cost.position_seconds},
+                          {"streams_weights", cost.streams_weights},
                           {"sample_row_seconds", cost.sample_row_seconds},
                           {"measure_seconds", cost.measure_seconds},
                           {"load", cost.load}}
@@ -568,10 +571,11 @@ std::string format_forward_cost(const ForwardCost& cost) {
     out << line;
   }
   std::snprintf(line, sizeof line,
-                "(%d layers; beyond %d tokens extrapolated; attention adds %.4f ms per token per 100 cached positions;"
-                " sampling a row at a temperature %.4f ms; measured at a load of %.2f per core)\n",
-                cost.n_layers, cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3,
-                cost.sample_row_seconds * 1e3, cost.load);
+                "(%d layers; %s; beyond %d tokens extrapolated; attention adds %.4f ms per token per 100 cached"
+                " positions; sampling a row at a temperature %.4f ms; measured at a load of %.2f per core)\n",
+                cost.n_layers, cost.streams_weights ? "weights streamed from memory" : "weights in the last-level cache",
+                cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3, cost.sample_row_seconds * 1e3,
+                cost.load);
   out << line;
   return out.str();
 }

@@ -52,6 +52,9 @@ struct ForwardCost {
   std::vector<double> layer_seconds;  // (points) one layer over that many tokens, nondecreasing
   std::vector<double> head_seconds;   // (points) the rest of a forward for that many logit rows, nondecreasing
   double position_seconds = 0.0;      // attention per token, cached position and layer
+  bool streams_weights = false;       // the model is larger than the last-level cache: a few tokens' forward
+                                      // waits on memory, whose speed moves with what else the machine runs
+                                      // (a model in the cache waits on its arithmetic and overheads)
   double sample_row_seconds = 0.0;    // drawing from one row of logits at a temperature (the softmax over
                                       // the vocabulary; filters not counted): what sampled decoding adds per
                                       // row it draws from, outside the forward; greedy rows take an argmax

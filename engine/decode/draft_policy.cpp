@@ -202,17 +202,20 @@ class GoodputPolicy : public DraftPolicy {
     weigh_leads(live);
     StepTime time(costs_, live);
     const double none = sure_tokens() / time.seconds();
-    // The lengths are weighed on verifications priced as plain steps are seen to take: a
-    // batch of a few tokens costs what the cost model says, but never less than the plain
-    // step's forward as timed. Where memory runs slower than while the model was measured
-    // (the phases of a shared machine: one token of the 1.1B Q8_0 file measured at 24.4 ms,
-    // then taking 32-35), the plain step's forward is slower while the compute of a few more
-    // tokens hides under the longer wait, so verifying 3 tokens cost 1.06x a plain step where
-    // the model said 1.52x; without the floor goodput drafted half as much at N = 1 and a
-    // third as much or nothing at N = 2 (docs/draft-policies.md). Where memory
-    // runs faster than measured, the floor is below the model and changes nothing.
+    // The lengths are weighed on verifications priced as plain steps are seen to take: for
+    // a target that streams its weights from memory, a batch of a few tokens costs what the
+    // cost model says, but never less than the plain step's forward as timed. Where memory
+    // runs slower than while the model was measured (the phases of a shared machine: one
+    // token of the 1.1B Q8_0 file measured at 24.4 ms, then taking 32-35), the plain step's
+    // forward is slower while the compute of a few more tokens hides under the longer wait,
+    // so verifying 3 tokens cost 1.06x a plain step where the model said 1.52x; without the
+    // floor goodput drafted half as much at N = 1 and a third as much or nothing at N = 2
+    // (docs/draft-policies.md). Where memory runs faster than measured, the floor is below
+    // the model and changes nothing. A model in the cache has no wait to hide compute
+    // under: what its plain steps take beyond the model is work around the forward, which
+    // verifications pay as well (stories260K drafted under the floor and read 0.97x).
     StepTime seen(costs_, live);
-    seen.set_target_floor(seen.target_seconds() * plain_steps_.scale());
+    if (costs_.target->streams_weights) seen.set_target_floor(seen.target_seconds() * plain_steps_.scale());
     const double best = best_threshold(live, seen, sure_tokens() / seen.seconds(), k);
     if (costs_.draft) refine(live, seen, best, k);
     // With the lengths chosen, what steps were seen to take decides whether to draft, each

@@ -10,8 +10,9 @@
 //             batch's expected tokens per second: each sequence's online acceptance
 //             estimate against the measured cost of the target's verification and of the
 //             drafter's own forwards (compute/cost_model.h), corrected by what steps
-//             with and without drafts were seen to take (a verification is priced no
-//             lower than plain steps are seen to cost). Where verifying more tokens
+//             with and without drafts were seen to take (for a target streaming its
+//             weights from memory, a verification is priced no lower than plain steps
+//             are seen to cost). Where verifying more tokens
 //             costs little it drafts long; where it costs what the tokens are worth, nothing.
 //             A sequence ahead of the batch's slowest counts its tokens for less: the
 //             batch is done when its last sequence is. A model drafter's prefill of the
