@@ -113,6 +113,11 @@ struct Avx2Vec {
     return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even),
                                                   _mm256_madd_epi16(u_odd, s_odd)));
   }
+  static I mullo32(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  template <int k>
+  static I srl32(I a) { return _mm256_srli_epi32(a, k); }
+  template <int k>
+  static I sra32(I a) { return _mm256_srai_epi32(a, k); }
 };
 
 // 16 lanes on two AVX2 registers, with AVX2's own products (maddubs, no VNNI) and its 16
@@ -195,6 +200,11 @@ struct Emu512Vec : Avx2PairVec {
   static constexpr int kRegisters = 32;
   static constexpr bool kVnni = true;
   static I dpbusd(I acc, I u, I s) { return {H::dpbusd(acc.lo, u.lo, s.lo), H::dpbusd(acc.hi, u.hi, s.hi)}; }
+  static I mullo32(I a, I b) { return {H::mullo32(a.lo, b.lo), H::mullo32(a.hi, b.hi)}; }
+  template <int k>
+  static I srl32(I a) { return {H::srl32<k>(a.lo), H::srl32<k>(a.hi)}; }
+  template <int k>
+  static I sra32(I a) { return {H::sra32<k>(a.lo), H::sra32<k>(a.hi)}; }
 };
 
 }  // namespace

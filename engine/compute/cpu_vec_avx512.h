@@ -95,6 +95,11 @@ struct Avx512Vec {
   static I maddubs(I u, I s) { return _mm512_maddubs_epi16(u, s); }
   static I madd16(I a, I b) { return _mm512_madd_epi16(a, b); }
   static I dpbusd(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static I mullo32(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  template <int k>
+  static I srl32(I a) { return _mm512_maskz_srli_epi32(0xFFFF, a, k); }
+  template <int k>
+  static I sra32(I a) { return _mm512_maskz_srai_epi32(0xFFFF, a, k); }
   static I widen_u8_16(const uint8_t* p) {
     return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
