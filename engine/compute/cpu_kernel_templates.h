@@ -319,8 +319,8 @@ struct Q8_0Panel {
 // Q4_K: per 32-value sub-block, nibbles · activations summed in 16 bits (at most 8 · 3810),
 // times the sub-block scale with madd into 32 bits; with VNNI the sub-block's sum goes
 // straight into 32 bits (dpbusd) and is multiplied by its scale: the same integer in 10
-// instructions per token where maddubs takes 17. The minimums meet the activations' 32-value sums with madd.
-// Then acc += main · (d · dx) + mins · (-dmin · dx).
+// instructions per token where maddubs takes 17. The minimums meet the activations'
+// 32-value sums with madd. Then acc += main · (d · dx) + mins · (-dmin · dx).
 template <class V>
 struct Q4_KPanel {
   static constexpr int kMaxTokens = kQuantTokens<V>;
