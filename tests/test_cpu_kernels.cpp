@@ -386,6 +386,41 @@ class TestCpuKernels : public QObject {
     }
   }
 
+  // The quantized kernels' products are exact integers, each block's summed into one 32-bit
+  // lane per row and then scaled in the same float operations on every vector level, so
+  // AVX2's products (maddubs, 16-bit sums) and the VNNI levels' (dpbusd into 32 bits, the
+  // K-quants' sub-blocks multiplied by their scales) give the same bits. (The portable level
+  // multiplies and adds without fusing: other roundings.)
+  void quantizedOutputsAreTheSameOnEveryVectorLevel() {
+    std::vector<SimdLevel> levels = testable_simd_levels();
+    std::erase(levels, SimdLevel::Portable);
+    if (levels.size() < 2) QSKIP("one vector level on this processor: nothing to compare");
+    ThreadPool pool(2);
+    std::mt19937 rng(13);
+    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+      const int64_t rows = 37, cols = test_cols(type);
+      const RandomMatrix w = random_matrix(type, rows, cols, rng);
+      const std::vector<float> x = normal_values(rng, static_cast<size_t>(kMaxTokens * cols));
+      for (const int n : {1, 3, kMaxTokens}) {
+        std::vector<float> first;
+        for (SimdLevel level : levels) {
+          const PackedMatrix packed = pack_matrix(w.view(), level, pool);
+          std::vector<float> y(static_cast<size_t>(n * rows));
+          matmul(packed, x.data(), n, y.data(), pool);
+          if (first.empty()) {
+            first = y;
+            continue;
+          }
+          QVERIFY2(std::memcmp(y.data(), first.data(), y.size() * 4) == 0,
+                   qPrintable(QStringLiteral("%1 against %2, %3 tokens")
+                                  .arg(label(level, type))
+                                  .arg(label(levels.front(), type))
+                                  .arg(n)));
+        }
+      }
+    }
+  }
+
   // A token's outputs are the same bits alone, within 1..17 tokens from any start, and on
   // 1 or 2 threads (which split the rows differently; the two-thread pool splits even the
   // jobs a forward would run on the calling thread), whether one-token tiles prefetch their
