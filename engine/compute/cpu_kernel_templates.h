@@ -321,6 +321,14 @@ struct Q8_0Panel {
 // straight into 32 bits (dpbusd) and is multiplied by its scale: the same integer in 10
 // instructions per token where maddubs takes 17. The minimums meet the activations'
 // 32-value sums with madd. Then acc += main · (d · dx) + mins · (-dmin · dx).
+// The 16-bit sums are chains of saturating adds, which never saturate (8 · 3810 < 32767):
+// plain adds GCC 12 reassociated into trees that compute all of a sub-block's products
+// first, and AVX2's 16 registers spilled them. With the chains, and the sub-block's
+// nibble half a template argument rather than a choice made at run time, the AVX2 tile
+// of 16 rows ran 1.2x-1.7x as fast in cache on a Zen 4 core (2 tokens 60 -> 87 G
+// multiply-adds/s, 3 tokens 56 -> 94, 8 tokens 82 -> 97) and whole forwards of the 1.1B
+// Q4_K_M file 1.1x-1.3x (docs/performance.md). The VNNI levels keep one loop over the 8
+// sub-blocks: unrolled by two like AVX2's, their forwards of 3-4 tokens read 0.97x.
 template <class V>
 struct Q4_KPanel {
   static constexpr int kMaxTokens = kQuantTokens<V>;
@@ -347,32 +355,46 @@ struct Q4_KPanel {
       const uint8_t* nibbles = block + 20 * P;
       I main[T], mins[T];
       for (int t = 0; t < T; ++t) main[t] = V::izero(), mins[t] = V::izero();
-      for (int j = 0; j < 8; ++j) {  // sub-block j: low nibbles of group j / 2 if j is even
-        // each row's scales of sub-blocks j and j + 1 (even j), 16 bits each, in its lane
-        const I pair = V::widen_u8_16(scales + 2 * P * (j / 2));
-        // one weight vector at a time, for every token: its values 4c..4c+3 of the sub-block,
-        // every row (all eight side by side left AVX2's 16 registers short at 4 tokens)
-        I s[T];
+      // each row's scales of sub-blocks 2g and 2g + 1 (the g-th pair), 16 bits each, in its lane
+      const auto scale_pair = [&](int g) { return V::widen_u8_16(scales + 2 * P * g); };
+      // one weight vector at a time, for every token: values 4c..4c+3 of sub-block 2g (low
+      // nibbles) or 2g + 1 (high), every row (all eight side by side left AVX2's 16 registers
+      // short at 4 tokens)
+      const auto weights = [&](int g, bool high, int c) __attribute__((always_inline)) {
+        const I raw = V::iload(nibbles + (8 * g + c) * 4 * P);
+        return V::and_(high ? V::template srl16<4>(raw) : raw, low);
+      };
+      if constexpr (V::kVnni) {
+        for (int j = 0; j < 8; ++j) {  // sub-block j: low nibbles of group j / 2 if j is even
+          I s[T];
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; ++c) {
-          const I raw = V::iload(nibbles + (8 * (j / 2) + c) * 4 * P);
-          const I w = V::and_(j % 2 == 0 ? raw : V::template srl16<4>(raw), low);
-          for (int t = 0; t < T; ++t) {
-            const I x = V::bcast32(a[t][b].q + 32 * j + 4 * c);
-            if constexpr (V::kVnni) {
-              s[t] = V::dpbusd(c == 0 ? V::izero() : s[t], w, x);
-            } else {
-              const I p = V::maddubs(w, x);
-              s[t] = c == 0 ? p : V::add16(s[t], p);
+          for (int c = 0; c < 8; ++c) {
+            const I w = weights(j / 2, j % 2 == 1, c);
+            for (int t = 0; t < T; ++t) {
+              s[t] = V::dpbusd(c == 0 ? V::izero() : s[t], w, V::bcast32(a[t][b].q + 32 * j + 4 * c));
             }
           }
-        }
-        if constexpr (V::kVnni) {  // 32-bit sums times the scale
+          const I pair = scale_pair(j / 2);  // 32-bit sums times the scale
           const I scale = V::template srl32<16>(j % 2 == 0 ? V::shuffle8(pair, dup_low) : pair);
           for (int t = 0; t < T; ++t) main[t] = V::add32(main[t], V::mullo32(s[t], scale));
-        } else {
-          const I scale = V::shuffle8(pair, j % 2 == 0 ? dup_low : dup_high);
-          for (int t = 0; t < T; ++t) main[t] = V::add32(main[t], V::madd16(s[t], scale));
+        }
+      } else {
+        for (int g = 0; g < 4; ++g) {
+          const auto sub_block = [&]<bool kHigh>() __attribute__((always_inline)) {
+            I s[T];
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; ++c) {
+              const I w = weights(g, kHigh, c);
+              for (int t = 0; t < T; ++t) {
+                const I p = V::maddubs(w, V::bcast32(a[t][b].q + 32 * (2 * g + kHigh) + 4 * c));
+                s[t] = c == 0 ? p : V::adds16(s[t], p);
+              }
+            }
+            const I scale = V::shuffle8(scale_pair(g), kHigh ? dup_high : dup_low);
+            for (int t = 0; t < T; ++t) main[t] = V::add32(main[t], V::madd16(s[t], scale));
+          };
+          sub_block.template operator()<false>();
+          sub_block.template operator()<true>();
         }
       }
       for (int k = 0; k < 4; ++k) {  // minimum pairs (2k, 2k + 1)

@@ -85,6 +85,8 @@ struct Avx2Vec {
   template <int k>
   static I sll16(I a) { return _mm256_slli_epi16(a, k); }
   static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
+  // Saturating: the same sum where it cannot overflow, and one the compiler may not reassociate
+  static I adds16(I a, I b) { return _mm256_adds_epi16(a, b); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I maddubs(I u, I s) { return _mm256_maddubs_epi16(u, s); }
@@ -181,6 +183,7 @@ struct Avx2PairVec {
   template <int k>
   static I sll16(I a) { return {H::sll16<k>(a.lo), H::sll16<k>(a.hi)}; }
   static I add16(I a, I b) { return {H::add16(a.lo, b.lo), H::add16(a.hi, b.hi)}; }
+  static I adds16(I a, I b) { return {H::adds16(a.lo, b.lo), H::adds16(a.hi, b.hi)}; }
   static I add32(I a, I b) { return {H::add32(a.lo, b.lo), H::add32(a.hi, b.hi)}; }
   static I sub32(I a, I b) { return {H::sub32(a.lo, b.lo), H::sub32(a.hi, b.hi)}; }
   static I maddubs(I u, I s) { return {H::maddubs(u.lo, s.lo), H::maddubs(u.hi, s.hi)}; }

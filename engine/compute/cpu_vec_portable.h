@@ -154,6 +154,13 @@ struct PortableVec {
     }
     return a;
   }
+  static I adds16(I a, const I& b) {  // saturating
+    for (int i = 0; i < 16; ++i) {
+      const int sum = get<int16_t>(a, i) + get<int16_t>(b, i);
+      put<int16_t>(a, i, static_cast<int16_t>(std::clamp(sum, -32768, 32767)));
+    }
+    return a;
+  }
   static I add32(I a, const I& b) {
     for (int i = 0; i < 8; ++i) {
       put<uint32_t>(a, i, get<uint32_t>(a, i) + get<uint32_t>(b, i));
