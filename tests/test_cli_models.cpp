@@ -93,6 +93,24 @@ class TestCliModels : public QObject {
     QVERIFY2(text.out.contains("forward cost on cpu") && text.out.contains("read from"), text.out.constData());
   }
 
+  // --simd shows the cost of the kernels it names (the cost a bench-spec --simd run's
+  // goodput weighs), measured apart from the best level's; a level needs --device cpu.
+  void inspectCostAtASimdLevel() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const QStringList args{"inspect", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--cost",
+                           "--threads", "1", "--json", "--simd", "portable"};
+    const CliRun portable = run_cli(args + QStringList{"--device", "cpu"});
+    QVERIFY2(portable.code == 0, portable.err.constData());
+    const QJsonObject cost = QJsonDocument::fromJson(portable.out).object()["forward_cost"].toObject();
+    QVERIFY2(cost["backend"].toString().contains("portable"), qPrintable(cost["backend"].toString()));
+    QVERIFY(cost["points"].toArray().first().toObject()["forward_ms"].toDouble() > 0);
+
+    const CliRun elsewhere = run_cli(args + QStringList{"--device", "cuda"});
+    QCOMPARE(elsewhere.code, 2);
+    QVERIFY2(elsewhere.err.contains("--simd") && elsewhere.err.contains("--device cpu"), elsewhere.err.constData());
+  }
+
   void corruptFilesFailCleanly() {
     const QString bad = tmp_.filePath("bad.gguf");
     QFile f(bad);

@@ -39,6 +39,7 @@
 #include "decode/policy_simulation.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "model_options.h"
 
 namespace specula::cli {
 
@@ -224,18 +225,6 @@ std::string load_average() {
   return in ? one + " " + five + " " + fifteen : "unknown";
 }
 
-// "best", "portable", "avx2" or "avx512": the CPU backend's kernels.
-std::unique_ptr<Backend> cpu_backend(const std::string& simd, int threads) {
-  if (simd == "best") return create_cpu_backend(threads);
-  const std::optional<SimdLevel> level = simd_level_from_name(simd);
-  if (!level) throw CommandFailed("--simd " + simd + ": not a SIMD level (best, portable, avx2, avx512)", 2);
-  try {
-    return create_cpu_backend(threads, *level);
-  } catch (const std::invalid_argument& e) {
-    throw CommandFailed(std::string("--simd ") + simd + ": " + e.what(), 2);
-  }
-}
-
 // The SIMD level the rows ran with, as --simd names it.
 std::string simd_label(const BenchArgs& a) {
   if (a.device != "cpu") return "-";
@@ -364,7 +353,7 @@ void print_simulated_rows(const std::vector<SimulatedRow>& rows, const BenchArgs
 
 void run(const BenchArgs& a) {
   if (a.model_path.empty() == a.random_shape.empty()) throw CommandFailed("give either -m MODEL or --random SHAPE", 2);
-  if (a.simd != "best" && a.device != "cpu") throw CommandFailed("--simd chooses the CPU's kernels: use it with --device cpu", 2);
+  require_cpu_for_simd(a.simd, a.device);
   if (a.simulate && a.alphas.empty()) throw CommandFailed("--simulate prices forced acceptance: give the rates with --alpha", 2);
   if (a.simulate && a.control) throw CommandFailed("--control measures the machine's noise; --simulate runs no forward", 2);
   LoadOptions load;

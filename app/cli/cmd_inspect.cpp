@@ -157,6 +157,7 @@ void add_inspect_command(CLI::App& app) {
     bool remeasure = false;
     std::string device = "auto";
     int threads = 0;
+    std::string simd = "best";
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a model's configuration, tensor types and tokenizer");
@@ -170,7 +171,11 @@ void add_inspect_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--threads", options->threads, "With --cost --device cpu: threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--simd", options->simd,
+                  "With --cost --device cpu: the CPU kernels whose cost to show, best, portable, avx2 or avx512 (default best)")
+      ->check(CLI::IsMember({"best", "portable", "avx2", "avx512"}));
   cmd->callback([options] {
+    require_cpu_for_simd(options->simd, options->device);
     LoadOptions load;
     load.tokenizer_path = options->tokenizer;
     std::shared_ptr<const Model> model;
@@ -183,7 +188,7 @@ void add_inspect_command(CLI::App& app) {
     std::optional<ForwardCost> cost;
     std::string backend_name;
     if (options->cost) {
-      std::unique_ptr<Backend> backend = options->device == "cpu" ? create_cpu_backend(options->threads)
+      std::unique_ptr<Backend> backend = options->device == "cpu" ? cpu_backend(options->simd, options->threads)
                                                                   : create_backend(device_choice(options->device));
       backend_name = backend->name();
       const std::string dir = default_cost_cache_dir();

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "compute/simd_level.h"
 #include "decode/drafter.h"
 #include "model/demo_models.h"
 
@@ -71,6 +72,21 @@ DeviceChoice device_choice(const std::string& name) {
   if (name == "cpu") return DeviceChoice::Cpu;
   if (name == "cuda") return DeviceChoice::Cuda;
   return DeviceChoice::Auto;
+}
+
+void require_cpu_for_simd(const std::string& simd, const std::string& device) {
+  if (simd != "best" && device != "cpu") throw CommandFailed("--simd chooses the CPU's kernels: use it with --device cpu", 2);
+}
+
+std::unique_ptr<Backend> cpu_backend(const std::string& simd, int threads) {
+  if (simd == "best") return create_cpu_backend(threads);
+  const std::optional<SimdLevel> level = simd_level_from_name(simd);
+  if (!level) throw CommandFailed("--simd " + simd + ": not a SIMD level (best, portable, avx2, avx512)", 2);
+  try {
+    return create_cpu_backend(threads, *level);
+  } catch (const std::invalid_argument& e) {
+    throw CommandFailed(std::string("--simd ") + simd + ": " + e.what(), 2);
+  }
 }
 
 void add_model_options(CLI::App* command, ModelOptions& o) {

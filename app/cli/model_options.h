@@ -29,6 +29,14 @@ void add_model_options(CLI::App* command, ModelOptions& options);
 // "cpu", "cuda" or "auto" (anything else) as a DeviceChoice.
 DeviceChoice device_choice(const std::string& name);
 
+// --simd chooses the CPU's kernels: throws CommandFailed (exit 2) when it names a level
+// (anything but "best") for a `device` other than "cpu".
+void require_cpu_for_simd(const std::string& simd, const std::string& device);
+// The CPU backend with `threads` threads (0: one per core) and the kernels `simd` names:
+// "best" (the best this processor runs), "portable", "avx2" or "avx512". Throws
+// CommandFailed (exit 2) for a name of no level, or of one this processor cannot run.
+std::unique_ptr<Backend> cpu_backend(const std::string& simd, int threads);
+
 struct LoadedModels {
   std::shared_ptr<const Model> target;
   DraftOptions draft;             // kind, policy and draft model, ready for a request
