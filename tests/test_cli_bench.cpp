@@ -1,8 +1,9 @@
-// specula-cli bench-spec, run as a user would on a tiny random model: the rows it prints as
-// JSON say what they ran, and a speed-up is the median over repeats of the ratio between the
-// baseline's and the configuration's runs of the same repeat, with the lowest and highest
-// ratio beside it (the whole rows' medians may come from different phases of a shared
-// machine's load).
+// specula-cli bench-spec and bench-forward, run as a user would on a tiny random model:
+// bench-spec's rows, printed as JSON, say what they ran, and a speed-up is the median over
+// repeats of the ratio between the baseline's and the configuration's runs of the same
+// repeat, with the lowest and highest ratio beside it (the whole rows' medians may come from
+// different phases of a shared machine's load); bench-forward pairs its decodes with
+// bandwidth passes the same way.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -19,6 +20,37 @@ class TestCliBench : public QObject {
   Q_OBJECT
 
  private slots:
+  // bench-forward sets each timed decode against the bandwidth pass run just before it: its
+  // fraction of the bandwidth is the median of those pairs' ratios, not a ratio of medians
+  // taken in different phases of a shared machine.
+  void forwardBenchPairsEachDecodeWithABandwidthPass() {
+    constexpr int kRepeats = 5;
+    const CliRun run = run_cli({"bench-forward", "--random", "tiny", "--type", "q8_0", "--tokens", "1,2", "--threads",
+                                "1", "--repeats", QString::number(kRepeats), "--json"});
+    QVERIFY2(run.code == 0, run.err.constData());
+    const QJsonObject report = QJsonDocument::fromJson(run.out).object();
+    QVERIFY(!report["simd"].toString().isEmpty());
+    const double weight_bytes = report["weight_bytes_per_forward"].toDouble();
+    QVERIFY(weight_bytes > 0);
+    const QJsonObject decode = report["decode"].toObject();
+    const QJsonArray runs = decode["runs_ms"].toArray(), passes = decode["bandwidth_runs_gb_s"].toArray();
+    QCOMPARE(runs.size(), kRepeats);
+    QCOMPARE(passes.size(), kRepeats);
+    std::vector<double> fractions, rates;
+    for (int r = 0; r < kRepeats; ++r) {
+      QVERIFY(runs[r].toDouble() > 0 && passes[r].toDouble() > 0);
+      fractions.push_back(weight_bytes / (runs[r].toDouble() / 1e3) / (passes[r].toDouble() * 1e9));
+      rates.push_back(passes[r].toDouble());
+    }
+    std::sort(fractions.begin(), fractions.end());
+    std::sort(rates.begin(), rates.end());
+    QCOMPARE(decode["fraction_of_bandwidth"].toDouble(), fractions[kRepeats / 2]);
+    QCOMPARE(report["read_bandwidth_gb_s"].toDouble(), rates[kRepeats / 2]);
+    const QJsonArray forwards = report["forwards"].toArray();
+    QCOMPARE(forwards.size(), 2);
+    QCOMPARE(forwards[1].toObject()["tokens"].toInt(), 2);
+  }
+
   void speedUpsPairTheRunsOfOneRepeat() {
     constexpr int kRepeats = 5;
     const CliRun run = run_cli({"bench-spec", "--random", "tiny", "--threads", "1", "--n", "1,2", "--drafters", "ngram",

@@ -91,8 +91,8 @@ niceness {niceness}, load average {load_before} before and {load_after} after. M
 {plural(rounds, "interleaved round")} (llama-bench `-r 3`, bench-forward `--repeats 5` each); "k tokens"
 is a forward of one sequence with k new tokens (llama-bench's `pp k`), each ratio the
 median of the rounds' own ratios, "% of bw" the
-one-token decode's weight rate over the read bandwidth bench-forward measured in the same
-run, "% of peak" the 16-token forward's multiply-add rate over the core's register-only
+one-token decode's weight rate over the read bandwidth of a pass run just before it
+(bench-forward's median of such pairs), "% of peak" the 16-token forward's multiply-add rate over the core's register-only
 peak for the model's mix of kernels.
 
 ```
