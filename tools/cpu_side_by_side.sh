@@ -8,8 +8,10 @@
 # MODEL_DIR holds r11-f16.gguf, r11-Q8_0.gguf, r11-Q4_0.gguf and r11-Q4_K_M.gguf (the 1.1B
 # shape with random weights from `bench-forward --random 1.1b --write-gguf`, quantized by
 # llama.cpp's llama-quantize); LLAMA_BIN_DIR holds a built llama-bench. Each round runs, per
-# file, llama-bench (-p 4,8,16 -n 32) and then `specula-cli bench-forward --tokens 1,4,8,16`
-# at each SIMD level, so both see the same load. The median over rounds of every figure
+# file, llama-bench (-p 4,8,16 -n 32), then `specula-cli bench-forward --tokens 1,4,8,16` at
+# each SIMD level, then llama-bench again: llama.cpp's figure of the round is the mean of the
+# runs before and after, so that both programs see the same load and the same phase of the
+# machine's memory, which moves within minutes. The median over rounds of every figure
 # replaces the block between the cpu-side-by-side markers of docs/performance.md, with the
 # machine, date, command, niceness and load; the raw JSON stays in OUT_DIR. The figures are
 # wall-clock: run it on a quiet machine (under `nice`, say so: the table records it).
@@ -33,11 +35,13 @@ for round in $(seq 1 "$rounds"); do
     model=$models/r11-$type.gguf
     echo "round $round: $type"
     "$llama/llama-bench" -m "$model" -t "$threads" -p 4,8,16 -n 32 -r 3 -o json \
-      >"$out/llama-$type-$round.json" 2>/dev/null
+      >"$out/llama-$type-$round-before.json" 2>/dev/null
     for level in "${levels[@]}"; do
       "$cli" bench-forward -m "$model" --tokens 1,4,8,16 --threads "$threads" --repeats 5 \
         --simd "$level" --json >"$out/specula-$type-$level-$round.json"
     done
+    "$llama/llama-bench" -m "$model" -t "$threads" -p 4,8,16 -n 32 -r 3 -o json \
+      >"$out/llama-$type-$round-after.json" 2>/dev/null
   done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -54,8 +58,12 @@ rows = []
 for t in types:
     ll = {"decode": []} | {k: [] for k in ks}
     for r in range(1, rounds + 1):
-        for row in json.load(open(f"{out}/llama-{t}-{r}.json")):
-            ll["decode" if row["n_gen"] > 0 else row["n_prompt"]].append(row["avg_ts"])
+        runs = {}  # the round's figures, before and after Specula's
+        for when in ("before", "after"):
+            for row in json.load(open(f"{out}/llama-{t}-{r}-{when}.json")):
+                runs.setdefault("decode" if row["n_gen"] > 0 else row["n_prompt"], []).append(row["avg_ts"])
+        for key, v in runs.items():
+            ll[key].append(statistics.fmean(v))
     for level in levels:
         sp = {"decode": [], "bw": [], "peak": []} | {k: [] for k in ks}
         for r in range(1, rounds + 1):
@@ -88,12 +96,13 @@ nice_prefix = "" if niceness == "0" else f"nice -n {niceness} "
 block = f"""<!-- cpu-side-by-side:begin (written by tools/cpu_side_by_side.sh) -->
 {cpu}, {cores} cores, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {plural(threads, "thread")},
 niceness {niceness}, load average {load_before} before and {load_after} after. Medians of
-{plural(rounds, "interleaved round")} (llama-bench `-r 3`, bench-forward `--repeats 5` each); "k tokens"
-is a forward of one sequence with k new tokens (llama-bench's `pp k`), each ratio the
-median of the rounds' own ratios, "% of bw" the
-one-token decode's weight rate over the read bandwidth of a pass run just before it
-(bench-forward's median of such pairs), "% of peak" the 16-token forward's multiply-add rate over the core's register-only
-peak for the model's mix of kernels.
+{plural(rounds, "interleaved round")} (llama-bench `-r 3` before and after bench-forward
+`--repeats 5`, llama.cpp's figure of a round the mean of the two); "k tokens" is a forward
+of one sequence with k new tokens (llama-bench's `pp k`), each ratio the median of the
+rounds' own ratios, "% of bw" the one-token decode's weight rate over the read bandwidth
+of a pass run just before it (bench-forward's median of such pairs), "% of peak" the
+16-token forward's multiply-add rate over the core's register-only peak for the model's
+mix of kernels.
 
 ```
 {nice_prefix}tools/cpu_side_by_side.sh build/app/specula-cli LLAMA_BIN_DIR MODEL_DIR {threads} {rounds}
