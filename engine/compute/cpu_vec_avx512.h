@@ -90,7 +90,6 @@ struct Avx512Vec {
   template <int k>
   static I sll16(I a) { return _mm512_slli_epi16(a, k); }
   static I add16(I a, I b) { return _mm512_add_epi16(a, b); }
-  static I adds16(I a, I b) { return _mm512_adds_epi16(a, b); }  // saturating
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
   static I sub32(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I maddubs(I u, I s) { return _mm512_maddubs_epi16(u, s); }
