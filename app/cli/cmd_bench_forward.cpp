@@ -53,6 +53,12 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// Every value of `values` times `factor` (a change of units).
+std::vector<double> scaled(std::vector<double> values, double factor) {
+  for (double& v : values) v *= factor;
+  return values;
+}
+
 struct Bandwidth {
   double wall;  // bytes per second of wall time
   double cpu;   // bytes per second of CPU time per thread: the rate while running
@@ -292,16 +298,8 @@ void run_bench(const BenchOptions& o) {
         {"cpu_ms", one.cpu * 1e3},
         {"tokens_per_s", 1.0 / one.seconds},
         {"weight_gb_s", weight_bytes / one.seconds / 1e9},
-        {"runs_ms", [&] {
-           std::vector<double> ms;
-           for (const double t : one.runs) ms.push_back(t * 1e3);
-           return ms;
-         }()},
-        {"bandwidth_runs_gb_s", [&] {  // the pass before each run
-           std::vector<double> gb_s;
-           for (const double rate : wall_rates) gb_s.push_back(rate / 1e9);
-           return gb_s;
-         }()},
+        {"runs_ms", scaled(one.runs, 1e3)},
+        {"bandwidth_runs_gb_s", scaled(wall_rates, 1e-9)},  // the pass before each run
         {"fraction_of_bandwidth", median(fractions)},
         {"cpu_weight_gb_s", weight_bytes / (one.cpu / backend_threads) / 1e9},
         {"cpu_fraction_of_bandwidth", median(cpu_fractions)}}},
