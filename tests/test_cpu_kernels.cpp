@@ -456,6 +456,62 @@ class TestCpuKernels : public QObject {
     }
   }
 
+  // A group of products of one input (a layer's q, k, v; its gate and up) gives each matrix
+  // the bits matmul() gives it alone, whatever types the group mixes (one input format or
+  // several, float panels and quantized ones), on 1 or 2 threads (the two-thread pool splits
+  // even a small job, so panels of every matrix run on the worker too); a group whose
+  // column counts differ is refused.
+  void sharedInputGroupsGiveEachMatrixItsOwnBits() {
+    ThreadPool one(1), two(2, 0);
+    std::mt19937 rng(17);
+    const std::vector<std::vector<TensorType>> groups = {
+        {TensorType::Q4_K, TensorType::Q4_K, TensorType::Q6_K},  // Q4_K_M's q, k, v
+        {TensorType::Q8_0, TensorType::Q4_0, TensorType::F16},
+        {TensorType::F32, TensorType::BF16},
+        {TensorType::Q6_K},
+    };
+    for (SimdLevel level : testable_simd_levels()) {
+      for (const std::vector<TensorType>& types : groups) {
+        const int64_t cols = 256;
+        std::vector<RandomMatrix> weights;
+        std::vector<PackedMatrix> packed;
+        for (size_t i = 0; i < types.size(); ++i) {
+          weights.push_back(random_matrix(types[i], 19 + 24 * static_cast<int64_t>(i), cols, rng));
+        }
+        for (const RandomMatrix& w : weights) packed.push_back(pack_matrix(w.view(), level, two));
+        for (const int n : {1, 4, kMaxTokens}) {
+          const std::vector<float> x = normal_values(rng, static_cast<size_t>(n * cols));
+          for (ThreadPool* pool : {&one, &two}) {
+            std::vector<std::vector<float>> alone(packed.size()), grouped(packed.size());
+            std::vector<MatrixProduct> products;
+            for (size_t i = 0; i < packed.size(); ++i) {
+              alone[i].resize(static_cast<size_t>(n * packed[i].rows));
+              grouped[i].assign(alone[i].size(), std::nanf(""));
+              matmul(packed[i], x.data(), n, alone[i].data(), *pool);
+              products.push_back({&packed[i], grouped[i].data()});
+            }
+            matmul_shared_input(products, x.data(), n, *pool);
+            for (size_t i = 0; i < packed.size(); ++i) {
+              QVERIFY2(std::memcmp(grouped[i].data(), alone[i].data(), alone[i].size() * 4) == 0,
+                       qPrintable(QStringLiteral("%1, matrix %2 of %3, %4 tokens, %5 threads")
+                                      .arg(label(level, types[i]))
+                                      .arg(i)
+                                      .arg(packed.size())
+                                      .arg(n)
+                                      .arg(pool->size())));
+            }
+          }
+        }
+      }
+      const RandomMatrix narrow = random_matrix(TensorType::F32, 8, 32, rng);
+      const RandomMatrix wide = random_matrix(TensorType::F32, 8, 64, rng);
+      const PackedMatrix a = pack_matrix(narrow.view(), level, one), b = pack_matrix(wide.view(), level, one);
+      std::vector<float> x(64), ya(8), yb(8);
+      const MatrixProduct mixed[] = {{&a, ya.data()}, {&b, yb.data()}};
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, matmul_shared_input(mixed, x.data(), 1, one));
+    }
+  }
+
   // Attention equals the float64 softmax attention within float rounding, for group sizes
   // 1..8, head sizes with and without a partial vector, and lengths across block edges.
   void attentionMatchesFloat64Reference() {

@@ -10,9 +10,11 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "compute/backend.h"
 #include "compute/cpu_kernels.h"
@@ -258,6 +260,14 @@ class CpuBackend : public Backend {
     const auto matmul = [&](const TensorView& w, const float* x, int rows, float* y) {
       specula::matmul(weights_.get(model, w, simd_, pool_), x, rows, y, pool_);
     };
+    // products of one input as one job: q, k and v; gate and up
+    const auto matmuls = [&](std::initializer_list<std::pair<const TensorView*, float*>> products, const float* x,
+                             int rows) {
+      MatrixProduct group[3];
+      size_t count = 0;
+      for (const auto& [w, y] : products) group[count++] = {&weights_.get(model, *w, simd_, pool_), y};
+      matmul_shared_input({group, count}, x, rows, pool_);
+    };
     PlannedBatch step(cache, batch, c.context_length > 0 ? c.context_length : INT_MAX);
     const BatchPlan& plan = step.plan();
 
@@ -312,9 +322,7 @@ class CpuBackend : public Backend {
       for (int t = 0; t < n; ++t) {
         rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, attn_norm, dim, c.norm_eps);
       }
-      matmul(lw.wq, xb_.data(), n, q_.data());
-      matmul(lw.wk, xb_.data(), n, k_.data());
-      matmul(lw.wv, xb_.data(), n, v_.data());
+      matmuls({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xb_.data(), n);
 
       // biases of q, k, v (qwen2; llama with attention biases)
       add_bias(q_.data(), n, q_dim, lw.bq);
@@ -386,8 +394,7 @@ class CpuBackend : public Backend {
       for (int t = 0; t < n; ++t) {
         rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, ffn_norm, dim, c.norm_eps);
       }
-      matmul(lw.w_gate, xb_.data(), n, gate_.data());
-      matmul(lw.w_up, xb_.data(), n, up_.data());
+      matmuls({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xb_.data(), n);
       pool_.parallel_for(
           static_cast<int64_t>(gate_.size()),
           [&](int64_t begin, int64_t end, int) {

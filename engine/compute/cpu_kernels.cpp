@@ -335,52 +335,71 @@ double log_sum_exp(const float* x, int64_t n, SimdLevel level) {
 namespace {
 
 // A matrix's kernel at its level and the activations in that kernel's input format: the
-// floats themselves for float weights, quantized into `scratch` for the others.
+// floats themselves for float weights, quantized for the others.
 struct KernelInput {
   kernels::MatrixKernel kernel = nullptr;
   const uint8_t* x = nullptr;  // the first token's activations
   size_t x_stride = 0;         // bytes from one token's activations to the next
 };
-KernelInput kernel_input(const PackedMatrix& w, const float* x, int n, std::vector<uint8_t>& scratch) {
-  using namespace kernels;
-  const KernelTable& table = kernel_table(w.level);
-  const int64_t cols = w.cols;
-  KernelInput in{nullptr, reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(cols) * sizeof(float)};
-  switch (w.type) {
-    case TensorType::F32:
-      in.kernel = table.f32;
-      break;
-    case TensorType::F16:
-      in.kernel = table.f16;
-      break;
-    case TensorType::BF16:
-      in.kernel = table.bf16;
-      break;
-    case TensorType::Q8_0:
-    case TensorType::Q4_0: {
-      const bool q8 = w.type == TensorType::Q8_0;
-      in.kernel = q8 ? table.q8_0 : table.q4_0;
-      const int32_t bias = q8 ? (table.vnni ? 128 : 0) : 8;
-      in.x_stride = q8_row_bytes(cols);
-      scratch.resize(in.x_stride * static_cast<size_t>(n));
-      for (int t = 0; t < n; ++t) table.quantize_q8(x + t * cols, scratch.data() + t * in.x_stride, cols, bias);
-      in.x = scratch.data();
-      break;
-    }
-    case TensorType::Q4_K:
-    case TensorType::Q6_K: {
-      in.kernel = w.type == TensorType::Q4_K ? table.q4_k : table.q6_k;
-      in.x_stride = static_cast<size_t>(cols / 256) * sizeof(BlockQ8K);
-      scratch.resize(in.x_stride * static_cast<size_t>(n));
-      for (int t = 0; t < n; ++t) {
-        table.quantize_q8k(x + t * cols, reinterpret_cast<BlockQ8K*>(scratch.data() + t * in.x_stride), cols);
-      }
-      in.x = scratch.data();
-      break;
+
+// The activations of one product, in every format its matrices read, each quantized once
+// (the first time a matrix asks for it) into this thread's scratch buffers.
+class KernelInputs {
+ public:
+  KernelInputs(const float* x, int n, int64_t cols) : x_(x), n_(n), cols_(cols) {}
+
+  KernelInput get(const PackedMatrix& w) {
+    using namespace kernels;
+    const KernelTable& table = kernel_table(w.level);
+    switch (w.type) {
+      case TensorType::F32: return floats(table.f32);
+      case TensorType::F16: return floats(table.f16);
+      case TensorType::BF16: return floats(table.bf16);
+      case TensorType::Q8_0: return q8(table.q8_0, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
+      case TensorType::Q4_0: return q8(table.q4_0, table, kQ8Bias8);
+      case TensorType::Q4_K: return q8k(table.q4_k, table);
+      case TensorType::Q6_K: return q8k(table.q6_k, table);
+      default: return {};
     }
   }
-  return in;
-}
+
+ private:
+  enum Format { kQ8Unbiased, kQ8Bias8, kQ8Bias128, kQ8K, kFormats };
+  static constexpr int32_t kBias[] = {0, 8, 128};
+
+  KernelInput floats(kernels::MatrixKernel kernel) const {
+    return {kernel, reinterpret_cast<const uint8_t*>(x_), static_cast<size_t>(cols_) * sizeof(float)};
+  }
+  KernelInput q8(kernels::MatrixKernel kernel, const kernels::KernelTable& table, Format format) {
+    const size_t stride = q8_row_bytes(cols_);
+    return {kernel, quantized(format, stride, [&](int t, uint8_t* out) {
+              table.quantize_q8(x_ + t * cols_, out, cols_, kBias[format]);
+            }), stride};
+  }
+  KernelInput q8k(kernels::MatrixKernel kernel, const kernels::KernelTable& table) {
+    const size_t stride = static_cast<size_t>(cols_ / 256) * sizeof(BlockQ8K);
+    return {kernel, quantized(kQ8K, stride, [&](int t, uint8_t* out) {
+              table.quantize_q8k(x_ + t * cols_, reinterpret_cast<BlockQ8K*>(out), cols_);
+            }), stride};
+  }
+  template <class Quantize>
+  const uint8_t* quantized(Format format, size_t stride, Quantize&& quantize) {
+    // one set of buffers per calling thread, reused across calls
+    thread_local std::vector<uint8_t> scratch[kFormats];
+    std::vector<uint8_t>& buffer = scratch[format];
+    if (!done_[format]) {
+      buffer.resize(stride * static_cast<size_t>(n_));
+      for (int t = 0; t < n_; ++t) quantize(t, buffer.data() + t * stride);
+      done_[format] = true;
+    }
+    return buffer.data();
+  }
+
+  const float* x_;
+  int n_;
+  int64_t cols_;
+  bool done_[kFormats] = {};
+};
 
 double thread_seconds() {
   timespec ts;
@@ -391,17 +410,47 @@ double thread_seconds() {
 }  // namespace
 
 void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& pool) {
-  // One activation buffer per calling thread, reused across calls.
-  thread_local std::vector<uint8_t> scratch;
-  const KernelInput in = kernel_input(w, x, n, scratch);
-  const int64_t cols = w.cols;
-  // Whole panels: of a float matrix 16 rows at least (panels of 3 or 4), of a quantized one
-  // a panel (8 or 16 rows).
-  const int64_t work = w.panels() * static_cast<int64_t>(w.panel_bytes) + int64_t{n} * w.rows * cols;
-  const int64_t grain = is_float_type(w.type) ? (16 + w.panel_rows - 1) / w.panel_rows : 1;
+  const MatrixProduct product{&w, y};
+  matmul_shared_input({&product, 1}, x, n, pool);
+}
+
+void matmul_shared_input(std::span<const MatrixProduct> products, const float* x, int n, ThreadPool& pool) {
+  if (products.empty()) return;
+  const int64_t cols = products.front().w->cols;
+  KernelInputs inputs(x, n, cols);
+  // Each matrix's panels in units of whole panels: of a float matrix 16 rows at least
+  // (panels of 3 or 4), of a quantized one a panel (8 or 16 rows). The job's units are
+  // every matrix's in turn.
+  struct Part {
+    const PackedMatrix* w;
+    float* y;
+    KernelInput in;
+    int64_t grain;  // panels per unit
+    int64_t first;  // the job's first unit of this matrix
+  };
+  thread_local std::vector<Part> reused;  // the calling thread's, reused across calls
+  std::vector<Part>& parts = reused;       // (a thread_local is not captured: each thread would see its own)
+  parts.clear();
+  int64_t units = 0, work = 0;
+  for (const MatrixProduct& p : products) {
+    const PackedMatrix& w = *p.w;
+    if (w.cols != cols) throw std::invalid_argument("matmul_shared_input: the matrices differ in their input length");
+    const int64_t grain = is_float_type(w.type) ? (16 + w.panel_rows - 1) / w.panel_rows : 1;
+    parts.push_back({&w, p.y, inputs.get(w), grain, units});
+    units += (w.panels() + grain - 1) / grain;
+    work += w.panels() * static_cast<int64_t>(w.panel_bytes) + int64_t{n} * w.rows * cols;
+  }
   pool.parallel_for(
-      w.panels(), [&](int64_t begin, int64_t end, int) { in.kernel(w, begin, end, in.x, in.x_stride, n, y); }, grain,
-      work);
+      units,
+      [&](int64_t begin, int64_t end, int) {
+        for (const Part& part : parts) {
+          const int64_t panels = part.w->panels();
+          const int64_t first = std::max<int64_t>(0, (begin - part.first) * part.grain);
+          const int64_t last = std::min(panels, (end - part.first) * part.grain);
+          if (first < last) part.in.kernel(*part.w, first, last, part.in.x, part.in.x_stride, n, part.y);
+        }
+      },
+      1, work);
 }
 
 double peak_multiply_adds_per_second(TensorType type, SimdLevel level, double seconds) {
@@ -435,8 +484,8 @@ double in_cache_multiply_adds_per_second(const TensorView& w, SimdLevel level, i
   const PackedMatrix packed = pack_matrix(slice, level, one);
   std::vector<float> x(static_cast<size_t>(tokens * slice.cols)), y(static_cast<size_t>(tokens * slice.rows));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 7919 % 2003) - 1001) / 1001.0f;
-  std::vector<uint8_t> scratch;
-  const KernelInput in = kernel_input(packed, x.data(), tokens, scratch);
+  KernelInputs inputs(x.data(), tokens, slice.cols);
+  const KernelInput in = inputs.get(packed);
   const double macs = static_cast<double>(tokens) * static_cast<double>(slice.rows) * static_cast<double>(slice.cols);
   double best = 0.0;
   const double deadline = thread_seconds() + seconds;

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "compute/simd_level.h"
 #include "model/tensor.h"
@@ -62,6 +63,18 @@ PackedMatrix pack_matrix(const TensorView& w, SimdLevel level, ThreadPool& pool)
 
 // y (n, w.rows) = x (n, w.cols) · wᵀ with the kernels of w.level. `x` and `y` are row-major.
 void matmul(const PackedMatrix& w, const float* x, int n, float* y, ThreadPool& pool);
+
+// Several products of one input: y_i = x · w_iᵀ for matrices of the same column count (a
+// layer's q, k and v; its gate and up), in one job of the pool over all their panels, with
+// x quantized once for each format the matrices read. Each y_i holds the bits matmul()
+// gives it; what the group saves is the hand-offs: one start and one wait where separate
+// products pay one each, and no thread idles at one product's end while the next waits.
+// Throws std::invalid_argument when the column counts differ.
+struct MatrixProduct {
+  const PackedMatrix* w;
+  float* y;  // (n, w->rows)
+};
+void matmul_shared_input(std::span<const MatrixProduct> products, const float* x, int n, ThreadPool& pool);
 
 // Activations for Q8_0 and Q4_0 weights (the kernels' input format, public for tests). A row
 // of n values becomes n int8 values q (value ≈ scale · q, q in [-127, 127]), then one float
