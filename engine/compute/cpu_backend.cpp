@@ -263,10 +263,9 @@ class CpuBackend : public Backend {
     // products of one input as one job: q, k and v; gate and up
     const auto matmuls = [&](std::initializer_list<std::pair<const TensorView*, float*>> products, const float* x,
                              int rows) {
-      MatrixProduct group[3];
-      size_t count = 0;
-      for (const auto& [w, y] : products) group[count++] = {&weights_.get(model, *w, simd_, pool_), y};
-      matmul_shared_input({group, count}, x, rows, pool_);
+      group_.clear();
+      for (const auto& [w, y] : products) group_.push_back({&weights_.get(model, *w, simd_, pool_), y});
+      matmul_shared_input(group_, x, rows, pool_);
     };
     PlannedBatch step(cache, batch, c.context_length > 0 ? c.context_length : INT_MAX);
     const BatchPlan& plan = step.plan();
@@ -437,6 +436,7 @@ class CpuBackend : public Backend {
   std::vector<float> sin_;     // (n_tokens, head_dim / 2)
   std::vector<float> scores_;  // (threads, heads per KV head, max_context)
   std::vector<const float*> attention_rows_;  // (threads, 2, max_context): cache rows attended
+  std::vector<MatrixProduct> group_;          // the products of one input run as one job
 };
 
 }  // namespace
