@@ -559,19 +559,145 @@ void quantize_q8k(const float* x, BlockQ8K* out, int64_t n) {
   }
 }
 
+// ---- exp of non-positive arguments (softmax, log-sum-exp) --------------------------------
+//
+// exp(x) for x ≤ 0 by range reduction: x = n·ln 2 + r with n = round(x·log2 e), |r| ≤ ln 2 / 2
+// (ln 2 in two parts, so that r is exact), exp(r) by Cephes' degree-6 polynomial (relative
+// error about 1e-7), times 2^n built in the exponent bits. Arguments are clamped at -87: a
+// term below e^-87 is lost in a sum that holds e^0 = 1 (the row's maximum) anyway.
+template <class V>
+typename V::F exp_nonpositive(typename V::F x) {
+  using F = typename V::F;
+  x = V::fmax(x, V::fset1(-87.0f));
+  const F n = V::fround(V::fmul(x, V::fset1(1.44269504088896341f)));
+  F r = V::fma(n, V::fset1(-0.693359375f), x);
+  r = V::fma(n, V::fset1(2.12194440e-4f), r);
+  F p = V::fset1(1.9875691500e-4f);
+  p = V::fma(p, r, V::fset1(1.3981999507e-3f));
+  p = V::fma(p, r, V::fset1(8.3334519073e-3f));
+  p = V::fma(p, r, V::fset1(4.1665795894e-2f));
+  p = V::fma(p, r, V::fset1(1.6666665459e-1f));
+  p = V::fma(p, r, V::fset1(5.0000001201e-1f));
+  const F one = V::fset1(1.0f);
+  const F e = V::fma(p, V::fmul(r, r), V::fma(r, one, one));
+  return V::fmul(e, V::pow2(V::cvt_f2i(n)));
+}
+
 // ---- attention (8-lane vectors) ---------------------------------------------------------
 //
 // Scores: each (head, position) pair is one accumulator over the head dimension (lane i
-// takes elements i, i + 8, ...), 8 pairs side by side in position-major order (the heads
-// of a group share each key row), summed by the fixed 8-lane tree; elements past the last
-// whole vector are added after it, in order. Softmax per head in order. Values: each
-// (head, 8 dimensions) is one accumulator over the positions in order, 8 side by side.
-// A token's result depends on nothing but its own queries and its sequence's cache.
+// takes elements i, i + 8, ...), summed by the fixed 8-lane tree; elements past the last
+// whole vector are added after it, in order. Tiles of 2 heads × 4 positions (1 × 8 for an
+// odd head count) share each query and key load. Softmax per head: exp_nonpositive of
+// score - max in 8 lanes, their sum lane by lane then by the tree, the tail after it in
+// order, then each times 1 / sum. Values: each (head, 8 dimensions) is one accumulator over
+// the positions in order, in tiles of 2 heads × 4 such chunks (1 × 4) that share each value
+// load and probability broadcast. How pairs and chunks are tiled never changes what an
+// accumulator computes, so a token's result depends on nothing but its own queries and its
+// sequence's cache.
+//
+// Softmax in 8 lanes and shared loads where a scalar exp per score (a call that spilled
+// the loop's registers) and two loads per multiply-add were: the 1.1B shape's attention
+// alone, one thread, 1024 cached positions, 17.0 -> 12.2 ms for one token and 52.6 -> 31.5
+// for 4; whole Q4_K_M forwards at the AVX2 level, 2 threads, 1.12x-1.20x for one token and
+// 1.24x-1.27x for 4 at 512-1024 positions (docs/performance.md).
+
+// The scores of heads [h0, h0 + H) at positions [p0, p0 + count), count <= 8 / H; lanes
+// past the end repeat the last position.
+template <class V, int H>
+inline void score_tile(const AttentionArgs& a, const float* const* keys, int h0, int p0, int count) {
+  using F = typename V::F;
+  constexpr int P = 8 / H;
+  const int dim = a.head_dim, whole = dim / 8 * 8;
+  const float* q[H];
+  const float* k[P];
+  for (int i = 0; i < H; ++i) q[i] = a.q + (h0 + i) * dim;
+  for (int j = 0; j < P; ++j) k[j] = keys[p0 + std::min(j, count - 1)];
+  F acc[8];
+  for (F& v : acc) v = V::fzero();
+  for (int d = 0; d < whole; d += 8) {
+    F qv[H];
+    for (int i = 0; i < H; ++i) qv[i] = V::fload(q[i] + d);
+    for (int j = 0; j < P; ++j) {
+      const F kv = V::fload(k[j] + d);
+      for (int i = 0; i < H; ++i) acc[i * P + j] = V::fma(qv[i], kv, acc[i * P + j]);
+    }
+  }
+  float s[8];
+  V::hsums8(acc, s);
+  for (int d = whole; d < dim; ++d) {
+    for (int i = 0; i < H; ++i) {
+      for (int j = 0; j < P; ++j) s[i * P + j] += q[i][d] * k[j][d];
+    }
+  }
+  for (int i = 0; i < H; ++i) {
+    for (int j = 0; j < count; ++j) a.scores[(h0 + i) * a.length + p0 + j] = s[i * P + j] * a.scale;
+  }
+}
+
+// s[0 .. length) <- softmax(s), in place.
+template <class V>
+inline void softmax_row(float* s, int length) {
+  using F = typename V::F;
+  const int whole = length / 8 * 8;
+  float max_score = -INFINITY;
+  if (whole > 0) {
+    F m = V::fload(s);
+    for (int p = 8; p < whole; p += 8) m = V::fmax(m, V::fload(s + p));
+    max_score = V::hmax(m);
+  }
+  for (int p = whole; p < length; ++p) max_score = std::max(max_score, s[p]);
+  const F shift = V::fset1(-max_score), one = V::fset1(1.0f);
+  F acc = V::fzero();
+  for (int p = 0; p < whole; p += 8) {
+    const F e = exp_nonpositive<V>(V::fma(V::fload(s + p), one, shift));
+    V::fstore(s + p, e);
+    acc = V::fma(e, one, acc);
+  }
+  float sum = V::hsum(acc);
+  if (whole < length) {  // the tail through one padded vector, summed in order
+    float tail[8] = {};
+    std::copy(s + whole, s + length, tail);
+    V::fstore(tail, exp_nonpositive<V>(V::fma(V::fload(tail), one, shift)));
+    for (int p = whole; p < length; ++p) sum += s[p] = tail[p - whole];
+  }
+  const float inverse = 1.0f / sum;
+  const F scale = V::fset1(inverse);
+  for (int p = 0; p < whole; p += 8) V::fstore(s + p, V::fmul(V::fload(s + p), scale));
+  for (int p = whole; p < length; ++p) s[p] *= inverse;
+}
+
+// out for heads [h0, h0 + H), 8-value chunks [c0, c0 + count) of each, count <= 4; lanes
+// past the end repeat the last chunk.
+template <class V, int H>
+inline void value_tile(const AttentionArgs& a, const float* const* values, int h0, int c0, int count) {
+  using F = typename V::F;
+  constexpr int C = 4;
+  const float* probability[H];
+  int offset[C];
+  for (int i = 0; i < H; ++i) probability[i] = a.scores + static_cast<size_t>(h0 + i) * a.length;
+  for (int c = 0; c < C; ++c) offset[c] = 8 * (c0 + std::min(c, count - 1));
+  F acc[H][C];
+  for (int i = 0; i < H; ++i) {
+    for (int c = 0; c < C; ++c) acc[i][c] = V::fzero();
+  }
+  for (int p = 0; p < a.length; ++p) {
+    const float* v = values[p];
+    F weight[H];
+    for (int i = 0; i < H; ++i) weight[i] = V::fset1(probability[i][p]);
+    for (int c = 0; c < C; ++c) {
+      const F row = V::fload(v + offset[c]);
+      for (int i = 0; i < H; ++i) acc[i][c] = V::fma(weight[i], row, acc[i][c]);
+    }
+  }
+  for (int i = 0; i < H; ++i) {
+    for (int c = 0; c < count; ++c) V::fstore(a.out + (h0 + i) * a.head_dim + offset[c], acc[i][c]);
+  }
+}
 
 template <class V>
 void attend(const AttentionArgs& a) {
   static_assert(V::kLanes == 8);
-  using F = typename V::F;
   const int heads = a.heads, dim = a.head_dim, length = a.length;
   const int whole = dim / 8 * 8;
   // The key and value rows of every position, found once through the block table.
@@ -585,65 +711,28 @@ void attend(const AttentionArgs& a) {
     }
   }
 
-  const int64_t pairs = static_cast<int64_t>(heads) * length;
-  for (int64_t i0 = 0; i0 < pairs; i0 += 8) {
-    const int count = static_cast<int>(std::min<int64_t>(8, pairs - i0));
-    const float* q[8];
-    const float* k[8];
-    int head[8], position[8];
-    for (int j = 0; j < 8; ++j) {  // lanes past the end repeat the last pair
-      const int64_t i = i0 + std::min(j, count - 1);
-      head[j] = static_cast<int>(i % heads);
-      position[j] = static_cast<int>(i / heads);
-      q[j] = a.q + head[j] * dim;
-      k[j] = keys[position[j]];
+  const bool pairs = heads % 2 == 0;
+  for (int h = 0; h < heads; h += pairs ? 2 : 1) {
+    for (int p = 0; p < length; p += pairs ? 4 : 8) {
+      if (pairs) {
+        score_tile<V, 2>(a, keys, h, p, std::min(4, length - p));
+      } else {
+        score_tile<V, 1>(a, keys, h, p, std::min(8, length - p));
+      }
     }
-    F acc[8];
-    for (F& v : acc) v = V::fzero();
-    for (int d = 0; d < whole; d += 8) {
-      for (int j = 0; j < 8; ++j) acc[j] = V::fma(V::fload(q[j] + d), V::fload(k[j] + d), acc[j]);
-    }
-    float s[8];
-    V::hsums8(acc, s);
-    for (int d = whole; d < dim; ++d) {
-      for (int j = 0; j < 8; ++j) s[j] += q[j][d] * k[j][d];
-    }
-    for (int j = 0; j < count; ++j) a.scores[head[j] * length + position[j]] = s[j] * a.scale;
   }
 
-  for (int h = 0; h < heads; ++h) {
-    float* s = a.scores + static_cast<size_t>(h) * length;
-    float max_score = -INFINITY;
-    for (int p = 0; p < length; ++p) max_score = std::max(max_score, s[p]);
-    float sum = 0.0f;
-    for (int p = 0; p < length; ++p) {
-      s[p] = std::exp(s[p] - max_score);
-      sum += s[p];
-    }
-    for (int p = 0; p < length; ++p) s[p] = s[p] / sum;
-  }
+  for (int h = 0; h < heads; ++h) softmax_row<V>(a.scores + static_cast<size_t>(h) * length, length);
 
   const int chunks = whole / 8;
-  const int64_t items = static_cast<int64_t>(heads) * chunks;
-  for (int64_t i0 = 0; i0 < items; i0 += 8) {
-    const int count = static_cast<int>(std::min<int64_t>(8, items - i0));
-    const float* probability[8];
-    int offset[8];
-    float* out[8];
-    for (int j = 0; j < 8; ++j) {
-      const int64_t i = i0 + std::min(j, count - 1);
-      const int h = static_cast<int>(i / chunks), c = static_cast<int>(i % chunks);
-      probability[j] = a.scores + static_cast<size_t>(h) * length;
-      offset[j] = 8 * c;
-      out[j] = a.out + h * dim + 8 * c;
+  for (int h = 0; h < heads; h += pairs ? 2 : 1) {
+    for (int c = 0; c < chunks; c += 4) {
+      if (pairs) {
+        value_tile<V, 2>(a, values, h, c, std::min(4, chunks - c));
+      } else {
+        value_tile<V, 1>(a, values, h, c, std::min(4, chunks - c));
+      }
     }
-    F acc[8];
-    for (F& v : acc) v = V::fzero();
-    for (int p = 0; p < length; ++p) {
-      const float* v = values[p];
-      for (int j = 0; j < 8; ++j) acc[j] = V::fma(V::fset1(probability[j][p]), V::fload(v + offset[j]), acc[j]);
-    }
-    for (int j = 0; j < count; ++j) V::fstore(out[j], acc[j]);
   }
   for (int h = 0; h < heads; ++h) {
     for (int d = whole; d < dim; ++d) {
@@ -834,28 +923,6 @@ double peak_loop(TensorType type, int64_t rounds) {
 
 // ---- log-sum-exp of a row (a log-softmax's normaliser) ------------------------------------
 //
-// exp(x) for x ≤ 0 by range reduction: x = n·ln 2 + r with n = round(x·log2 e), |r| ≤ ln 2 / 2
-// (ln 2 in two parts, so that r is exact), exp(r) by Cephes' degree-6 polynomial (relative
-// error about 1e-7), times 2^n built in the exponent bits. Arguments are clamped at -87: a
-// term below e^-87 is lost in a sum that holds e^0 = 1 (the row's maximum) anyway.
-template <class V>
-typename V::F exp_nonpositive(typename V::F x) {
-  using F = typename V::F;
-  x = V::fmax(x, V::fset1(-87.0f));
-  const F n = V::fround(V::fmul(x, V::fset1(1.44269504088896341f)));
-  F r = V::fma(n, V::fset1(-0.693359375f), x);
-  r = V::fma(n, V::fset1(2.12194440e-4f), r);
-  F p = V::fset1(1.9875691500e-4f);
-  p = V::fma(p, r, V::fset1(1.3981999507e-3f));
-  p = V::fma(p, r, V::fset1(8.3334519073e-3f));
-  p = V::fma(p, r, V::fset1(4.1665795894e-2f));
-  p = V::fma(p, r, V::fset1(1.6666665459e-1f));
-  p = V::fma(p, r, V::fset1(5.0000001201e-1f));
-  const F one = V::fset1(1.0f);
-  const F e = V::fma(p, V::fmul(r, r), V::fma(r, one, one));
-  return V::fmul(e, V::pow2(V::cvt_f2i(n)));
-}
-
 // log Σ exp(x_i): the maximum m first, then Σ exp(x_i - m) in float lanes, moved into a
 // double every 256 values (so a 150 000-value row keeps float's precision), the tail
 // (n mod lanes) by the scalar exp. Called once per emitted token on the vocabulary's row.
