@@ -583,6 +583,21 @@ typename V::F exp_nonpositive(typename V::F x) {
   return V::fmul(e, V::pow2(V::cvt_f2i(n)));
 }
 
+// The largest of x[0 .. n): lane-wise maxima, then the tail (max is exact in any order).
+template <class V>
+float row_max(const float* x, int64_t n) {
+  constexpr int L = V::kLanes;
+  const int64_t whole = n / L * L;
+  float max_value = -INFINITY;
+  if (whole > 0) {
+    typename V::F m = V::fload(x);
+    for (int64_t i = L; i < whole; i += L) m = V::fmax(m, V::fload(x + i));
+    max_value = V::hmax(m);
+  }
+  for (int64_t i = whole; i < n; ++i) max_value = std::max(max_value, x[i]);
+  return max_value;
+}
+
 // ---- attention (8-lane vectors) ---------------------------------------------------------
 //
 // Scores: each (head, position) pair is one accumulator over the head dimension (lane i
@@ -640,14 +655,7 @@ template <class V>
 inline void softmax_row(float* s, int length) {
   using F = typename V::F;
   const int whole = length / 8 * 8;
-  float max_score = -INFINITY;
-  if (whole > 0) {
-    F m = V::fload(s);
-    for (int p = 8; p < whole; p += 8) m = V::fmax(m, V::fload(s + p));
-    max_score = V::hmax(m);
-  }
-  for (int p = whole; p < length; ++p) max_score = std::max(max_score, s[p]);
-  const F shift = V::fset1(-max_score), one = V::fset1(1.0f);
+  const F shift = V::fset1(-row_max<V>(s, length)), one = V::fset1(1.0f);
   F acc = V::fzero();
   for (int p = 0; p < whole; p += 8) {
     const F e = exp_nonpositive<V>(V::fma(V::fload(s + p), one, shift));
@@ -931,13 +939,7 @@ double log_sum_exp(const float* x, int64_t n) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   const int64_t whole = n / L * L;
-  float max_value = -INFINITY;
-  if (whole > 0) {
-    F m = V::fload(x);
-    for (int64_t i = L; i < whole; i += L) m = V::fmax(m, V::fload(x + i));
-    max_value = V::hmax(m);
-  }
-  for (int64_t i = whole; i < n; ++i) max_value = std::max(max_value, x[i]);
+  const float max_value = row_max<V>(x, n);
   const F shift = V::fset1(-max_value), one = V::fset1(1.0f);
   double sum = 0.0;
   for (int64_t begin = 0; begin < whole; begin += 256) {
