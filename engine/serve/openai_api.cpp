@@ -38,12 +38,16 @@ long long integer(const json& value, const char* name, long long lo, long long h
   return v;
 }
 
-double number(const json& value, const char* name, double lo, double hi, bool lo_open = false) {
+// A number as the engine holds it, in single precision: the range is checked after the
+// conversion, so that a top_p of 1e-300, which becomes 0, is refused here and not found
+// out by the sampler after the response has begun.
+float number(const json& value, const char* name, float lo, float hi, bool lo_open = false) {
   if (!value.is_number()) bad(name, std::string(name) + " must be a number");
-  const double v = value.get<double>();
-  if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo)) {
+  const double given = value.get<double>();
+  const float v = static_cast<float>(given);
+  if (!std::isfinite(given) || !std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo)) {
     bad(name, std::string(name) + " must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() +
-                  "], got " + json(v).dump());
+                  "], got " + json(given).dump() + (double(v) != given ? " (" + json(v).dump() + " in single precision)" : ""));
   }
   return v;
 }
@@ -91,7 +95,7 @@ void refuse_unsupported(const json& body, int n) {
     bad("best_of", "best_of is not supported (other than equal to n)");
   }
   for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (const json* v = field(body, penalty); v && number(*v, penalty, -2.0, 2.0) != 0.0) {
+    if (const json* v = field(body, penalty); v && number(*v, penalty, -2.0f, 2.0f) != 0.0f) {
       bad(penalty, std::string(penalty) + " is not supported");
     }
   }
@@ -187,13 +191,13 @@ CompletionRequest parse_completion_request(std::string_view body, const RequestL
   if (const json* v = field(j, "suffix")) r.suffix = text(*v, "suffix");
   if (const json* v = field(j, "n")) r.n = static_cast<int>(integer(*v, "n", 1, limits.max_n));
   if (const json* v = field(j, "max_tokens")) r.max_tokens = static_cast<int>(integer(*v, "max_tokens", 1, limits.max_tokens));
-  if (const json* v = field(j, "temperature")) r.temperature = static_cast<float>(number(*v, "temperature", 0.0, 2.0));
-  if (const json* v = field(j, "top_p")) r.top_p = static_cast<float>(number(*v, "top_p", 0.0, 1.0, true));
+  if (const json* v = field(j, "temperature")) r.temperature = number(*v, "temperature", 0.0f, 2.0f);
+  if (const json* v = field(j, "top_p")) r.top_p = number(*v, "top_p", 0.0f, 1.0f, true);
   if (const json* v = field(j, "top_k")) {
     const long long k = integer(*v, "top_k", -1, std::numeric_limits<int>::max());  // vLLM: -1 is off
     r.top_k = k < 0 ? 0 : static_cast<int>(k);
   }
-  if (const json* v = field(j, "min_p")) r.min_p = static_cast<float>(number(*v, "min_p", 0.0, 1.0));
+  if (const json* v = field(j, "min_p")) r.min_p = number(*v, "min_p", 0.0f, 1.0f);
   if (const json* v = field(j, "seed")) {
     if (!v->is_number_integer()) bad("seed", "seed must be an integer");
     r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
