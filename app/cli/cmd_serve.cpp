@@ -81,8 +81,23 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-queue", a->server.max_queue,
                   "Requests that may wait behind the one generating; more get 503 (default 16)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes; larger get 413 (default 1 MiB)")
+  cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes, after transfer decoding; larger get 413 (default 1 MiB)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--request-timeout", a->server.request_timeout_seconds,
+                  "Seconds a request may take to arrive whole, its headers at most 10; slower get 408 (default 30)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections", a->server.max_connections,
+                  "HTTP connections open at once; beyond, idle ones close first, then 503 (default 512)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections-per-client", a->server.max_connections_per_client,
+                  "HTTP connections open at once from one address; beyond, 503 (default 128)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--allowed-host", a->server.allowed_hosts,
+                  "A host name clients may reach the server by, beyond IP addresses, localhost and --host "
+                  "(repeatable; '*': any). Other names are refused, against DNS rebinding");
+  cmd->add_option("--allowed-origin", a->server.allowed_origins,
+                  "A web page origin (https://app.example) allowed to call the server from a browser, with CORS "
+                  "(repeatable; '*': any). Browser requests from other origins are refused");
   cmd->add_option("--max-kv-tokens", a->server.max_kv_tokens,
                   "KV positions one request may need (n, prompt and max_tokens); more get 400 (default 131072)")
       ->check(CLI::PositiveNumber);

@@ -1,8 +1,6 @@
 #include "serve/completion_server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +15,8 @@
 #include <vector>
 
 #include "model/tokenizer.h"
+#include "serve/access_policy.h"
+#include "serve/http_server.h"
 #include "serve/openai_api.h"
 #include "serve/sse.h"
 
@@ -29,10 +29,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(20);  // how soon a closed connection is noticed
-constexpr int kSpareHandlers = 8;       // HTTP threads beyond the queue: health checks and quick 503s
+constexpr int kSpareWorkers = 4;        // HTTP workers beyond the queue: requests refused at once with 503
 constexpr int kRetryAfterSeconds = 1;   // what a 503 suggests
-constexpr time_t kKeepAliveSeconds = 2; // an idle keep-alive connection holds a thread this long
-constexpr int kBacklog = 256;           // connections the kernel holds until they are accepted
+constexpr const char* kStreamProbe = ": keep-alive\n\n";  // an SSE comment: changes nothing a client reads
 
 // One accepted request, shared by the HTTP thread that answers it and the engine thread
 // that generates it.
@@ -111,10 +110,10 @@ json usage_json(const SessionTotals& t) {
           {"total_tokens", t.prompt_tokens + t.generated_tokens}};
 }
 
-std::string bearer_token(const httplib::Request& req) {
-  const std::string header = req.get_header_value("Authorization");
+std::string bearer_token(const HttpRequest& req) {
+  const std::string* header = req.header("authorization");
   const std::string prefix = "Bearer ";
-  return header.compare(0, prefix.size(), prefix) == 0 ? header.substr(prefix.size()) : std::string();
+  return header && header->compare(0, prefix.size(), prefix) == 0 ? header->substr(prefix.size()) : std::string();
 }
 
 // Compares without leaking, through timing, how much of the key was right.
@@ -124,18 +123,37 @@ bool same_key(const std::string& given, const std::string& expected) {
   return diff == 0;
 }
 
-void answer_error(httplib::Response& res, const ApiError& error) {
-  res.status = error.status;
-  if (error.status == 503 || error.status == 429) res.set_header("Retry-After", std::to_string(kRetryAfterSeconds));
-  res.set_content(dump(error_json(error)), "application/json");
+HttpResponse error_response(const ApiError& error) {
+  HttpResponse res{.status = error.status, .content_type = "application/json", .body = dump(error_json(error)), .headers = {}};
+  if (error.status == 503 || error.status == 429) res.headers.emplace_back("Retry-After", std::to_string(kRetryAfterSeconds));
+  return res;
 }
 
-// cpp-httplib 0.11 listens with a backlog of 5 connections: a burst of clients overflows it
-// and sees its connections reset. Listening again on the bound socket only widens the queue.
-class HttpServer : public httplib::Server {
- public:
-  bool widen_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+HttpResponse json_response(const json& body) {
+  return HttpResponse{.status = 200, .content_type = "application/json", .body = dump(body), .headers = {}};
+}
+
+// The routes and the methods each takes.
+struct Route {
+  const char* path;
+  std::vector<std::string> methods;
 };
+const Route kRoutes[] = {
+    {"/health", {"GET", "HEAD"}},
+    {"/v1/models", {"GET", "HEAD"}},
+    {"/v1/completions", {"POST"}},
+    {"/v1/chat/completions", {"POST"}},
+};
+
+// The longest text one token stands for, in bytes: a prompt longer than the context times
+// this cannot fit, whatever it tokenizes to. A piece as stored is never shorter than the
+// text it matches (byte-level BPE maps a byte to one or two characters, SentencePiece
+// writes a space as three bytes); the factor of two covers normalization.
+size_t longest_token_bytes(const Tokenizer& tokenizer) {
+  size_t longest = 1;
+  for (int id = 0; id < tokenizer.size(); ++id) longest = std::max(longest, tokenizer.piece(id).size());
+  return 2 * longest;
+}
 
 uint64_t random_seed() {
   std::random_device device;
@@ -145,11 +163,16 @@ uint64_t random_seed() {
 }  // namespace
 
 struct CompletionServer::Impl {
-  Impl(LocalGenerator& g, ServerOptions o) : generator(g), options(std::move(o)), started(std::time(nullptr)) {}
+  Impl(LocalGenerator& g, ServerOptions o)
+      : generator(g), options(std::move(o)), started(std::time(nullptr)),
+        access{.bound_host = options.host, .allowed_hosts = options.allowed_hosts, .allowed_origins = options.allowed_origins},
+        token_bytes(g.target().tokenizer ? longest_token_bytes(*g.target().tokenizer) : 1), http(http_options(), service()) {}
 
   LocalGenerator& generator;
   const ServerOptions options;
   const long long started;
+  const AccessPolicy access;
+  const size_t token_bytes;                // longest_token_bytes of the model's tokenizer
   HttpServer http;
   std::atomic<long> next_id{1};
 
@@ -165,14 +188,20 @@ struct CompletionServer::Impl {
   const Tokenizer& tokenizer() const { return *generator.target().tokenizer; }
   int context() const { return generator.target().config.context_length; }
 
-  void routes();
+  HttpServerOptions http_options() const;
+  HttpService service();
+  std::optional<HttpResponse> admit(const HttpRequest& head) const;
+  std::optional<HttpResponse> quick(const HttpRequest& request) const;
+  void work(const HttpRequest& request, HttpExchange& exchange);
+  HttpResponse refusal(int status, const std::string& message);
+  std::vector<std::pair<std::string, std::string>> cors_headers(const HttpRequest& request) const;
   std::shared_ptr<Job> accept(const std::string& body);
   void enqueue(const std::shared_ptr<Job>& job);
   void abandon(const std::shared_ptr<Job>& job);
   void engine_loop();
   void generate(Job& job);
-  bool stream(Job& job, httplib::DataSink& sink);
-  bool respond(Job& job, httplib::DataSink& sink);
+  void stream(Job& job, HttpExchange& exchange, const HttpRequest& request);
+  void respond(Job& job, HttpExchange& exchange, const HttpRequest& request);
   json completion_json(Job& job) const;
   json extension_json(const Job& job) const;
   json health_json() const;
@@ -183,124 +212,146 @@ CompletionServer::CompletionServer(LocalGenerator& generator, ServerOptions opti
   if (!generator.target().tokenizer) throw std::invalid_argument("the model has no tokenizer: name one (--tokenizer)");
   if (impl_->options.max_queue < 0) throw std::invalid_argument("the queue length cannot be negative");
   if (impl_->options.model_name.empty()) throw std::invalid_argument("the served model needs a name");
-  impl_->routes();
 }
 
 CompletionServer::~CompletionServer() { stop(); }
 
-int CompletionServer::listen() {
-  const ServerOptions& o = impl_->options;
-  const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (port <= 0) {
-    throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
-                             " (address in use, or not an address of this machine)");
-  }
-  impl_->http.widen_backlog(kBacklog);
-  return port;
-}
+int CompletionServer::listen() { return impl_->http.listen(); }
 
 void CompletionServer::serve() {
   std::thread engine([this] { impl_->engine_loop(); });
-  bool stopped_already;
-  {
-    std::lock_guard lock(impl_->mutex);
-    stopped_already = impl_->stopping;
-    impl_->listening = !stopped_already;
-  }
-  if (!stopped_already) impl_->http.listen_after_bind();
-  impl_->listen_returned = true;
+  impl_->http.serve();
   stop();
   engine.join();
 }
 
 void CompletionServer::stop() {
-  bool listening;
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stopping = true;
-    listening = impl_->listening;
     for (const auto& job : impl_->queue) job->cancel = true;
     if (impl_->running) impl_->running->cancel = true;
   }
   impl_->queue_changed.notify_all();
-  // httplib ignores a stop that comes before its accept loop runs, and the loop would then
-  // never end (a SIGTERM right after "listening" was printed, while the engine thread
-  // measured the cost model, left the server running): wait until it runs, then stop it.
-  while (listening && !impl_->http.is_running() && !impl_->listen_returned) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
   impl_->http.stop();
 }
 
-void CompletionServer::Impl::routes() {
-  const int handlers = options.max_queue + 1 + kSpareHandlers;
-  http.new_task_queue = [handlers] { return new httplib::ThreadPool(static_cast<size_t>(handlers)); };
-  http.set_payload_max_length(options.max_body_bytes);
-  http.set_keep_alive_timeout(kKeepAliveSeconds);
+HttpServerOptions CompletionServer::Impl::http_options() const {
+  HttpServerOptions o;
+  o.host = options.host;
+  o.port = options.port;
+  o.limits.max_body_bytes = options.max_body_bytes;
+  o.body_timeout = std::chrono::seconds(options.request_timeout_seconds);
+  o.head_timeout = std::min<std::chrono::milliseconds>(o.head_timeout, o.body_timeout);
+  o.max_connections = options.max_connections;
+  o.max_connections_per_peer = options.max_connections_per_client;
+  o.workers = options.max_queue + 1 + kSpareWorkers;
+  return o;
+}
 
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    const std::string key = bearer_token(req);
-    if (!key.empty() && same_key(key, options.api_key)) return httplib::Server::HandlerResponse::Unhandled;
-    answer_error(res, ApiError(401, key.empty() ? "an API key is required: send \"Authorization: Bearer KEY\""
-                                                : "the API key is not valid",
-                               {}, "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Errors httplib raises itself (no route, body too large, malformed HTTP) get OpenAI's error object.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message = "HTTP error " + std::to_string(res.status);
-    if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
-    if (res.status == 413) message = "the request body is larger than " + std::to_string(options.max_body_bytes) + " bytes";
-    if (res.status == 400) message = "malformed HTTP request";
-    answer_error(res, ApiError(res.status, message));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr failure) {
-    std::string what = "unknown error";
-    try {
-      std::rethrow_exception(failure);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
+HttpService CompletionServer::Impl::service() {
+  return HttpService{
+      .admit = [this](const HttpRequest& head) { return admit(head); },
+      .quick = [this](const HttpRequest& request) { return quick(request); },
+      .work = [this](const HttpRequest& request, HttpExchange& exchange) { work(request, exchange); },
+      .error = [this](int status, const std::string& message) { return refusal(status, message); },
+  };
+}
+
+// The HTTP server's own refusals, in OpenAI's error object; every 503 counts as rejected.
+HttpResponse CompletionServer::Impl::refusal(int status, const std::string& message) {
+  if (status == 503) {
+    std::lock_guard lock(mutex);
+    ++counters.rejected;
+  }
+  return error_response(ApiError(status, message));
+}
+
+// Decided from the head alone, before any byte of the body is read: the host and the
+// origin, the route and its method, the key, and a JSON body.
+std::optional<HttpResponse> CompletionServer::Impl::admit(const HttpRequest& head) const {
+  if (auto refused = check_host(head, access)) return error_response(ApiError(refused->status, refused->message));
+  if (auto refused = check_origin(head, access)) return error_response(ApiError(refused->status, refused->message));
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (head.path == r.path) route = &r;
+  }
+  if (!route) return error_response(ApiError(404, "no such endpoint: " + head.method + " " + head.path));
+  const bool preflight = head.method == "OPTIONS" && !allowed_origin(head, access).empty();
+  if (!preflight && std::find(route->methods.begin(), route->methods.end(), head.method) == route->methods.end()) {
+    HttpResponse res = error_response(ApiError(405, head.method + " is not allowed on " + head.path));
+    std::string allow;
+    for (const std::string& m : route->methods) allow += (allow.empty() ? "" : ", ") + m;
+    res.headers.emplace_back("Allow", allow);
+    return res;
+  }
+  if (preflight || head.path.rfind("/v1/", 0) != 0) return std::nullopt;
+  if (!options.api_key.empty()) {
+    const std::string key = bearer_token(head);
+    if (key.empty() || !same_key(key, options.api_key)) {
+      return error_response(ApiError(401,
+                                     key.empty() ? "an API key is required: send \"Authorization: Bearer KEY\""
+                                                 : "the API key is not valid",
+                                     {}, "invalid_api_key"));
     }
-    answer_error(res, ApiError(500, "internal error: " + what));
-  });
-  http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    std::fprintf(stderr, "%s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
-  });
+  }
+  if (head.method == "POST" && !is_json_body(head)) {
+    return error_response(ApiError(415, "the request body must be JSON, sent with \"Content-Type: application/json\""));
+  }
+  return std::nullopt;
+}
 
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump(health_json()), "application/json");
-  });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+std::vector<std::pair<std::string, std::string>> CompletionServer::Impl::cors_headers(const HttpRequest& request) const {
+  const std::string origin = allowed_origin(request, access);
+  if (origin.empty()) return {};
+  return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
+}
+
+// What the I/O thread answers at once: descriptions, preflights and the chat endpoint's 404.
+std::optional<HttpResponse> CompletionServer::Impl::quick(const HttpRequest& request) const {
+  std::optional<HttpResponse> res;
+  if (request.method == "OPTIONS") {
+    res = HttpResponse{.status = 204, .content_type = "text/plain", .body = {}, .headers = {}};
+    res->headers = {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                    {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                    {"Access-Control-Max-Age", "600"}};
+  } else if (request.path == "/health") {
+    res = json_response(health_json());
+  } else if (request.path == "/v1/models") {
     const json model = {{"id", options.model_name}, {"object", "model"},       {"created", started},
                         {"owned_by", "specula"},    {"max_model_len", context()}};
-    res.set_content(dump(json{{"object", "list"}, {"data", json::array({model})}}), "application/json");
-  });
-  http.Post("/v1/chat/completions", [](const httplib::Request&, httplib::Response& res) {
-    answer_error(res, ApiError(404,
-                               "this server has no chat endpoint: applying the model's chat template would need a "
-                               "template engine, which Specula does not have; use /v1/completions with the prompt "
-                               "written out",
-                               {}, "chat_not_supported"));
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    std::shared_ptr<Job> job;
-    try {
-      job = accept(req.body);
-      enqueue(job);
-    } catch (const ApiError& e) {
-      answer_error(res, e);
-      return;
-    }
-    const auto provider = [this, job](size_t, httplib::DataSink& sink) {
-      return job->request.stream ? stream(*job, sink) : respond(*job, sink);
-    };
-    res.set_chunked_content_provider(job->request.stream ? "text/event-stream" : "application/json", provider,
-                                     [this, job](bool) { abandon(job); });
-  });
+    res = json_response(json{{"object", "list"}, {"data", json::array({model})}});
+  } else if (request.path == "/v1/chat/completions") {
+    res = error_response(ApiError(404,
+                                  "this server has no chat endpoint: applying the model's chat template would need a "
+                                  "template engine, which Specula does not have; use /v1/completions with the prompt "
+                                  "written out",
+                                  {}, "chat_not_supported"));
+  }
+  if (res) {
+    for (auto& h : cors_headers(request)) res->headers.push_back(std::move(h));
+  }
+  return res;
+}
+
+// POST /v1/completions, on a worker: accepted into the queue, then streamed or answered whole.
+void CompletionServer::Impl::work(const HttpRequest& request, HttpExchange& exchange) {
+  std::shared_ptr<Job> job;
+  try {
+    job = accept(request.body);
+    enqueue(job);
+  } catch (const ApiError& e) {
+    HttpResponse res = error_response(e);
+    for (auto& h : cors_headers(request)) res.headers.push_back(std::move(h));
+    exchange.respond(res);
+    return;
+  }
+  if (job->request.stream) {
+    stream(*job, exchange, request);
+  } else {
+    respond(*job, exchange, request);
+  }
+  abandon(job);  // a no-op for a job that ended; else the client went away
 }
 
 // Parses and checks a request against the model and the server's limits.
@@ -313,6 +364,13 @@ std::shared_ptr<Job> CompletionServer::Impl::accept(const std::string& body) {
   if (!r.model.empty() && r.model != options.model_name) {
     throw ApiError(404, "the model '" + r.model + "' does not exist: this server serves '" + options.model_name + "'",
                    "model", "model_not_found");
+  }
+  // Tokenizing is the server's work, not the client's: a prompt that cannot fit, whatever it
+  // tokenizes to, is refused from its length in bytes.
+  const size_t prompt_bytes = r.prompt.size() + r.suffix.size();
+  if (prompt_bytes > static_cast<size_t>(context()) * token_bytes) {
+    throw ApiError(400, "the prompt has " + std::to_string(prompt_bytes) + " bytes, more than the model's context of " +
+                            std::to_string(context()) + " tokens can hold", "prompt");
   }
   GenerationRequest& g = job->generation;
   g.prompt = r.prompt;
@@ -437,7 +495,13 @@ void CompletionServer::Impl::generate(Job& job) {
 }
 
 // Streams the job as server-sent events until it ends, the client leaves or the server stops.
-bool CompletionServer::Impl::stream(Job& job, httplib::DataSink& sink) {
+// A failure after the stream began is sent as an error event, as OpenAI's API does, and
+// the stream ends without [DONE].
+void CompletionServer::Impl::stream(Job& job, HttpExchange& exchange, const HttpRequest& request) {
+  if (!exchange.begin_stream(200, "text/event-stream", kStreamProbe, cors_headers(request))) {
+    job.cancel = true;
+    return;
+  }
   std::vector<CandidateDelta> deltas;
   std::vector<Candidate> finished;
   for (;;) {
@@ -463,8 +527,9 @@ bool CompletionServer::Impl::stream(Job& job, httplib::DataSink& sink) {
     }
     deltas.clear();
     finished.clear();
-    if (done && !job.failure.empty()) return false;  // cut the stream: no [DONE] tells the client it failed
-    if (done) {
+    if (done && !job.failure.empty()) {
+      out += sse_event(dump(error_json(ApiError(500, "generation failed: " + job.failure))));
+    } else if (done) {
       if (job.request.include_usage) {
         json last = head;
         last["choices"] = json::array();
@@ -474,21 +539,21 @@ bool CompletionServer::Impl::stream(Job& job, httplib::DataSink& sink) {
       }
       out += sse_event("[DONE]");
     }
-    if (!out.empty() && !sink.write(out.data(), out.size())) break;
+    if (!out.empty() && !exchange.send(out)) break;
     if (done) {
-      sink.done();
-      return true;
+      exchange.end_stream();
+      return;
     }
-    if (!sink.is_writable()) break;
+    if (!exchange.connected()) break;
     std::lock_guard lock(mutex);
     if (stopping) break;
   }
   job.cancel = true;
-  return false;
 }
 
-// Waits for the whole completion, watching the connection, then writes it as one object.
-bool CompletionServer::Impl::respond(Job& job, httplib::DataSink& sink) {
+// Waits for the whole completion, watching the connection, then answers with its status:
+// the status line waits until the outcome is known.
+void CompletionServer::Impl::respond(Job& job, HttpExchange& exchange, const HttpRequest& request) {
   for (;;) {
     {
       std::unique_lock lock(job.mutex);
@@ -499,16 +564,15 @@ bool CompletionServer::Impl::respond(Job& job, httplib::DataSink& sink) {
       std::lock_guard lock(mutex);
       stopping_now = stopping;
     }
-    if (stopping_now || !sink.is_writable()) {
+    if (stopping_now || !exchange.connected()) {
       job.cancel = true;
-      return false;
+      return;
     }
   }
-  if (!job.failure.empty()) return false;  // the status line went out already: cutting the body says it failed
-  const std::string body = dump(completion_json(job));
-  if (!sink.write(body.data(), body.size())) return false;
-  sink.done();
-  return true;
+  HttpResponse res = job.failure.empty() ? json_response(completion_json(job))
+                                         : error_response(ApiError(500, "generation failed: " + job.failure));
+  for (auto& h : cors_headers(request)) res.headers.push_back(std::move(h));
+  exchange.respond(res);
 }
 
 json CompletionServer::Impl::completion_json(Job& job) const {
@@ -547,7 +611,8 @@ json CompletionServer::Impl::health_json() const {
           {"cancelled", s.cancelled},
           {"rejected", s.rejected},
           {"failed", s.failed},
-          {"kv_blocks_left", s.kv_blocks_left}};
+          {"kv_blocks_left", s.kv_blocks_left},
+          {"connections", http.connections()}};
 }
 
 }  // namespace specula::serve

@@ -5,14 +5,17 @@
 // POST /v1/chat/completions answers 404 (Specula applies no chat templates). Requests wait in
 // a bounded queue, one session runs at a time, and a client that closes its connection
 // cancels its generation within one decoding step. Every request gets a valid response or
-// OpenAI's error object: 400 bad JSON or field, 401 missing or wrong key, 404 unknown model
-// or path, 413 body too large, 503 with Retry-After when the queue is full.
-// See docs/scale-out.md.
+// OpenAI's error object: 400 bad JSON, field or framing, 401 missing or wrong key, 403 a
+// foreign Host or web page Origin, 404 unknown model or path, 408 a request too slow to
+// arrive, 413 body too large, 415 not JSON, 431 headers too large, 503 with Retry-After when
+// the queue or the connections are full. HTTP is Specula's own server (http_server.h), which
+// no slow, idle or hostile client can hold. See docs/scale-out.md.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "decode/generator.h"
 #include "decode/session.h"
@@ -24,7 +27,12 @@ struct ServerOptions {
   int port = 8080;                     // 0: any free port (listen() says which)
   std::string api_key;                 // empty: none; else /v1/ requests need "Authorization: Bearer KEY"
   int max_queue = 16;                  // requests waiting behind the one generating; the next gets 503
-  size_t max_body_bytes = 1 << 20;     // larger request bodies get 413
+  size_t max_body_bytes = 1 << 20;     // larger request bodies (after transfer decoding) get 413
+  int request_timeout_seconds = 30;    // a request must arrive whole this soon after its first byte (its head within 10 s); else 408
+  int max_connections = 512;           // open at once; beyond: the oldest idle closed, else 503
+  int max_connections_per_client = 128;  // open at once from one address; beyond: 503
+  std::vector<std::string> allowed_hosts;    // Host names served beyond IP literals, localhost and --host; "*": any
+  std::vector<std::string> allowed_origins;  // browser origins allowed (CORS); "*": any; none: no web page
   int max_kv_tokens = 1 << 17;         // KV positions one request may need (n, prompt and max_tokens); more: 400
   std::string model_name;              // the id /v1/models lists; a request names it or no model
   DraftOptions draft;                  // drafter and policy of every request (the generator has the draft model)
@@ -36,9 +44,10 @@ struct ServerStats {
   bool generating = false;    // a session is running now
   long completed = 0;         // requests answered in full
   long cancelled = 0;         // requests whose client went away: generation stopped, or never started
-  long rejected = 0;          // answered 503: the queue was full
+  long rejected = 0;          // answered 503: the queue, the workers or the connections were full
   long failed = 0;            // generation threw: the client got an error or a cut stream
   long kv_blocks_left = 0;    // KV blocks that ended sessions still held, summed: 0 unless one leaked
+  int connections = 0;        // HTTP connections open now
 };
 
 class CompletionServer {

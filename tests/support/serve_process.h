@@ -45,6 +45,7 @@ class ServeProcess {
   bool started() const { return port_ > 0; }
   QString url() const { return url_; }
   int port() const { return port_; }
+  qint64 pid() const { return process_.processId(); }
   QString errors() { return QString::fromUtf8(process_.readAllStandardError()); }
   // SIGTERM, then whether it exited on its own with code 0.
   bool stopsCleanly() {
