@@ -1,5 +1,5 @@
 // Which draft tokens a sequence keeps, as a function of uniforms drawn in advance: the
-// decision of decode/acceptance.h (greedy match, rejection sampling, forced acceptance)
+// decision of compute/acceptance.h (greedy match, rejection sampling, forced acceptance)
 // restated so that a device can take it. The host draws, from a copy of each sequence's
 // generator, the d + 1 uniforms the CPU path could consume, the device decides with them, and
 // the host then advances the generator by draws(): the device accepts exactly what

@@ -1,5 +1,5 @@
 // The acceptance decision a device takes (kernels/acceptance_rule.h) from uniforms drawn in
-// advance, checked on the host against decode/acceptance.h: the same verdict as
+// advance, checked on the host against compute/acceptance.h: the same verdict as
 // accept_greedy, accept_sampled and accept_forced given the same distributions, and the
 // generator advanced by exactly the draws those functions consume.
 #include <QtTest>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "acceptance_rule.h"
-#include "decode/acceptance.h"
-#include "decode/sampler.h"
+#include "compute/acceptance.h"
+#include "compute/sampler.h"
 
 using namespace specula;
 namespace rule = specula::acceptance;
@@ -97,7 +97,7 @@ class TestAcceptanceRule : public QObject {
       if (kind == rule::Rule::Sampled && params.greedy()) continue;
 
       Rng host(static_cast<uint64_t>(trial)), start = host;
-      Verdict want;
+      Acceptance want;
       if (kind == rule::Rule::Greedy) {
         want = accept_greedy(draft, logits, vocab);
       } else if (kind == rule::Rule::Sampled) {

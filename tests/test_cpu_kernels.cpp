@@ -17,7 +17,7 @@
 
 #include "compute/cpu_kernels.h"
 #include "model/tensor.h"
-#include "compute/thread_pool.h"
+#include "common/thread_pool.h"
 
 using namespace specula;
 

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
-#include "decode/acceptance.h"
-#include "decode/sampler.h"
+#include "compute/acceptance.h"
+#include "compute/sampler.h"
 #include "stats.h"
 
 using namespace specula;
@@ -152,7 +152,7 @@ class TestSampling : public QObject {
     // argmax of each row: 2, 0, 3
     const std::vector<float> rows{0, 1, 5, 2, /**/ 9, 1, 1, 1, /**/ 0, 0, 0, 1};
     const std::vector<int> all_right{2, 0};
-    Verdict v = accept_greedy(all_right, rows, V);
+    Acceptance v = accept_greedy(all_right, rows, V);
     QCOMPARE(v.accepted, 2);
     QCOMPARE(v.next, 3);  // bonus
     const std::vector<int> second_wrong{2, 1};
@@ -207,7 +207,7 @@ class TestSampling : public QObject {
         const auto q1f = as_float(q1);
         probs.insert(probs.end(), q1f.begin(), q1f.end());
       }
-      const Verdict v = accept_sampled(s, draft, probs, target, V, rng);
+      const Acceptance v = accept_sampled(s, draft, probs, target, V, rng);
       const int tok0 = v.accepted >= 1 ? draft[0] : v.next;
       first[static_cast<size_t>(tok0)] += 1;
       if (v.accepted >= 1) {
@@ -246,7 +246,7 @@ class TestSampling : public QObject {
     target.insert(target.end(), logits.begin(), logits.end());
     for (int i = 0; i < 40000; ++i) {
       const std::vector<int> draft{0};  // p(0)/q(0) = 1/7
-      const Verdict v = accept_sampled(s, draft, probs, target, V, rng);
+      const Acceptance v = accept_sampled(s, draft, probs, target, V, rng);
       if (v.accepted == 0) {
         counts[static_cast<size_t>(v.next)] += 1;
         ++rejections;

@@ -25,7 +25,8 @@
 #include "commands.h"
 #include "model/model_export.h"
 #include "model/random_model.h"
-#include "compute/thread_pool.h"
+#include "common/thread_pool.h"
+#include "common/statistics.h"
 
 namespace specula::cli {
 
@@ -46,11 +47,6 @@ struct BenchOptions {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 // Every value of `values` times `factor` (a change of units).

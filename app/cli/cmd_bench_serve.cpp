@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "model_options.h"
 #include "serve/remote_generator.h"
+#include "common/statistics.h"
 
 namespace specula::cli {
 
@@ -49,12 +50,6 @@ struct Row {
   int n = 0;
   double wall_s = 0, requests_per_s = 0, median_first_text_ms = 0, median_total_ms = 0, tokens_per_s = 0;
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 Timing one_request(serve::RemoteGenerator& generator, const GenerationRequest& request) {
   const auto start = Clock::now();

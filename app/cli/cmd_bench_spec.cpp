@@ -40,6 +40,7 @@
 #include "model/model.h"
 #include "model/random_model.h"
 #include "model_options.h"
+#include "common/statistics.h"
 
 namespace specula::cli {
 
@@ -127,11 +128,6 @@ RunTimes run_once(const Bench& b, const Config& c, const DecodeOptions& options)
     t.proposed += s.proposed;
   }
   return t;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // The row takes the median run, which a noisy shared machine disturbs least, and the

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "model/tokenizer.h"
+#include "common/statistics.h"
 
 namespace specula::cli {
 
@@ -33,11 +34,6 @@ double cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 // Encodes and decodes the whole text `repeats` times; medians of the CPU time per pass.

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "compute/host_memory.h"
-#include "decode/acceptance.h"
+#include "compute/acceptance.h"
 #include "model/model_prefix.h"
 
 namespace specula {
@@ -22,7 +22,7 @@ void Backend::forward_accept(const Model& model, KvCache& cache, const RaggedBat
                                      static_cast<size_t>(batch.offsets[i + 1] - batch.offsets[i] - 1));
     const std::span<const float> rows(logits.data() + static_cast<size_t>(batch.offsets[i]) * vocab,
                                       (draft.size() + 1) * static_cast<size_t>(vocab));
-    Verdict v;
+    Acceptance v;
     if (rule.forced_acceptance >= 0) {
       v = accept_forced(rule.forced_acceptance, rule.sampling, draft, rows, vocab, *drafts[i].rng);
     } else if (rule.sampling.greedy()) {

@@ -15,11 +15,11 @@
 #include "compute/kv_cache.h"
 #include "compute/simd_level.h"
 #include "model/model.h"
-#include "decode/sampler.h"
+#include "compute/sampler.h"
 
 namespace specula {
 
-// How verification rows are accepted (decode/acceptance.h): greedy match, rejection
+// How verification rows are accepted (compute/acceptance.h): greedy match, rejection
 // sampling, or, for benchmarks only, forced acceptance.
 struct AcceptanceRule {
   SamplingParams sampling;          // the target's distribution; greedy when sampling.greedy()

@@ -15,8 +15,9 @@
 #include <thread>
 
 #include "compute/backend.h"
-#include "decode/sampler.h"
+#include "compute/sampler.h"
 #include "model/model.h"
+#include "common/statistics.h"
 
 namespace specula {
 
@@ -197,12 +198,6 @@ struct Runs {
   std::vector<double> context;                       // (runs)
 
   explicit Runs(size_t points) : last(points), all(points), full(points) {}
-  static double median(std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-  }
   Typical typical(size_t points) const {
     Typical t;
     for (size_t p = 0; p < points; ++p) {
@@ -340,7 +335,7 @@ double time_sampling(std::span<const float> row) {
     sampling_distribution(params, row, probs);
     runs.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  return Runs::median(runs);
+  return median(runs);
 }
 
 }  // namespace

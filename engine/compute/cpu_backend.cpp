@@ -19,7 +19,7 @@
 #include "compute/backend.h"
 #include "compute/cpu_kernels.h"
 #include "compute/host_memory.h"
-#include "compute/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace specula {
 

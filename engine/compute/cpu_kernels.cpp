@@ -16,7 +16,7 @@
 #include "compute/cpu_kernel_table.h"
 #include "compute/cpu_vec_portable.h"
 #include "compute/cpu_kernel_templates.h"
-#include "compute/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace specula {
 

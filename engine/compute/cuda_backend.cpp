@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "compute/device_plan.h"
-#include "compute/thread_pool.h"
+#include "common/thread_pool.h"
 #include "acceptance_rule.h"
 #include "kernels.h"
 

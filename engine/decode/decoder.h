@@ -18,7 +18,7 @@
 #include "decode/draft_policy.h"
 #include "compute/kv_cache.h"
 #include "model/model.h"
-#include "decode/sampler.h"
+#include "compute/sampler.h"
 
 namespace specula {
 

@@ -21,7 +21,7 @@
 
 #include "compute/backend.h"
 #include "model/model.h"
-#include "decode/sampler.h"
+#include "compute/sampler.h"
 
 namespace specula {
 
@@ -103,10 +103,5 @@ std::unique_ptr<Drafter> create_drafter(const std::string& kind, Backend& backen
                                         std::shared_ptr<const Model> draft_model,
                                         const SamplingParams& sampling, int n_seqs,
                                         int max_tokens);
-
-// Accepts a draft whose tokenizer agrees with the target's on every id both have (the same
-// piece) and on BOS/EOS, whatever the embedding row counts. Throws std::invalid_argument
-// naming the first id whose piece differs, or what else disagrees.
-void check_tokenizers_match(const Model& target, const Model& draft);
 
 }  // namespace specula

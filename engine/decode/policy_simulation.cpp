@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "decode/sampler.h"
+#include "compute/sampler.h"
 
 namespace specula {
 

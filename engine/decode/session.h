@@ -15,7 +15,7 @@
 #include "compute/backend.h"
 #include "decode/decoder.h"
 #include "model/model.h"
-#include "decode/sampler.h"
+#include "compute/sampler.h"
 
 namespace specula {
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "compute/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace specula {
 

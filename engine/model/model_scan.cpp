@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "decode/drafter.h"
+#include "model/draft_vocabulary.h"
 #include "model/gguf.h"
 #include "model/mapped_file.h"
 #include "model/model.h"

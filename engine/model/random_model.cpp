@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "compute/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace specula {
 

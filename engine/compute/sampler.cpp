@@ -1,4 +1,4 @@
-#include "decode/sampler.h"
+#include "compute/sampler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,18 +10,19 @@
 #include <span>
 #include <vector>
 
-#include "decode/sampler.h"
+#include "compute/sampler.h"
 
 namespace specula {
 
-struct Verdict {
+// What a verification row decides for one sequence's draft.
+struct Acceptance {
   int accepted = 0;  // draft tokens kept, a prefix of the draft
   int next = -1;     // the target's token after them: its correction, or the bonus token
 };
 
 // Greedy: keep draft tokens while each equals the target's argmax; then take the argmax.
 // `target_logits` holds (draft.size() + 1, vocab) rows.
-Verdict accept_greedy(std::span<const int> draft, std::span<const float> target_logits, int vocab);
+Acceptance accept_greedy(std::span<const int> draft, std::span<const float> target_logits, int vocab);
 
 // Speculative rejection sampling (Leviathan et al., Chen et al.): draft token d_j, drawn from
 // q_j, is kept with probability min(1, p_j(d_j) / q_j(d_j)); at the first rejection the
@@ -30,7 +31,7 @@ Verdict accept_greedy(std::span<const int> draft, std::span<const float> target_
 // p_j = sampling_distribution(params, target row j): temperature and filters apply to the
 // target exactly as they applied to the draft. `draft_probs` holds the (k, vocab) rows q_j
 // the draft tokens were drawn from; empty means a deterministic drafter (q_j one-hot at d_j).
-Verdict accept_sampled(const SamplingParams& params, std::span<const int> draft,
+Acceptance accept_sampled(const SamplingParams& params, std::span<const int> draft,
                        std::span<const float> draft_probs, std::span<const float> target_logits,
                        int vocab, Rng& rng);
 
@@ -38,7 +39,7 @@ Verdict accept_sampled(const SamplingParams& params, std::span<const int> draft,
 // whatever the models say, then takes the target's own token (argmax when greedy, else
 // drawn from p). It lets a benchmark measure the system at a known acceptance rate with
 // random-weights models whose own acceptance means nothing. Its output is not the model's.
-Verdict accept_forced(double alpha, const SamplingParams& params, std::span<const int> draft,
+Acceptance accept_forced(double alpha, const SamplingParams& params, std::span<const int> draft,
                       std::span<const float> target_logits, int vocab, Rng& rng);
 
 }  // namespace specula

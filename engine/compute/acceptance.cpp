@@ -1,4 +1,4 @@
-#include "decode/acceptance.h"
+#include "compute/acceptance.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -19,9 +19,9 @@ void check_rows(std::span<const int> draft, std::span<const float> target_logits
 
 }  // namespace
 
-Verdict accept_greedy(std::span<const int> draft, std::span<const float> target_logits, int vocab) {
+Acceptance accept_greedy(std::span<const int> draft, std::span<const float> target_logits, int vocab) {
   check_rows(draft, target_logits, vocab);
-  Verdict v;
+  Acceptance v;
   for (const int d : draft) {
     const int best = argmax(row(target_logits, v.accepted, vocab));
     if (d != best) {
@@ -34,7 +34,7 @@ Verdict accept_greedy(std::span<const int> draft, std::span<const float> target_
   return v;
 }
 
-Verdict accept_sampled(const SamplingParams& params, std::span<const int> draft,
+Acceptance accept_sampled(const SamplingParams& params, std::span<const int> draft,
                        std::span<const float> draft_probs, std::span<const float> target_logits,
                        int vocab, Rng& rng) {
   check_rows(draft, target_logits, vocab);
@@ -43,7 +43,7 @@ Verdict accept_sampled(const SamplingParams& params, std::span<const int> draft,
     throw std::invalid_argument("draft distributions must have one row per draft token");
   }
   std::vector<float> p;
-  Verdict v;
+  Acceptance v;
   for (size_t j = 0; j < draft.size(); ++j) {
     sampling_distribution(params, row(target_logits, static_cast<int>(j), vocab), p);
     const int d = draft[j];
@@ -73,10 +73,10 @@ Verdict accept_sampled(const SamplingParams& params, std::span<const int> draft,
   return v;
 }
 
-Verdict accept_forced(double alpha, const SamplingParams& params, std::span<const int> draft,
+Acceptance accept_forced(double alpha, const SamplingParams& params, std::span<const int> draft,
                       std::span<const float> target_logits, int vocab, Rng& rng) {
   check_rows(draft, target_logits, vocab);
-  Verdict v;
+  Acceptance v;
   while (v.accepted < static_cast<int>(draft.size()) && rng.uniform() < alpha) ++v.accepted;
   v.next = sample(params, row(target_logits, v.accepted, vocab), rng);
   return v;

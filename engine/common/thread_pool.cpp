@@ -1,4 +1,4 @@
-#include "compute/thread_pool.h"
+#include "common/thread_pool.h"
 
 #include <pthread.h>
 
