@@ -35,6 +35,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -808,10 +809,11 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
     workdir = dir_template;
     for (const SandboxFile& f : files) {
       const std::string path = workdir + "/" + f.name;
+      // A file written short (a full disk) would read as a failing candidate: refuse instead.
       FILE* out = std::fopen(path.c_str(), "wb");
-      if (!out) throw SandboxError("cannot write " + path);
-      std::fwrite(f.content.data(), 1, f.content.size(), out);
-      std::fclose(out);
+      if (!out) throw SandboxError("cannot write " + path + ": " + std::strerror(errno));
+      const bool whole = std::fwrite(f.content.data(), 1, f.content.size(), out) == f.content.size();
+      if (std::fclose(out) != 0 || !whole) throw SandboxError("cannot write " + path + ": " + std::strerror(errno));
     }
     if (plan.uid != 0 && chown(workdir.c_str(), plan.uid, static_cast<gid_t>(plan.uid)) != 0)
       throw SandboxError("cannot hand the work directory to the run's uid");
