@@ -4,6 +4,7 @@
 // counted after decoding, control characters, compressed bodies), then the Host and Origin
 // checks against DNS rebinding and web pages.
 #include <QtTest>
+#include <zlib.h>
 
 #include <string>
 
@@ -30,6 +31,25 @@ State feed_all(RequestParser& p, const std::string& bytes, size_t step) {
 int failure_of(const std::string& bytes, HttpLimits limits = {}) {
   RequestParser p(limits);
   return feed_all(p, bytes, bytes.size()) == State::Failed ? p.error().status : 0;
+}
+
+std::string gzip(const std::string& data) {
+  z_stream z{};
+  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string gzip_request(const std::string& compressed) {
+  return "POST / HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: " + std::to_string(compressed.size()) +
+         "\r\n\r\n" + compressed;
 }
 
 }  // namespace
@@ -144,6 +164,28 @@ class TestHttp : public QObject {
     // one huge header, and a request line that never ends
     QCOMPARE(failure_of("GET / HTTP/1.1\r\nHost: x\r\nX-A: " + std::string(20000, 'a') + "\r\n\r\n"), 431);
     QCOMPARE(failure_of("GET /" + std::string(20000, 'a')), 414);
+  }
+
+  void compressedBodiesOnlyWhereAllowedAndBounded() {
+    const std::string json = "{\"prompt\":\"" + std::string(5000, 'a') + "\"}";
+    HttpLimits allowed;
+    allowed.allow_compressed = true;
+    QCOMPARE(failure_of(gzip_request(gzip(json))), 415);  // not allowed by default
+    RequestParser p(allowed);
+    QCOMPARE(feed_all(p, gzip_request(gzip(json)), 100), State::Complete);
+    QCOMPARE(p.take().body, json);
+    // a bomb: 48 KB of gzip holding 50 MB stops at the body limit
+    QCOMPARE(failure_of(gzip_request(gzip(std::string(50 << 20, 'a'))), allowed), 413);
+    // within the body limit but past the ratio: 2 KB that inflate to 1,000 KB
+    HttpLimits ratio = allowed;
+    ratio.max_inflate_ratio = 100;
+    ratio.max_body_bytes = 4 << 20;
+    QCOMPARE(failure_of(gzip_request(gzip(std::string(1000 << 10, 'a'))), ratio), 413);
+    // cut short, or not gzip at all
+    const std::string whole = gzip(json);
+    QCOMPARE(failure_of(gzip_request(whole.substr(0, whole.size() / 2)), allowed), 400);
+    QCOMPARE(failure_of(gzip_request("not gzip at all"), allowed), 400);
+    QCOMPARE(failure_of("POST / HTTP/1.1\r\nHost: x\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx", allowed), 415);
   }
 
   void keepAliveFollowsTheVersion() {

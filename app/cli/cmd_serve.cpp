@@ -83,6 +83,9 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes, after transfer decoding; larger get 413 (default 1 MiB)")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--allow-compressed", a->server.allow_compressed,
+               "Accept gzip and deflate request bodies (Content-Encoding), inflated within --max-body and at most "
+               "100 times their compressed size; without it they get 415");
   cmd->add_option("--request-timeout", a->server.request_timeout_seconds,
                   "Seconds a request may take to arrive whole, its headers at most 10; slower get 408 (default 30)")
       ->check(CLI::PositiveNumber);

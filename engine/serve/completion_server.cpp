@@ -241,6 +241,7 @@ HttpServerOptions CompletionServer::Impl::http_options() const {
   o.host = options.host;
   o.port = options.port;
   o.limits.max_body_bytes = options.max_body_bytes;
+  o.limits.allow_compressed = options.allow_compressed;
   o.body_timeout = std::chrono::seconds(options.request_timeout_seconds);
   o.head_timeout = std::min<std::chrono::milliseconds>(o.head_timeout, o.body_timeout);
   o.max_connections = options.max_connections;

@@ -28,6 +28,7 @@ struct ServerOptions {
   std::string api_key;                 // empty: none; else /v1/ requests need "Authorization: Bearer KEY"
   int max_queue = 16;                  // requests waiting behind the one generating; the next gets 503
   size_t max_body_bytes = 1 << 20;     // larger request bodies (after transfer decoding) get 413
+  bool allow_compressed = false;       // gzip/deflate bodies inflated (within the limit, at most 100:1); else 415
   int request_timeout_seconds = 30;    // a request must arrive whole this soon after its first byte (its head within 10 s); else 408
   int max_connections = 512;           // open at once; beyond: the oldest idle closed, else 503
   int max_connections_per_client = 128;  // open at once from one address; beyond: 503

@@ -1,5 +1,7 @@
 #include "serve/http_request.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -124,6 +126,7 @@ HttpRequest RequestParser::take() {
   HttpRequest out = std::move(request_);
   request_ = HttpRequest();
   chunked_ = false;
+  coding_.clear();
   content_length_ = 0;
   chunk_ = Chunk::Size;
   chunk_left_ = trailer_bytes_ = 0;
@@ -235,9 +238,14 @@ RequestParser::State RequestParser::read_framing() {
     }
     if (name == "content-encoding") {
       for (const std::string& coding : list_elements(value)) {
-        if (coding != "identity") {
+        if (coding == "identity") continue;
+        if (!limits_.allow_compressed) {
           return fail(415, "compressed request bodies (Content-Encoding: " + coding + ") are not accepted: send it uncompressed");
         }
+        if ((coding != "gzip" && coding != "deflate") || !coding_.empty()) {
+          return fail(415, "the only content codings accepted are gzip and deflate, once");
+        }
+        coding_ = coding;
       }
     }
   }
@@ -270,7 +278,7 @@ RequestParser::State RequestParser::parse_body() {
   const size_t take = std::min(buffer_.size(), content_length_ - request_.body.size());
   request_.body.append(buffer_, 0, take);
   buffer_.erase(0, take);
-  return state_ = request_.body.size() == content_length_ ? State::Complete : State::NeedBody;
+  return request_.body.size() == content_length_ ? body_complete() : state_ = State::NeedBody;
 }
 
 // chunk = size [ext] CRLF data CRLF; the last chunk has size 0, then trailers and CRLF.
@@ -312,12 +320,42 @@ RequestParser::State RequestParser::parse_chunked() {
       if (trailer_bytes_ > limits_.max_head_bytes) return fail(431, "the chunked body's trailers are too large");
       if (line.empty()) {
         buffer_.erase(0, at);
-        return state_ = State::Complete;
+        return body_complete();
       }
     }
   }
   buffer_.erase(0, at);
   return state_ = State::NeedBody;
+}
+
+// The whole body has come: inflated where it was compressed, chunk by chunk, stopping the
+// moment it passes the body limit or the ratio.
+RequestParser::State RequestParser::body_complete() {
+  if (coding_.empty()) return state_ = State::Complete;
+  const size_t limit = std::min(limits_.max_body_bytes, request_.body.size() * limits_.max_inflate_ratio);
+  z_stream z{};
+  if (inflateInit2(&z, coding_ == "gzip" ? 15 + 16 : 15) != Z_OK) return fail(500, "cannot start inflating the body");
+  z.next_in = reinterpret_cast<Bytef*>(request_.body.data());
+  z.avail_in = static_cast<uInt>(request_.body.size());
+  std::string out;
+  char chunk[16384];
+  int status = Z_OK;
+  while (status == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof chunk;
+    status = inflate(&z, Z_NO_FLUSH);
+    out.append(chunk, sizeof chunk - z.avail_out);
+    if (out.size() > limit) status = Z_BUF_ERROR;
+    if (status == Z_BUF_ERROR && z.avail_in == 0 && out.size() <= limit) status = Z_DATA_ERROR;  // cut short
+  }
+  inflateEnd(&z);
+  if (out.size() > limit) {
+    return fail(413, "the request body inflates to more than " + std::to_string(limit) + " bytes (the body limit, or " +
+                         std::to_string(limits_.max_inflate_ratio) + " times its compressed size)");
+  }
+  if (status != Z_STREAM_END) return fail(400, "the request body is not valid " + coding_ + " data");
+  request_.body = std::move(out);
+  return state_ = State::Complete;
 }
 
 const char* http_reason(int status) {

@@ -6,8 +6,9 @@
 // as one with a Content-Length, and is refused the moment it passes the limit; a request
 // that gives both Content-Length and Transfer-Encoding, or two different lengths, is refused
 // (request smuggling); header values holding NUL, CR or LF are refused; compressed bodies
-// (Content-Encoding) are refused rather than inflated. Pipelined requests stay buffered
-// for the next parse, so a connection's requests are answered in order.
+// (Content-Encoding) are refused, or where allowed inflated within both the body limit and
+// a ratio to their compressed size (a 48 KB gzip of 50 MB stops at the limit). Pipelined
+// requests stay buffered for the next parse, so a connection's requests are answered in order.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +22,9 @@ namespace specula::serve {
 struct HttpLimits {
   size_t max_head_bytes = 16 << 10;  // request line and headers (and a chunked body's trailers)
   int max_headers = 100;             // header fields in one request
-  size_t max_body_bytes = 1 << 20;   // after transfer decoding
+  size_t max_body_bytes = 1 << 20;   // after transfer (and content) decoding
+  bool allow_compressed = false;     // gzip and deflate bodies inflated; else refused with 415
+  size_t max_inflate_ratio = 100;    // an inflated body may be this many times its compressed size
 };
 
 struct HttpRequest {
@@ -85,6 +88,7 @@ class RequestParser {
   State read_framing();
   State parse_body();
   State parse_chunked();
+  State body_complete();
 
   HttpLimits limits_;
   State state_ = State::NeedHead;
@@ -94,6 +98,7 @@ class RequestParser {
   HttpRequest request_;
   HttpError error_;
   bool chunked_ = false;       // the body is chunked; else it is content_length_ bytes
+  std::string coding_;         // "gzip" or "deflate" when allowed and sent; empty: none
   size_t content_length_ = 0;
   enum class Chunk { Size, Data, DataEnd, Trailers } chunk_ = Chunk::Size;
   size_t chunk_left_ = 0;      // bytes of the current chunk still to come
