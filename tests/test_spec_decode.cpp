@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "decode/decoder.h"
+#include "decode/goodput_policy.h"
 #include "decode/policy_simulation.h"
 #include "fake_backend.h"
 #include "stats.h"
@@ -708,6 +709,30 @@ class TestSpecDecode : public QObject {
       }
     }
     QCOMPARE(policy.asked[0][0].generated, 1);
+  }
+
+  // The estimate goodput drafts by, read directly: the prior 0.5 without evidence; after one
+  // step that kept its token, a mean of 7/9 (the sequence's 1 kept token shrunk toward the
+  // batch's 2/3 with weight 2) and the optimistic rate 7/9 + (2/3) * sqrt(7/9 * 2/9 / 4);
+  // a sequence without evidence of its own leans to the batch's; steps without drafts fade
+  // the evidence back toward the prior.
+  void goodputEstimatesAcceptanceFromItsEvidence() {
+    const StepCosts costs{std::make_shared<ForwardCost>(roofline_cost(1, 1e-3, 1e-3)), nullptr, -1};
+    GoodputPolicy p(2, costs);
+    QCOMPARE(p.acceptance(0).mean, 0.5);
+    QVERIFY(p.acceptance(0).optimistic > 0.5);
+    const auto first = LiveBatch().add(0, 10).requests;
+    p.update(first, std::vector<int>{1}, std::vector<int>{1}, 0.0);
+    const double mean = 7.0 / 9.0;
+    QVERIFY(std::abs(p.acceptance(0).mean - mean) < 1e-12);
+    QVERIFY(std::abs(p.acceptance(0).optimistic - (mean + 2.0 / 3.0 * std::sqrt(mean * (1 - mean) / 4))) < 1e-12);
+    QVERIFY(std::abs(p.acceptance(1).mean - 2.0 / 3.0) < 1e-12);  // the batch's, for a sequence with none
+    const double evidence = p.acceptance(0).mean;
+    const auto idle = LiveBatch().add(0, 11).requests;
+    for (int step = 0; step < 200; ++step) p.update(idle, std::vector<int>{0}, std::vector<int>{0}, 0.0);
+    QVERIFY(p.acceptance(0).mean < evidence);
+    QVERIFY(std::abs(p.acceptance(0).mean - 0.5) < 0.02);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, GoodputPolicy(1, StepCosts{}));  // no cost of the target
   }
 
   // One rejected draft is likely at any acceptance rate: it does not stop the drafting
