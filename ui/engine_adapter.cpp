@@ -65,7 +65,7 @@ class SpeculaEngine final : public EnginePort {
     if (draft) summary += "; draft " + describe(*draft);
     const bool fills_middle = target->tokenizer->fim().complete();
     generator_ = std::make_unique<LocalGenerator>(std::move(backend), std::move(target), std::move(draft));
-    return {summary, generator_->describe(), open_sandbox(), fills_middle};
+    return {.summary = summary, .backend = generator_->describe(), .isolation = open_sandbox(), .fill_in_middle = fills_middle};
   }
 
   LoadedModels connect(const serve::RemoteOptions& server) override {
@@ -74,7 +74,7 @@ class SpeculaEngine final : public EnginePort {
     generator_ = std::move(remote);
     // whether the server's model takes a suffix is not known before asking: a server refuses
     // one it cannot fill with a message
-    return {info.summary, generator_->describe(), open_sandbox(), false};
+    return {.summary = info.summary, .backend = generator_->describe(), .isolation = open_sandbox(), .fill_in_middle = false};
   }
 
   std::string probe(const serve::RemoteOptions& server) override {

@@ -189,7 +189,11 @@ Timing time_forward(Backend& backend, const Model& model, KvCache& cache, int pr
     for (int f : forks) cache.truncate(f, prefix);
   }
   for (int f : forks) cache.release(f);
-  return {median(times), *std::min_element(times.begin(), times.end()), median(cpu_times), times, cpu_times};
+  return {.seconds = median(times),
+          .best = *std::min_element(times.begin(), times.end()),
+          .cpu = median(cpu_times),
+          .runs = times,
+          .cpu_runs = cpu_times};
 }
 
 void run_bench(const BenchOptions& o) {

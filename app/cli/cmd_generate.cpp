@@ -61,7 +61,8 @@ void run(const GenerateArgs& a) {
   if (!a.suffix_file.empty()) request.suffix = read_input_file(a.suffix_file);
   request.allow_empty_prompt = true;  // like llama2.c: no prompt generates from BOS alone
   request.n_candidates = a.candidates;
-  request.sampling = SamplingParams{a.temperature, a.top_k, a.top_p, a.min_p, a.seed};
+  request.sampling = SamplingParams{
+      .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p, .seed = a.seed};
   request.stop = a.stops;
   request.code_stops = a.code_stops;
   if (a.budget_given && !(a.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);

@@ -159,7 +159,11 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   const auto send_delta = [&](int i, const SequenceOutput& out) {
     std::string delta = texts[static_cast<size_t>(i)].take_delta();
     if (delta.empty() || !callbacks.on_delta) return;
-    callbacks.on_delta(CandidateDelta{i, std::move(delta), static_cast<int>(out.tokens.size()), out.accepted, out.proposed});
+    callbacks.on_delta(CandidateDelta{.index = i,
+                                      .text = std::move(delta),
+                                      .tokens = static_cast<int>(out.tokens.size()),
+                                      .accepted = out.accepted,
+                                      .proposed = out.proposed});
   };
   DecodeCallbacks hooks;
   hooks.on_tokens = [&](int i, const SequenceOutput& out, std::span<const int> tokens) {

@@ -184,7 +184,8 @@ void rank_and_count(ProblemEvaluation& out, const EvaluationOptions& options) {
     EvaluatedCandidate& e = out.candidates[i];
     e.group = groups.group[i];
     e.agreement = groups.agreement[i];
-    entries.push_back({e.result, e.mean_logprob, e.finished_seconds, e.agreement});
+    entries.push_back(
+        {.result = e.result, .mean_logprob = e.mean_logprob, .finished_seconds = e.finished_seconds, .agreement = e.agreement});
     if (!e.in_budget) continue;
     in_budget.push_back(static_cast<int>(i));
     ++out.n;
@@ -195,7 +196,10 @@ void rank_and_count(ProblemEvaluation& out, const EvaluationOptions& options) {
     std::vector<RankEntry> ranked;
     for (int i : in_budget) {
       const EvaluatedCandidate& e = out.candidates[static_cast<std::size_t>(i)];
-      ranked.push_back({e.ranker_result, e.mean_logprob, e.finished_seconds, e.agreement});
+      ranked.push_back({.result = e.ranker_result,
+                        .mean_logprob = e.mean_logprob,
+                        .finished_seconds = e.finished_seconds,
+                        .agreement = e.agreement});
     }
     HiddenTestRanking h;
     h.rule = rule;

@@ -396,7 +396,11 @@ std::shared_ptr<Job> CompletionServer::Impl::accept(const std::string& body) {
   }
   g.allow_empty_prompt = true;
   g.n_candidates = r.n;
-  g.sampling = SamplingParams{r.temperature, r.top_k, r.top_p, r.min_p, r.seed ? *r.seed : random_seed()};
+  g.sampling = SamplingParams{.temperature = r.temperature,
+                              .top_k = r.top_k,
+                              .top_p = r.top_p,
+                              .min_p = r.min_p,
+                              .seed = r.seed ? *r.seed : random_seed()};
   g.max_new_tokens = r.max_tokens;
   g.stop = r.stop;
   g.draft = options.draft;

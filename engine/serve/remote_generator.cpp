@@ -351,7 +351,8 @@ void RemoteSession::apply(const Attempt& attempt, const CompletionUpdate& update
     if (u.accepted >= 0) s.c.accepted = u.accepted;
     if (u.proposed >= 0) s.c.proposed = u.proposed;
     if (!u.text.empty() && callbacks_.on_delta) {
-      callbacks_.on_delta(CandidateDelta{s.c.index, u.text, s.tokens, s.c.accepted, s.c.proposed});
+      callbacks_.on_delta(CandidateDelta{
+          .index = s.c.index, .text = u.text, .tokens = s.tokens, .accepted = s.c.accepted, .proposed = s.c.proposed});
     }
     if (u.finish) finish(s, *u.finish, u.token_ids);
   }
