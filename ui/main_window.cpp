@@ -87,6 +87,60 @@ MainWindow::~MainWindow() {
 }
 
 void MainWindow::buildUi() {
+  buildEditors();
+  QGroupBox* models = buildModelsPanel();
+  QGroupBox* settings = buildGenerationPanel();
+
+  generate_button_ = new QPushButton(tr("&Generate"));
+  generate_button_->setObjectName("generateButton");
+  generate_button_->setToolTip(tr("Generate candidates (Ctrl+Return)"));
+  generate_button_->setDefault(true);
+  stop_button_ = new QPushButton(tr("S&top"));
+  stop_button_->setObjectName("stopButton");
+  stop_button_->setToolTip(tr("Stop the run (Esc)"));
+  connect(generate_button_, &QPushButton::clicked, this, &MainWindow::generate);
+  connect(stop_button_, &QPushButton::clicked, this, &MainWindow::stop);
+
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(generate_button_, 1);
+  buttons->addWidget(stop_button_);
+
+  auto* left = new QWidget;
+  auto* left_layout = new QVBoxLayout(left);
+  auto* prompt_header = new QHBoxLayout;
+  prompt_header->addWidget(buddy_label(tr("P&rompt (signature and docstring):"), prompt_), 1);
+  prompt_header->addWidget(fill_at_cursor_);
+  left_layout->addLayout(prompt_header);
+  left_layout->addWidget(prompt_, 3);
+  left_layout->addWidget(buddy_label(tr("Te&sts (asserts or check(candidate)):"), tests_));
+  left_layout->addWidget(tests_, 2);
+  left_layout->addWidget(models);
+  left_layout->addWidget(settings);
+  left_layout->addLayout(buttons);
+
+  QWidget* right = buildResultsArea();
+
+  auto* splitter = new QSplitter;
+  splitter->setObjectName("mainSplitter");
+  splitter->addWidget(left);
+  splitter->addWidget(right);
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  setCentralWidget(splitter);
+
+  buildStatusBar();
+
+  // Tab order: prompt, Fill at cursor, tests, models, settings, Generate, Stop, then the panes.
+  QWidget* chain[] = {prompt_, fill_at_cursor_, tests_, source_, model_picker_, tokenizer_picker_, draft_picker_,
+                      device_, candidates_, temperature_, top_p_, max_new_tokens_, budget_, drafter_,
+                      policy_, generate_button_, stop_button_};
+  for (size_t i = 1; i < std::size(chain); ++i) setTabOrder(chain[i - 1], chain[i]);
+  showSource();
+  resize(1280, 800);
+}
+
+// The prompt and tests editors.
+void MainWindow::buildEditors() {
   prompt_ = new CodeEditor;
   prompt_->setObjectName("promptEditor");
   prompt_->setAccessibleName(tr("Prompt"));
@@ -97,7 +151,10 @@ void MainWindow::buildUi() {
   tests_->setObjectName("testsEditor");
   tests_->setAccessibleName(tr("Tests"));
   tests_->setPlaceholderText(tr("assert add(2, 3) == 5\n# or: def check(candidate): ..."));
+}
 
+// Models: where generation runs (model files or a server), the files, the device.
+QGroupBox* MainWindow::buildModelsPanel() {
   const QString model_filter = tr("Models (*.gguf *.bin *.json);;All files (*)");
   model_picker_ = new FilePicker("recent/models", tr("Open a model"), model_filter, false);
   model_picker_->setObjectName("modelPicker");
@@ -115,6 +172,35 @@ void MainWindow::buildUi() {
         loadModels(model_picker_->path(), tokenizer_picker_->path(), draft_picker_->path());
     });
 
+  device_ = new QComboBox;
+  device_->setObjectName("deviceCombo");
+  device_->addItem(tr("auto"), int(DeviceChoice::Auto));
+  device_->addItem(tr("CPU"), int(DeviceChoice::Cpu));
+  device_->addItem(tr("CUDA"), int(DeviceChoice::Cuda));
+  connect(device_, &QComboBox::activated, this, &MainWindow::reloadForDevice);
+  source_ = new QComboBox;
+  source_->setObjectName("sourceCombo");
+  source_->addItem(tr("Model files"), "files");
+  source_->addItem(tr("Server"), "server");
+  source_->setToolTip(tr("Generate with model files on this machine, or on an OpenAI-compatible server"));
+  connect(source_, &QComboBox::activated, this, &MainWindow::showSource);
+  server_panel_ = new ServerPanel;
+  server_panel_->setObjectName("serverPanel");
+  connect(server_panel_, &ServerPanel::connectRequested, this, &MainWindow::connectServer);
+
+  auto* models = new QGroupBox(tr("Models"));
+  auto* model_form = new QFormLayout(models);
+  model_form->addRow(buddy_label(tr("So&urce:"), source_), source_);
+  model_form->addRow(buddy_label(tr("&Model:"), model_picker_), model_picker_);
+  model_form->addRow(buddy_label(tr("To&kenizer:"), tokenizer_picker_), tokenizer_picker_);
+  model_form->addRow(buddy_label(tr("D&raft:"), draft_picker_), draft_picker_);
+  model_form->addRow(buddy_label(tr("De&vice:"), device_), device_);
+  model_form->addRow(server_panel_);
+  return models;
+}
+
+// Generation: candidates, sampling, budget, drafter and policy.
+QGroupBox* MainWindow::buildGenerationPanel() {
   candidates_ = new QSpinBox;
   candidates_->setObjectName("candidatesSpin");
   candidates_->setRange(1, 16);
@@ -153,41 +239,6 @@ void MainWindow::buildUi() {
   policy_->addItem(tr("adaptive"), "adaptive");
   policy_->addItem(tr("BASS"), "bass");
   policy_->addItem(tr("fixed 4"), "fixed:4");
-  device_ = new QComboBox;
-  device_->setObjectName("deviceCombo");
-  device_->addItem(tr("auto"), int(DeviceChoice::Auto));
-  device_->addItem(tr("CPU"), int(DeviceChoice::Cpu));
-  device_->addItem(tr("CUDA"), int(DeviceChoice::Cuda));
-  connect(device_, &QComboBox::activated, this, &MainWindow::reloadForDevice);
-  source_ = new QComboBox;
-  source_->setObjectName("sourceCombo");
-  source_->addItem(tr("Model files"), "files");
-  source_->addItem(tr("Server"), "server");
-  source_->setToolTip(tr("Generate with model files on this machine, or on an OpenAI-compatible server"));
-  connect(source_, &QComboBox::activated, this, &MainWindow::showSource);
-  server_panel_ = new ServerPanel;
-  server_panel_->setObjectName("serverPanel");
-  connect(server_panel_, &ServerPanel::connectRequested, this, &MainWindow::connectServer);
-
-  generate_button_ = new QPushButton(tr("&Generate"));
-  generate_button_->setObjectName("generateButton");
-  generate_button_->setToolTip(tr("Generate candidates (Ctrl+Return)"));
-  generate_button_->setDefault(true);
-  stop_button_ = new QPushButton(tr("S&top"));
-  stop_button_->setObjectName("stopButton");
-  stop_button_->setToolTip(tr("Stop the run (Esc)"));
-  connect(generate_button_, &QPushButton::clicked, this, &MainWindow::generate);
-  connect(stop_button_, &QPushButton::clicked, this, &MainWindow::stop);
-
-  auto* models = new QGroupBox(tr("Models"));
-  auto* model_form = new QFormLayout(models);
-  model_form->addRow(buddy_label(tr("So&urce:"), source_), source_);
-  model_form->addRow(buddy_label(tr("&Model:"), model_picker_), model_picker_);
-  model_form->addRow(buddy_label(tr("To&kenizer:"), tokenizer_picker_), tokenizer_picker_);
-  model_form->addRow(buddy_label(tr("D&raft:"), draft_picker_), draft_picker_);
-  model_form->addRow(buddy_label(tr("De&vice:"), device_), device_);
-  model_form->addRow(server_panel_);
-
   auto* settings = new QGroupBox(tr("Generation"));
   auto* form = new QFormLayout(settings);
   form->addRow(buddy_label(tr("&Candidates:"), candidates_), candidates_);
@@ -197,24 +248,11 @@ void MainWindow::buildUi() {
   form->addRow(buddy_label(tr("&Budget:"), budget_), budget_);
   form->addRow(buddy_label(tr("&Drafter:"), drafter_), drafter_);
   form->addRow(buddy_label(tr("Draft po&licy:"), policy_), policy_);
+  return settings;
+}
 
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(generate_button_, 1);
-  buttons->addWidget(stop_button_);
-
-  auto* left = new QWidget;
-  auto* left_layout = new QVBoxLayout(left);
-  auto* prompt_header = new QHBoxLayout;
-  prompt_header->addWidget(buddy_label(tr("P&rompt (signature and docstring):"), prompt_), 1);
-  prompt_header->addWidget(fill_at_cursor_);
-  left_layout->addLayout(prompt_header);
-  left_layout->addWidget(prompt_, 3);
-  left_layout->addWidget(buddy_label(tr("Te&sts (asserts or check(candidate)):"), tests_));
-  left_layout->addWidget(tests_, 2);
-  left_layout->addWidget(models);
-  left_layout->addWidget(settings);
-  left_layout->addLayout(buttons);
-
+// The candidate grid with the message bar above it and the throughput chart below.
+QWidget* MainWindow::buildResultsArea() {
   grid_ = new CandidateGrid;
   connect(grid_, &CandidateGrid::diffRequested, this, &MainWindow::openDiff);
   connect(grid_, &CandidateGrid::behaviourRequested, this, &MainWindow::openBehaviour);
@@ -241,15 +279,11 @@ void MainWindow::buildUi() {
   chart_ = new ThroughputChart;
   right_layout->addWidget(chart_);
 #endif
+  return right;
+}
 
-  auto* splitter = new QSplitter;
-  splitter->setObjectName("mainSplitter");
-  splitter->addWidget(left);
-  splitter->addWidget(right);
-  splitter->setStretchFactor(0, 0);
-  splitter->setStretchFactor(1, 1);
-  setCentralWidget(splitter);
-
+// The status bar: the budget's progress, live figures, the backend and the isolation.
+void MainWindow::buildStatusBar() {
   progress_ = new QProgressBar;
   progress_->setObjectName("budgetProgress");
   progress_->setMaximumWidth(220);
@@ -274,14 +308,6 @@ void MainWindow::buildUi() {
   statusBar()->addWidget(acceptance_label_);
   statusBar()->addPermanentWidget(backend_label_);
   statusBar()->addPermanentWidget(isolation_label_);
-
-  // Tab order: prompt, Fill at cursor, tests, models, settings, Generate, Stop, then the panes.
-  QWidget* chain[] = {prompt_, fill_at_cursor_, tests_, source_, model_picker_, tokenizer_picker_, draft_picker_,
-                      device_, candidates_, temperature_, top_p_, max_new_tokens_, budget_, drafter_,
-                      policy_, generate_button_, stop_button_};
-  for (size_t i = 1; i < std::size(chain); ++i) setTabOrder(chain[i - 1], chain[i]);
-  showSource();
-  resize(1280, 800);
 }
 
 void MainWindow::showSource() {

@@ -17,6 +17,7 @@ class QAction;
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -88,6 +89,11 @@ class MainWindow : public QMainWindow {
 
  private:
   void buildUi();
+  void buildEditors();
+  QGroupBox* buildModelsPanel();
+  QGroupBox* buildGenerationPanel();
+  QWidget* buildResultsArea();
+  void buildStatusBar();
   void buildActions();
   void connectWorker();
   void readSettings();
