@@ -63,7 +63,7 @@ struct Connection {
   int fd;
   std::string peer;                 // the client's address
   RequestParser parser;             // bytes received, parsed into requests
-  Phase phase = Phase::Reading;
+  Phase phase = Phase::Reading;     // written by the I/O thread alone; Working: the rest is the worker's
   Clock::time_point deadline;       // when this phase gives up
   bool waiting = true;              // Reading, and no byte of the next request has come
   Clock::time_point idle_since;     // when it began waiting (the oldest idle connection goes first)
@@ -459,6 +459,8 @@ void HttpServer::Impl::take_returned() {
 
 void HttpServer::Impl::on_readable(Connection& c) {
   static thread_local std::string chunk(kReadChunk, '\0');
+  // phase first: once a worker holds the connection (Working), only the worker touches the
+  // rest of it; phase itself is written by this thread alone.
   for (int i = 0; i < kReadsPerTurn && c.phase == Connection::Phase::Reading && !c.closed; ++i) {
     const ssize_t n = ::recv(c.fd, chunk.data(), chunk.size(), 0);
     if (n < 0) {
@@ -482,7 +484,7 @@ void HttpServer::Impl::on_readable(Connection& c) {
 // Acts on what the parser has: refuses, admits the head, or answers a whole request, and
 // goes on to the next pipelined request while the connection stays with the I/O thread.
 void HttpServer::Impl::advance(Connection& c) {
-  while (!c.closed && c.phase == Connection::Phase::Reading) {
+  while (c.phase == Connection::Phase::Reading && !c.closed) {  // phase first: see on_readable
     switch (c.parser.parse()) {
       case RequestParser::State::NeedHead:
       case RequestParser::State::NeedBody: return;
