@@ -2,6 +2,9 @@
 # Sets up, builds, and then runs the application (`run`) or the whole test suite (`test`).
 #   bash build.sh run [specula arguments...]
 #   bash build.sh test [ctest arguments...]
+#   bash build.sh tsan [ctest arguments...]  the threaded code's suites under ThreadSanitizer
+#                                            (build-tsan/): run it before submitting work that
+#                                            touches threads; it must report nothing
 # Installs missing Debian/Ubuntu packages first (with sudo when not root).
 # BUILD_DIR (default build) and SPECULA_CUDA (AUTO|ON|OFF) may be set in the environment.
 set -euo pipefail
@@ -54,8 +57,34 @@ case "$mode" in
     cd "${BUILD_DIR:-build}"
     exec ctest --output-on-failure --parallel "$(nproc)" "$@"
     ;;
+  tsan)
+    # The suites whose code runs on several threads: the app's engine worker, the server
+    # (its I/O thread, workers and engine thread), the thread pool under the forward pass,
+    # sessions and evaluation. CUDA is left out: ThreadSanitizer does not see the device.
+    # test_cpu_kernels and test_spec_decode drive the thread pool under the kernels
+    # (test_batch_invariance's forwards take over an hour instrumented, and are left out).
+    install_missing_packages
+    dir=${BUILD_DIR:-build-tsan}
+    suites=(test_gui_engine test_serve test_serve_hostile test_http test_remote_client test_evaluation
+            test_spec_decode test_session test_cpu_kernels)
+    # Instrumented code runs 5-15 times slower: the suites' time limits are scaled.
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECULA_CUDA=OFF -DSPECULA_TEST_TIMEOUT_SCALE=10 \
+          -DCMAKE_C_FLAGS=-fsanitize=thread -DCMAKE_CXX_FLAGS=-fsanitize=thread \
+          -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread
+    cmake --build "$dir" --parallel "$(nproc)" --target specula-cli "${suites[@]}"
+    suppressions=$PWD/tools/tsan.supp
+    cd "$dir"
+    regex="^($(IFS='|'; echo "${suites[*]}"))\$"
+    # halt_on_error: a report fails the suite (a server's report ends the server, and its test).
+    # die_after_fork=0: QProcess forks the suites' multi-threaded processes to start
+    # specula-cli, whose child only execs. tools/tsan.supp: why Qt's and GLib's own calls
+    # are not reported. QT_NO_GLIB: Qt's own event dispatcher, whose wake-ups it can see.
+    export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0 suppressions=$suppressions ${TSAN_OPTIONS:-}"
+    export QT_NO_GLIB=1
+    exec ctest --output-on-failure --parallel "$(nproc)" -R "$regex" "$@"
+    ;;
   *)
-    echo "usage: bash build.sh run|test [arguments]" >&2
+    echo "usage: bash build.sh run|test|tsan [arguments]" >&2
     exit 2
     ;;
 esac

@@ -626,8 +626,10 @@ class RunSlots {
   int last_ = 63;           // the place taken last; the next search starts after it
 };
 
+// Never destroyed: a run may still be ending on another thread (a test pool's) while the
+// process exits, and must not find its lock gone.
 RunSlots& run_slots() {
-  static RunSlots slots;
+  static RunSlots& slots = *new RunSlots;
   return slots;
 }
 
