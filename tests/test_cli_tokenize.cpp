@@ -9,9 +9,11 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 #include "cli_run.h"
+#include "model/gguf.h"
 #include "shared_data.h"
 #include "tokenizer_cases.h"
 
@@ -98,6 +100,48 @@ class TestCliTokenize : public QObject {
                               "--add-special"});
     QVERIFY2(r.code == 0, r.err.constData());
     QCOMPARE(QString::fromUtf8(r.out).trimmed(), QString("1 306 4658 278 6593 310 2834 338"));
+  }
+
+  // The vocabulary is metadata: a model file whose weights Specula cannot run (an
+  // architecture it lacks, a tensor type it does not compute with, even a type id it does
+  // not know) still tokenizes; so does a vocabulary whose <unk> is typed a control token.
+  void vocabularyOfAnUnrunnableModel() {
+    SPECULA_SHARED_FILE(vocab, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf");
+    const specula::GgufFile source = specula::GgufFile::open(vocab);
+    specula::GgufWriter w;
+    for (const auto& [key, value] : source.metadata) w.set(key, value);
+    w.set("general.architecture", specula::GgufValue::string("gemma3"));
+    // as in Gemma's files, <unk> (id 0 here) typed a control token
+    specula::GgufValue kinds = source.find("tokenizer.ggml.token_type") ? *source.find("tokenizer.ggml.token_type")
+                                                                         : specula::GgufValue{};
+    QCOMPARE(kinds.integers.at(0), int64_t{2});
+    kinds.integers[0] = 3;
+    w.set("tokenizer.ggml.token_type", kinds);
+    w.add_tensor("token_embd.weight", specula::TensorType::Q8_1, {32, 4},
+                 [](uint8_t* d) { std::memset(d, 1, 4 * 36); });
+    const QString typed = tmp_.filePath("gemma3-q8_1.gguf");
+    w.write(typed.toStdString());
+    // the same file with the tensor's type id 4000: patched in place, after its name, its
+    // dimension count and its two dimensions
+    QFile f(typed);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QByteArray bytes = f.readAll();
+    const qsizetype name = bytes.lastIndexOf("token_embd.weight");
+    QVERIFY(name > 0);
+    const qsizetype type_at = name + 17 + 4 + 2 * 8;
+    QCOMPARE(bytes.mid(type_at, 4), QByteArray("\x09\0\0\0", 4));
+    const uint32_t unknown = 4000;
+    bytes.replace(type_at, 4, QByteArray(reinterpret_cast<const char*>(&unknown), 4));
+    const QString untyped = tmp_.filePath("unknown-type.gguf");
+    QFile out(untyped);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(bytes);
+    out.close();
+    for (const QString& model : {typed, untyped}) {
+      const CliRun r = run_cli({"tokenize", "-m", model, "-p", "I believe the meaning of life is", "--add-special"});
+      QVERIFY2(r.code == 0, r.err.constData());
+      QCOMPARE(QString::fromUtf8(r.out).trimmed(), QString("1 306 4658 278 6593 310 2834 338"));
+    }
   }
 
   // --bench reports what it measured; the figures themselves are for docs/performance.md.

@@ -925,8 +925,9 @@ double peak_loop(TensorType type, int64_t rounds) {
       return peak_super_block<V, false>(rounds);
     case TensorType::Q6_K:
       return peak_super_block<V, true>(rounds);
+    default:
+      return 0.0;
   }
-  return 0.0;
 }
 
 // ---- log-sum-exp of a row (a log-softmax's normaliser) ------------------------------------

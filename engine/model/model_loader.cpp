@@ -83,7 +83,7 @@ void read_gguf_rope_scaling(const GgufFile& gguf, const std::string& arch, Model
   double factor = gguf.get_real(arch + ".rope.scaling.factor", gguf.get_real(arch + ".rope.scale_linear", 0.0));
   if (type == "linear" || factor != 0.0) c.rope_linear_factor = factor == 0.0 ? 1.0f : static_cast<float>(factor);
   if (const GgufTensorInfo* t = gguf.tensor("rope_freqs.weight")) {
-    if (t->shape.size() != 1 || type_traits(t->type).block_elements != 1) {
+    if (t->shape.size() != 1 || !is_float_type(t->type)) {
       throw ModelError(gguf.path + ": rope_freqs.weight should be one row of floats");
     }
     c.rope_freq_factors.assign(static_cast<size_t>(t->cols()), 1.0f);  // read from a header alone: counted
@@ -152,6 +152,10 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     const GgufTensorInfo* t = gguf.tensor(name);
     if (t == nullptr) throw ModelError(path + ": missing tensor '" + name + "'");
     if (t->shape.size() > 2) throw ModelError(path + ": tensor '" + name + "' has more than 2 dimensions");
+    if (!is_supported_type(t->type)) {
+      throw ModelError(path + ": tensor '" + name + "' has type " + std::string(type_traits(t->type).name) +
+                       ", which Specula does not compute with (it computes with " + supported_type_names() + ")");
+    }
     return aligned_view(*model, t->view());
   };
   // A bias or norm the architecture may have: f32, or an empty view when the file has none.
