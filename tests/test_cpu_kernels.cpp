@@ -74,6 +74,20 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
         for (int i = 0; i < 16; ++i) p[2 + i] = static_cast<uint8_t>(byte(rng));
       }
       break;
+    case TensorType::Q4_1:
+      for (int64_t b = 0; b < n / 32; ++b, p += 20) {
+        put16(p, random_half(rng, 0.01f, 0.1f));
+        put16(p + 2, random_half(rng, -0.8f, 0.1f));
+        for (int i = 0; i < 16; ++i) p[4 + i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
+    case TensorType::Q5_1:
+      for (int64_t b = 0; b < n / 32; ++b, p += 24) {
+        put16(p, random_half(rng, 0.005f, 0.05f));
+        put16(p + 2, random_half(rng, -0.8f, 0.1f));
+        for (int i = 0; i < 20; ++i) p[4 + i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
     case TensorType::Q4_K:
       for (int64_t b = 0; b < n / 256; ++b, p += 144) {
         put16(p, random_half(rng, 0.001f, 0.003f));
@@ -89,6 +103,8 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
         put16(p + 208, random_half(rng, 0.0005f, 0.002f));
       }
       break;
+    default:  // the types the loader converts into these (kAllTypes has none of them)
+      qFatal("no random %s matrix", type_traits(type).name.data());
   }
   return m;
 }
@@ -123,6 +139,25 @@ std::vector<double> decode_row(const RandomMatrix& m, int64_t r) {
         for (int i = 0; i < 16; ++i) {
           out[32 * b + i] = d * ((p[2 + i] & 0xF) - 8);
           out[32 * b + i + 16] = d * ((p[2 + i] >> 4) - 8);
+        }
+      }
+      break;
+    case TensorType::Q4_1:  // q · d + m, q the nibbles as Q4_0's
+      for (int64_t b = 0; b < m.cols / 32; ++b, p += 20) {
+        const double d = fp16_to_fp32(get16(p)), mn = fp16_to_fp32(get16(p + 2));
+        for (int i = 0; i < 16; ++i) {
+          out[32 * b + i] = d * (p[4 + i] & 0xF) + mn;
+          out[32 * b + i + 16] = d * (p[4 + i] >> 4) + mn;
+        }
+      }
+      break;
+    case TensorType::Q5_1:  // as Q4_1, the fifth bit of value i in bit i of the 32-bit qh
+      for (int64_t b = 0; b < m.cols / 32; ++b, p += 24) {
+        const double d = fp16_to_fp32(get16(p)), mn = fp16_to_fp32(get16(p + 2));
+        const uint32_t qh = p[4] | p[5] << 8 | p[6] << 16 | static_cast<uint32_t>(p[7]) << 24;
+        for (int i = 0; i < 16; ++i) {
+          out[32 * b + i] = d * ((p[8 + i] & 0xF) | ((qh >> i) & 1) << 4) + mn;
+          out[32 * b + i + 16] = d * ((p[8 + i] >> 4) | ((qh >> (i + 16)) & 1) << 4) + mn;
         }
       }
       break;
@@ -161,6 +196,8 @@ std::vector<double> decode_row(const RandomMatrix& m, int64_t r) {
         }
       }
       break;
+    default:
+      qFatal("no reference decoder for %s", type_traits(m.type).name.data());
   }
   return out;
 }
@@ -173,7 +210,7 @@ bool quantized(TensorType type) {
 std::vector<double> effective_activations(TensorType type, const std::vector<float>& x) {
   std::vector<double> out(x.begin(), x.end());
   const int64_t n = static_cast<int64_t>(x.size());
-  if (type == TensorType::Q8_0 || type == TensorType::Q4_0) {
+  if (type == TensorType::Q8_0 || type == TensorType::Q4_0 || type == TensorType::Q4_1 || type == TensorType::Q5_1) {
     std::vector<uint8_t> row(q8_row_bytes(n));
     quantize_activations_q8(x.data(), row.data(), n, 0);
     const Q8Row a = q8_row(row.data(), n);
@@ -188,9 +225,10 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
   return out;
 }
 
+// The types with a kernel of their own (the others the loader converts into one of these).
 const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
-                                TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K,
-                                TensorType::Q6_K};
+                                TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
+                                TensorType::Q5_1, TensorType::Q4_K, TensorType::Q6_K};
 
 int64_t test_cols(TensorType type) {
   // Odd widths where the type allows, to exercise vector tails.
@@ -467,6 +505,7 @@ class TestCpuKernels : public QObject {
     const std::vector<std::vector<TensorType>> groups = {
         {TensorType::Q4_K, TensorType::Q4_K, TensorType::Q6_K},  // Q4_K_M's q, k, v
         {TensorType::Q8_0, TensorType::Q4_0, TensorType::F16},
+        {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0},  // Q4_1 files' q, k, v beside a Q8_0
         {TensorType::F32, TensorType::BF16},
         {TensorType::Q6_K},
     };

@@ -137,6 +137,7 @@ class TestQuant : public QObject {
     QCOMPARE(type_traits(TensorType::IQ2_XXS).name, std::string_view("iq2_xxs"));
     QVERIFY(!tensor_type_from_ggml(4).has_value());
     QVERIFY(!tensor_type_from_ggml(4000).has_value());
+    QVERIFY(is_supported_type(TensorType::Q4_1) && is_supported_type(TensorType::Q5_0));
     QVERIFY(!is_supported_type(TensorType::IQ2_XXS) && !is_supported_type(TensorType::I32));
     QVERIFY(supported_type_names().starts_with("f32, f16, bf16, q8_0, q4_0, q4_K, q6_K"));
     QVERIFY(supported_type_names().find("iq2_xxs") == std::string::npos);
@@ -244,6 +245,7 @@ class TestQuant : public QObject {
     for (const auto& [name, entry] : j["types"].items()) {
       const auto type = tensor_type_from_name(name);
       QVERIFY2(type && static_cast<int>(*type) == entry["ggml_type"].get<int>(), name.c_str());
+      QVERIFY2(is_supported_type(*type) || name == "q2_K" || name == "q5_K" || name == "iq4_xs", name.c_str());
       const QByteArray blocks = bytes(entry["blocks"]);
       const QByteArray values = bytes(entry["values"]);
       const int64_t n = values.size() / 4;

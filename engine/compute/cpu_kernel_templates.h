@@ -316,6 +316,92 @@ struct Q8_0Panel {
   }
 };
 
+// Q4_1 and Q5_1: value = q · d + m with q unsigned (4 or 5 bits), so per block and token
+// acc += Σ(q · qx) · (d · dx) + Σqx · (m · dx): the activation offsets carry Σqx (kBias -1).
+// Q4_1 keeps its nibbles (Q4_0's layout); Q5_1's 5-bit values lie one per byte, as Q8_0's,
+// and their products (at most 2 · 31 · 127 per pair) are summed four to a 16-bit lane at
+// most, then widened, where Q4_1's eight fit (8 · 2 · 15 · 127 < 32767).
+template <class V, bool kBytes>
+struct AffinePanel {
+  static constexpr int kBias = -1;
+  static constexpr int kMaxTokens = kQuantTokens<V>;
+
+  static constexpr size_t block_bytes(int P) { return kBytes ? q5_1_panel_block(P) : q4_1_panel_block(P); }
+
+  template <int T, bool kPrefetch>
+  static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
+                   float* out) {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int P = V::kLanes;
+    const uint8_t* row[T];
+    F acc[T];
+    for (int t = 0; t < T; ++t) row[t] = x + t * x_stride, acc[t] = V::fzero();
+    const Q8Row layout = q8_row(x, cols);
+    const auto scales_at = reinterpret_cast<const uint8_t*>(layout.scales) - x;
+    const auto offsets_at = reinterpret_cast<const uint8_t*>(layout.offsets) - x;
+    const I low = V::set8(0x0F);
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* block = panel + b * block_bytes(P);
+      if constexpr (kPrefetch) prefetch_ahead<4096>(block, block_bytes(P));
+      I w[8];  // w[c]: values 4c..4c+3 of every row
+      if constexpr (kBytes) {
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) w[c] = V::iload(block + 4 * P + c * 4 * P);
+      } else {
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          const I raw = V::iload(block + 4 * P + v * 4 * P);
+          w[v] = V::and_(raw, low);
+          w[v + 4] = V::and_(V::template srl16<4>(raw), low);
+        }
+      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      const F m = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));
+      const auto update = [&](int t, I sum) {
+        float scale;
+        int32_t qsum;
+        std::memcpy(&scale, row[t] + scales_at + 4 * b, 4);
+        std::memcpy(&qsum, row[t] + offsets_at + 4 * b, 4);
+        const F dx = V::fset1(scale);
+        acc[t] = V::fma(V::cvt(sum), V::fmul(d, dx), acc[t]);
+        acc[t] = V::fma(V::fset1(static_cast<float>(qsum)), V::fmul(m, dx), acc[t]);
+      };
+      if constexpr (V::kVnni) {
+        I sum[T];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) sum[t] = V::izero();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) sum[t] = V::dpbusd(sum[t], w[c], V::bcast32(row[t] + 32 * b + 4 * c));
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) update(t, sum[t]);
+      } else {
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* q = row[t] + 32 * b;
+          if constexpr (kBytes) {
+            I half[2];
+            for (int h = 0; h < 2; ++h) {
+              half[h] = V::maddubs(w[4 * h], V::bcast32(q + 16 * h));
+              for (int c = 1; c < 4; ++c) {
+                half[h] = V::add16(half[h], V::maddubs(w[4 * h + c], V::bcast32(q + 16 * h + 4 * c)));
+              }
+            }
+            update(t, V::add32(V::madd16(half[0], V::set16(1)), V::madd16(half[1], V::set16(1))));
+          } else {
+            I pairs = V::maddubs(w[0], V::bcast32(q));
+            for (int c = 1; c < 8; ++c) pairs = V::add16(pairs, V::maddubs(w[c], V::bcast32(q + 4 * c)));
+            update(t, V::madd16(pairs, V::set16(1)));
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
+  }
+};
+
 // Q4_K: per 32-value sub-block, nibbles · activations summed in 16 bits (at most 8 · 3810),
 // times the sub-block scale with madd into 32 bits; with VNNI the sub-block's sum goes
 // straight into 32 bits (dpbusd) and is multiplied by its scale: the same integer in 10
@@ -920,6 +1006,8 @@ double peak_loop(TensorType type, int64_t rounds) {
     case TensorType::Q8_0:
       return peak_block32<V, true>(rounds);
     case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_1:
       return peak_block32<V, false>(rounds);
     case TensorType::Q4_K:
       return peak_super_block<V, false>(rounds);
@@ -968,6 +1056,8 @@ KernelTable make_kernel_table() {
   table.bf16 = float_rows<V, BF16Load>;
   table.q8_0 = panel_rows<V, Q8_0Panel<V>>;
   table.q4_0 = panel_rows<V, Q4_0Panel<V>>;
+  table.q4_1 = panel_rows<V, AffinePanel<V, false>>;
+  table.q5_1 = panel_rows<V, AffinePanel<V, true>>;
   table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;
   table.quantize_q8 = quantize_q8<V>;

@@ -77,6 +77,28 @@ void pack_q4_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   for (int v = 0; v < 4; ++v) std::memcpy(out + 2 * P + 4 * P * v + 4 * r, block.q + 4 * v, 4);
 }
 
+void pack_q4_1(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ4_1*>(row)[b];
+  put16(out + 2 * r, block.d);
+  put16(out + 2 * P + 2 * r, block.m);
+  for (int v = 0; v < 4; ++v) std::memcpy(out + 4 * P + 4 * P * v + 4 * r, block.q + 4 * v, 4);
+}
+
+// Q5_1's values whole, one per byte: the fifth bits need no unpacking in the kernel.
+void pack_q5_1(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ5_1*>(row)[b];
+  put16(out + 2 * r, block.d);
+  put16(out + 2 * P + 2 * r, block.m);
+  uint32_t qh;
+  std::memcpy(&qh, block.qh, 4);
+  uint8_t q[32];
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<uint8_t>((block.q[j] & 0xF) | ((qh >> j) & 1) << 4);
+    q[j + 16] = static_cast<uint8_t>((block.q[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+  }
+  for (int c = 0; c < 8; ++c) std::memcpy(out + 4 * P + 4 * P * c + 4 * r, q + 4 * c, 4);
+}
+
 template <bool kBiased>
 void pack_q8_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   const auto& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
@@ -154,6 +176,8 @@ QuantPacking quant_packing(TensorType type, const KernelTable& table) {
   const int P = quant_panel_rows(type, table);
   switch (type) {
     case TensorType::Q4_0: return {q4_0_panel_block(P), pack_q4_0};
+    case TensorType::Q4_1: return {q4_1_panel_block(P), pack_q4_1};
+    case TensorType::Q5_1: return {q5_1_panel_block(P), pack_q5_1};
     case TensorType::Q8_0: return {q8_0_panel_block(P), table.vnni ? pack_q8_0<true> : pack_q8_0<false>};
     case TensorType::Q4_K: return {q4_k_panel_block(P), pack_q4_k};
     case TensorType::Q6_K: return {q6_k_panel_block(P), pack_q6_k};
@@ -270,6 +294,10 @@ PackedMatrix packed_layout(const TensorView& w, SimdLevel level) {
     m.panel_rows = table.float_rows;
     m.panel_bytes = static_cast<size_t>((w.cols + L - 1) / L * m.panel_rows) * L * traits.block_bytes;
   } else {
+    if (quant_packing(w.type, table).pack == nullptr) {
+      throw std::invalid_argument("matmul: the CPU kernels have no product for " + std::string(traits.name) +
+                                  " weights (the loader converts the supported types without one)");
+    }
     m.panel_rows = quant_panel_rows(w.type, table);
     m.panel_bytes = quant_packing(w.type, table).block_bytes * static_cast<size_t>(w.cols / traits.block_elements);
   }
@@ -357,6 +385,8 @@ class KernelInputs {
       case TensorType::BF16: return floats(table.bf16);
       case TensorType::Q8_0: return q8(table.q8_0, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
       case TensorType::Q4_0: return q8(table.q4_0, table, kQ8Bias8);
+      case TensorType::Q4_1: return q8(table.q4_1, table, kQ8Sum);
+      case TensorType::Q5_1: return q8(table.q5_1, table, kQ8Sum);
       case TensorType::Q4_K: return q8k(table.q4_k, table);
       case TensorType::Q6_K: return q8k(table.q6_k, table);
       default: return {};
@@ -364,8 +394,9 @@ class KernelInputs {
   }
 
  private:
-  enum Format { kQ8Unbiased, kQ8Bias8, kQ8Bias128, kQ8K, kFormats };
-  static constexpr int32_t kBias[] = {0, 8, 128};
+  // kQ8Sum: the offsets hold +Σq (bias -1), the activation sums Q4_1's and Q5_1's minimums meet
+  enum Format { kQ8Unbiased, kQ8Bias8, kQ8Bias128, kQ8Sum, kQ8K, kFormats };
+  static constexpr int32_t kBias[] = {0, 8, 128, -1};
 
   KernelInput floats(kernels::MatrixKernel kernel) const {
     return {kernel, reinterpret_cast<const uint8_t*>(x_), static_cast<size_t>(cols_) * sizeof(float)};

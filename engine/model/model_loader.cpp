@@ -52,6 +52,37 @@ TensorView aligned_view(Model& model, const TensorView& v) {
   return TensorView{v.type, v.cols, v.rows, copy};
 }
 
+// A weight in the type the kernels compute it in (kernel_type): types without a kernel of
+// their own are re-encoded once here, every value unchanged (convert_row_exact; a view
+// without data, of a header, just takes the new type). A row that does not fit the target
+// exactly (an MXFP4 scale outside f16's range) makes the whole matrix f32, which holds
+// every decoded value.
+TensorView kernel_view(Model& model, const TensorView& v) {
+  const TensorType target = kernel_type(v.type);
+  if (target == v.type) return aligned_view(model, v);
+  TensorView out{target, v.cols, v.rows, nullptr};
+  if (v.data == nullptr) return out;
+  // the source rows may sit at any alignment in the file: each is copied to an aligned row first
+  std::vector<uint8_t> row(v.row_size());
+  uint8_t* converted = owned_buffer<uint8_t>(model, out.bytes());
+  bool exact = true;
+  for (int64_t r = 0; r < v.rows && exact; ++r) {
+    std::memcpy(row.data(), v.row(r), row.size());
+    exact = convert_row_exact(v.type, row.data(), converted + r * out.row_size(), v.cols);
+  }
+  if (exact) {
+    out.data = converted;
+    return out;
+  }
+  model.storage.pop_back();
+  float* wide = owned_buffer<float>(model, static_cast<size_t>(v.cols * v.rows));
+  for (int64_t r = 0; r < v.rows; ++r) {
+    std::memcpy(row.data(), v.row(r), row.size());
+    dequantize_row(v.type, row.data(), wide + r * v.cols, v.cols);
+  }
+  return TensorView{TensorType::F32, v.cols, v.rows, wide};
+}
+
 std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& source, Vocabulary vocab) {
   try {
     return create_tokenizer(std::move(vocab));
@@ -156,7 +187,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
       throw ModelError(path + ": tensor '" + name + "' has type " + std::string(type_traits(t->type).name) +
                        ", which Specula does not compute with (it computes with " + supported_type_names() + ")");
     }
-    return aligned_view(*model, t->view());
+    return kernel_view(*model, t->view());
   };
   // A bias or norm the architecture may have: f32, or an empty view when the file has none.
   const auto optional_vector = [&](const std::string& name) {

@@ -26,19 +26,19 @@ constexpr TypeEntry kTypes[] = {
     {TensorType::Q4_0, {"q4_0", 32, 18, true}},     // f16 scale + 16 bytes of nibbles
     {TensorType::Q4_K, {"q4_K", 256, 144, true}},   // f16 d, dmin + 12 bytes scales + 128 bytes nibbles
     {TensorType::Q6_K, {"q6_K", 256, 210, true}},   // 128 ql + 64 qh + 16 scales + f16 d
-    {TensorType::Q4_1, {"q4_1", 32, 20, false}},    // f16 d, m + 16 bytes of nibbles
-    {TensorType::Q5_0, {"q5_0", 32, 22, false}},    // f16 d + 4 bytes of fifth bits + 16 bytes of nibbles
-    {TensorType::Q5_1, {"q5_1", 32, 24, false}},    // f16 d, m + 4 bytes of fifth bits + 16 bytes of nibbles
+    {TensorType::Q4_1, {"q4_1", 32, 20, true}},    // f16 d, m + 16 bytes of nibbles
+    {TensorType::Q5_0, {"q5_0", 32, 22, true}},    // f16 d + 4 bytes of fifth bits + 16 bytes of nibbles
+    {TensorType::Q5_1, {"q5_1", 32, 24, true}},    // f16 d, m + 4 bytes of fifth bits + 16 bytes of nibbles
     {TensorType::Q8_1, {"q8_1", 32, 36, false}},    // f16 d, s + 32 int8
     {TensorType::Q2_K, {"q2_K", 256, 84, false}},   // 16 scale bytes + 64 bytes of crumbs + f16 d, dmin
-    {TensorType::Q3_K, {"q3_K", 256, 110, false}},  // 32 hmask + 64 bytes of crumbs + 12 scale bytes + f16 d
+    {TensorType::Q3_K, {"q3_K", 256, 110, true}},  // 32 hmask + 64 bytes of crumbs + 12 scale bytes + f16 d
     {TensorType::Q5_K, {"q5_K", 256, 176, false}},  // f16 d, dmin + 12 scale bytes + 32 qh + 128 nibbles
     {TensorType::Q8_K, {"q8_K", 256, 292, false}},  // f32 d + 256 int8 + 16 int16 sums
     {TensorType::IQ2_XXS, {"iq2_xxs", 256, 66, false}},
     {TensorType::IQ2_XS, {"iq2_xs", 256, 74, false}},
     {TensorType::IQ3_XXS, {"iq3_xxs", 256, 98, false}},
     {TensorType::IQ1_S, {"iq1_s", 256, 50, false}},
-    {TensorType::IQ4_NL, {"iq4_nl", 32, 18, false}},   // f16 d + 16 bytes of nibbles indexing a table
+    {TensorType::IQ4_NL, {"iq4_nl", 32, 18, true}},   // f16 d + 16 bytes of nibbles indexing a table
     {TensorType::IQ3_S, {"iq3_s", 256, 110, false}},
     {TensorType::IQ2_S, {"iq2_s", 256, 82, false}},
     {TensorType::IQ4_XS, {"iq4_xs", 256, 136, false}},  // f16 d + u16 scales_h + 4 scales_l + 128 nibbles
@@ -50,7 +50,7 @@ constexpr TypeEntry kTypes[] = {
     {TensorType::IQ1_M, {"iq1_m", 256, 56, false}},
     {TensorType::TQ1_0, {"tq1_0", 256, 54, false}},
     {TensorType::TQ2_0, {"tq2_0", 256, 66, false}},
-    {TensorType::MXFP4, {"mxfp4", 32, 17, false}},  // e8m0 exponent + 16 bytes of fp4 nibbles
+    {TensorType::MXFP4, {"mxfp4", 32, 17, true}},  // e8m0 exponent + 16 bytes of fp4 nibbles
     {TensorType::NVFP4, {"nvfp4", 64, 36, false}},
     {TensorType::Q1_0, {"q1_0", 128, 18, false}},
 };
