@@ -268,10 +268,15 @@ struct Q4_0Panel {
 
 // Q8_0: VNNI multiplies weights biased to unsigned (w + 128, undone by the offsets);
 // otherwise |w| times the activations signed like w (maddubs), which cannot saturate.
-template <class V>
+//
+// IQ4_XS takes this path with f32 scales (kF32): each 32-value sub-block's levels as int8 and
+// its scale d · (scale - 32), exact in f32, stored per row at packing.
+template <class V, bool kF32 = false>
 struct Q8_0Panel {
   static constexpr int kBias = V::kVnni ? 128 : 0;
   static constexpr int kMaxTokens = kQuantTokens<V>;
+  static constexpr size_t block_bytes(int P) { return kF32 ? iq4_xs_panel_block(P) / 8 : q8_0_panel_block(P); }
+  static constexpr int kScaleBytes = kF32 ? 4 : 2;
 
   template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
@@ -283,17 +288,17 @@ struct Q8_0Panel {
     F acc[T];
     for (int t = 0; t < T; ++t) a[t] = q8_row(x + t * x_stride, cols), acc[t] = V::fzero();
     for (int64_t b = 0; b < cols / 32; ++b) {
-      const uint8_t* block = panel + b * q8_0_panel_block(P);
+      const uint8_t* block = panel + b * block_bytes(P);
       // tiles of several tokens spend longer on each block: 8 KiB ahead keeps as many lines
       // in flight (Zen 4, 2 threads, alternated: 4 tokens 42.0 -> 39.8 ms, 8 tokens 45.2 ->
       // 41.5, medians of 6); one token keeps 4 KiB (8 KiB slowed it: 49-52 -> 55-70 ms on
       // one thread)
-      if constexpr (kPrefetch) prefetch_ahead<(T == 1 ? 4096 : 8192)>(block, q8_0_panel_block(P));
+      if constexpr (kPrefetch) prefetch_ahead<(T == 1 ? 4096 : 8192)>(block, block_bytes(P));
       I sum[T];
       for (int t = 0; t < T; ++t) sum[t] = V::kVnni ? V::bcast32(a[t].offsets + b) : V::izero();
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {  // values 4c..4c+3
-        const I w = V::iload(block + 2 * P + c * 4 * P);
+        const I w = V::iload(block + kScaleBytes * P + c * 4 * P);
         if constexpr (V::kVnni) {
           for (int t = 0; t < T; ++t) {
             sum[t] = V::dpbusd(sum[t], w, V::bcast32(a[t].values + 32 * b + 4 * c));
@@ -307,7 +312,12 @@ struct Q8_0Panel {
           }
         }
       }
-      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      F d;
+      if constexpr (kF32) {
+        d = V::fload(reinterpret_cast<const float*>(block));
+      } else {
+        d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      }
       for (int t = 0; t < T; ++t) {
         acc[t] = V::fma(V::cvt(sum[t]), V::fmul(d, V::fset1(a[t].scales[b])), acc[t]);
       }
@@ -321,12 +331,19 @@ struct Q8_0Panel {
 // Q4_1 keeps its nibbles (Q4_0's layout); Q5_1's 5-bit values lie one per byte, as Q8_0's,
 // and their products (at most 2 · 31 · 127 per pair) are summed four to a 16-bit lane at
 // most, then widened, where Q4_1's eight fit (8 · 2 · 15 · 127 < 32767).
-template <class V, bool kBytes>
+//
+// Q5_K takes the Q5_1 path with f32 scales (kF32): each 32-value sub-block's d · scale and
+// -(dmin · minimum), both exact in f32, stored per row at packing.
+template <class V, bool kBytes, bool kF32 = false>
 struct AffinePanel {
   static constexpr int kBias = -1;
   static constexpr int kMaxTokens = kQuantTokens<V>;
+  static_assert(kBytes || !kF32);
 
-  static constexpr size_t block_bytes(int P) { return kBytes ? q5_1_panel_block(P) : q4_1_panel_block(P); }
+  static constexpr size_t block_bytes(int P) {
+    return kF32 ? q5_k_panel_block(P) / 8 : kBytes ? q5_1_panel_block(P) : q4_1_panel_block(P);
+  }
+  static constexpr int kScaleBytes = kF32 ? 4 : 2;  // of d and of m, per row
 
   template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
@@ -344,10 +361,11 @@ struct AffinePanel {
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* block = panel + b * block_bytes(P);
       if constexpr (kPrefetch) prefetch_ahead<4096>(block, block_bytes(P));
+      const uint8_t* values = block + 2 * kScaleBytes * P;
       I w[8];  // w[c]: values 4c..4c+3 of every row
       if constexpr (kBytes) {
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; ++c) w[c] = V::iload(block + 4 * P + c * 4 * P);
+        for (int c = 0; c < 8; ++c) w[c] = V::iload(values + c * 4 * P);
       } else {
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {
@@ -356,8 +374,14 @@ struct AffinePanel {
           w[v + 4] = V::and_(V::template srl16<4>(raw), low);
         }
       }
-      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
-      const F m = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));
+      F d, m;
+      if constexpr (kF32) {
+        d = V::fload(reinterpret_cast<const float*>(block));
+        m = V::fload(reinterpret_cast<const float*>(block + 4 * P));
+      } else {
+        d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+        m = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));
+      }
       const auto update = [&](int t, I sum) {
         float scale;
         int32_t qsum;
@@ -1008,7 +1032,10 @@ double peak_loop(TensorType type, int64_t rounds) {
     case TensorType::Q4_0:
     case TensorType::Q4_1:
     case TensorType::Q5_1:
+    case TensorType::Q5_K:
       return peak_block32<V, false>(rounds);
+    case TensorType::IQ4_XS:
+      return peak_block32<V, true>(rounds);
     case TensorType::Q4_K:
       return peak_super_block<V, false>(rounds);
     case TensorType::Q6_K:
@@ -1058,6 +1085,8 @@ KernelTable make_kernel_table() {
   table.q4_0 = panel_rows<V, Q4_0Panel<V>>;
   table.q4_1 = panel_rows<V, AffinePanel<V, false>>;
   table.q5_1 = panel_rows<V, AffinePanel<V, true>>;
+  table.q5_k = panel_rows<V, AffinePanel<V, true, true>>;
+  table.iq4_xs = panel_rows<V, Q8_0Panel<V, true>>;
   table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;
   table.quantize_q8 = quantize_q8<V>;

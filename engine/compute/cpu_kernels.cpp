@@ -99,6 +99,54 @@ void pack_q5_1(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   for (int c = 0; c < 8; ++c) std::memcpy(out + 4 * P + 4 * P * c + 4 * r, q + 4 * c, 4);
 }
 
+void put32f(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
+
+// Q5_K as eight Q5_1-like sub-blocks with f32 scales: d · scale and -(dmin · minimum) are
+// products of an f16 and a 6-bit integer, exact in f32.
+void pack_q5_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ5_K*>(row)[b];
+  const float d = fp16_to_fp32(block.d), dmin = fp16_to_fp32(block.dmin);
+  uint8_t scale[8], minimum[8];
+  q4_k_scales(block.scales, scale, minimum);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* sub = out + 40 * P * j;
+    put32f(sub + 4 * r, d * scale[j]);
+    put32f(sub + 4 * P + 4 * r, -(dmin * minimum[j]));
+    uint8_t q[32];
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t low = j % 2 ? block.q[32 * (j / 2) + l] >> 4 : block.q[32 * (j / 2) + l] & 0xF;
+      q[l] = static_cast<uint8_t>(low | ((block.qh[l] >> j) & 1) << 4);
+    }
+    for (int c = 0; c < 8; ++c) std::memcpy(sub + 8 * P + 4 * P * c + 4 * r, q + 4 * c, 4);
+  }
+}
+
+// IQ4_XS as eight Q8_0-like sub-blocks with f32 scales d · (scale - 32) (an f16 times a
+// 6-bit integer, exact in f32) and the IQ4 levels as int8.
+template <bool kBiased>
+void pack_iq4_xs(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  static constexpr int8_t kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  const auto& block = reinterpret_cast<const BlockIQ4_XS*>(row)[b];
+  const float d = fp16_to_fp32(block.d);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* sub = out + 36 * P * j;
+    const int scale = ((block.scales_l[j / 2] >> 4 * (j % 2)) & 0xF) | (((block.scales_h >> 2 * j) & 3) << 4);
+    put32f(sub + 4 * r, d * static_cast<float>(scale - 32));
+    uint8_t q[32];
+    for (int l = 0; l < 16; ++l) {
+      q[l] = static_cast<uint8_t>(kLevels[block.q[16 * j + l] & 0xF]);
+      q[l + 16] = static_cast<uint8_t>(kLevels[block.q[16 * j + l] >> 4]);
+    }
+    for (int c = 0; c < 8; ++c) {
+      uint8_t* dst = sub + 4 * P + 4 * P * c + 4 * r;
+      std::memcpy(dst, q + 4 * c, 4);
+      if (kBiased) {
+        for (int i = 0; i < 4; ++i) dst[i] ^= 0x80;  // w + 128 as an unsigned byte
+      }
+    }
+  }
+}
+
 template <bool kBiased>
 void pack_q8_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   const auto& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
@@ -178,6 +226,8 @@ QuantPacking quant_packing(TensorType type, const KernelTable& table) {
     case TensorType::Q4_0: return {q4_0_panel_block(P), pack_q4_0};
     case TensorType::Q4_1: return {q4_1_panel_block(P), pack_q4_1};
     case TensorType::Q5_1: return {q5_1_panel_block(P), pack_q5_1};
+    case TensorType::Q5_K: return {q5_k_panel_block(P), pack_q5_k};
+    case TensorType::IQ4_XS: return {iq4_xs_panel_block(P), table.vnni ? pack_iq4_xs<true> : pack_iq4_xs<false>};
     case TensorType::Q8_0: return {q8_0_panel_block(P), table.vnni ? pack_q8_0<true> : pack_q8_0<false>};
     case TensorType::Q4_K: return {q4_k_panel_block(P), pack_q4_k};
     case TensorType::Q6_K: return {q6_k_panel_block(P), pack_q6_k};
@@ -387,6 +437,8 @@ class KernelInputs {
       case TensorType::Q4_0: return q8(table.q4_0, table, kQ8Bias8);
       case TensorType::Q4_1: return q8(table.q4_1, table, kQ8Sum);
       case TensorType::Q5_1: return q8(table.q5_1, table, kQ8Sum);
+      case TensorType::Q5_K: return q8(table.q5_k, table, kQ8Sum);
+      case TensorType::IQ4_XS: return q8(table.iq4_xs, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
       case TensorType::Q4_K: return q8k(table.q4_k, table);
       case TensorType::Q6_K: return q8k(table.q6_k, table);
       default: return {};

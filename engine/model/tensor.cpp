@@ -32,7 +32,7 @@ constexpr TypeEntry kTypes[] = {
     {TensorType::Q8_1, {"q8_1", 32, 36, false}},    // f16 d, s + 32 int8
     {TensorType::Q2_K, {"q2_K", 256, 84, false}},   // 16 scale bytes + 64 bytes of crumbs + f16 d, dmin
     {TensorType::Q3_K, {"q3_K", 256, 110, true}},  // 32 hmask + 64 bytes of crumbs + 12 scale bytes + f16 d
-    {TensorType::Q5_K, {"q5_K", 256, 176, false}},  // f16 d, dmin + 12 scale bytes + 32 qh + 128 nibbles
+    {TensorType::Q5_K, {"q5_K", 256, 176, true}},  // f16 d, dmin + 12 scale bytes + 32 qh + 128 nibbles
     {TensorType::Q8_K, {"q8_K", 256, 292, false}},  // f32 d + 256 int8 + 16 int16 sums
     {TensorType::IQ2_XXS, {"iq2_xxs", 256, 66, false}},
     {TensorType::IQ2_XS, {"iq2_xs", 256, 74, false}},
@@ -41,7 +41,7 @@ constexpr TypeEntry kTypes[] = {
     {TensorType::IQ4_NL, {"iq4_nl", 32, 18, true}},   // f16 d + 16 bytes of nibbles indexing a table
     {TensorType::IQ3_S, {"iq3_s", 256, 110, false}},
     {TensorType::IQ2_S, {"iq2_s", 256, 82, false}},
-    {TensorType::IQ4_XS, {"iq4_xs", 256, 136, false}},  // f16 d + u16 scales_h + 4 scales_l + 128 nibbles
+    {TensorType::IQ4_XS, {"iq4_xs", 256, 136, true}},  // f16 d + u16 scales_h + 4 scales_l + 128 nibbles
     {TensorType::I8, {"i8", 1, 1, false}},
     {TensorType::I16, {"i16", 1, 2, false}},
     {TensorType::I32, {"i32", 1, 4, false}},
