@@ -110,6 +110,13 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
         for (int i = 4; i < 176; ++i) p[i] = static_cast<uint8_t>(byte(rng));
       }
       break;
+    case TensorType::Q2_K:
+      for (int64_t b = 0; b < n / 256; ++b, p += 84) {
+        for (int i = 0; i < 80; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+        put16(p + 80, random_half(rng, 0.002f, 0.02f));
+        put16(p + 82, random_half(rng, 0.002f, 0.02f));
+      }
+      break;
     case TensorType::IQ4_XS:
       for (int64_t b = 0; b < n / 256; ++b, p += 136) {
         put16(p, random_half(rng, 0.0002f, 0.001f));
@@ -231,6 +238,17 @@ std::vector<double> decode_row(const RandomMatrix& m, int64_t r) {
         }
       }
       break;
+    case TensorType::Q2_K:  // per 16 values d · (scale & 15) · q - dmin · (scale >> 4), q 2 bits of qs
+      for (int64_t b = 0; b < m.cols / 256; ++b, p += 84) {
+        const double d = fp16_to_fp32(get16(p + 80)), dmin = fp16_to_fp32(get16(p + 82));
+        for (int i = 0; i < 256; ++i) {
+          const int half = i / 128, shift = (i % 128) / 32, l = i % 32;
+          const int q = (p[16 + 32 * half + l] >> (2 * shift)) & 3;
+          const int sc = p[i / 16];
+          out[256 * b + i] = d * (sc & 0xF) * q - dmin * (sc >> 4);
+        }
+      }
+      break;
     case TensorType::IQ4_XS: {  // per 32 values d · (6-bit scale - 32) · level[nibble]
       static const int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
       for (int64_t b = 0; b < m.cols / 256; ++b, p += 136) {
@@ -267,7 +285,7 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
     quantize_activations_q8(x.data(), row.data(), n, 0);
     const Q8Row a = q8_row(row.data(), n);
     for (size_t i = 0; i < x.size(); ++i) out[i] = double(a.scales[i / 32]) * a.values[i];
-  } else if (type == TensorType::Q4_K || type == TensorType::Q6_K) {
+  } else if (type == TensorType::Q4_K || type == TensorType::Q6_K || type == TensorType::Q2_K) {
     std::vector<BlockQ8K> blocks(x.size() / 256);
     quantize_activations_q8k(x.data(), blocks.data(), n);
     for (size_t i = 0; i < x.size(); ++i) {
@@ -280,8 +298,8 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
 // The types with a kernel of their own (the others the loader converts into one of these).
 const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
                                 TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
-                                TensorType::Q5_1, TensorType::Q4_K, TensorType::Q5_K,
-                                TensorType::Q6_K, TensorType::IQ4_XS};
+                                TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K,
+                                TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
 
 int64_t test_cols(TensorType type) {
   // Odd widths where the type allows, to exercise vector tails.
@@ -569,6 +587,7 @@ class TestCpuKernels : public QObject {
         {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0},  // Q4_1 files' q, k, v beside a Q8_0
         {TensorType::Q5_K, TensorType::Q5_K, TensorType::Q6_K},  // Q5_K_M's q, k, v
         {TensorType::IQ4_XS, TensorType::Q4_K},
+        {TensorType::Q2_K, TensorType::Q4_K},  // Q2_K files' layers
         {TensorType::F32, TensorType::BF16},
         {TensorType::Q6_K},
     };

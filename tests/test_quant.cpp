@@ -245,7 +245,7 @@ class TestQuant : public QObject {
     for (const auto& [name, entry] : j["types"].items()) {
       const auto type = tensor_type_from_name(name);
       QVERIFY2(type && static_cast<int>(*type) == entry["ggml_type"].get<int>(), name.c_str());
-      QVERIFY2(is_supported_type(*type) || name == "q2_K", name.c_str());
+      QVERIFY2(is_supported_type(*type), name.c_str());
       const QByteArray blocks = bytes(entry["blocks"]);
       const QByteArray values = bytes(entry["values"]);
       const int64_t n = values.size() / 4;

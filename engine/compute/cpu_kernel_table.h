@@ -22,7 +22,7 @@ struct KernelTable {
   int q4_k_rows;       // rows per Q4_K panel: the lanes, or 16 on AVX2 (two registers' rows)
   int float_rows;      // rows per float panel
   bool vnni;           // Q8_0 weights are stored biased by 128 for the VNNI product
-  MatrixKernel f32, f16, bf16, q8_0, q4_0, q4_1, q5_1, q5_k, iq4_xs, q4_k, q6_k;
+  MatrixKernel f32, f16, bf16, q8_0, q4_0, q4_1, q5_1, q5_k, iq4_xs, q4_k, q6_k, q2_k;
   void (*quantize_q8)(const float* x, uint8_t* out, int64_t n, int32_t bias);
   void (*quantize_q8k)(const float* x, BlockQ8K* out, int64_t n);
   void (*attend)(const AttentionArgs& args);
@@ -82,7 +82,13 @@ struct BlockIQ4_XS {
 };
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_1) == 24);
-static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockIQ4_XS) == 136);
+struct BlockQ2_K {
+  uint8_t scales[16];  // per 16 values: scale in the low nibble, minimum in the high
+  uint8_t q[64];       // 2-bit values: 128-value halves of 32 bytes, four shifts each
+  uint16_t d;          // f16 scale of the scales
+  uint16_t dmin;       // f16 scale of the minimums
+};
+static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 
 // Bytes of one block column of a repacked panel of P rows (docs/cpu_backend.md):
@@ -92,6 +98,9 @@ static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 //   Q5_1  per 32 values:  f16 d[P], f16 m[P], then 8 vectors of P × 4 bytes (values 0..31)
 //   Q5_K  per 256 values: per 32-value sub-block f32 d·scale[P], f32 -dmin·min[P], then 8
 //                         vectors of P × 4 bytes (values 0..31)
+//   Q2_K  per 256 values: f16 d[P], f16 -dmin[P], u8 scale pairs [8][P][2], u8 minimum pairs
+//                         [8][P][2], then per 16-value sub-block one vector of P × 4 bytes of
+//                         2-bit values (byte k: values k, 4 + k, 8 + k, 12 + k)
 //   IQ4_XS per 256 values: per 32-value sub-block f32 d·(scale - 32)[P], then 8 vectors of
 //                         P × 4 int8 levels (+128 on VNNI levels, as Q8_0's)
 //   Q4_K  per 256 values: f16 d[P], f16 -dmin[P], u8 scale pairs [4][P][2], u8 minimum
@@ -104,6 +113,7 @@ constexpr size_t q4_1_panel_block(int P) { return 20 * static_cast<size_t>(P); }
 constexpr size_t q5_1_panel_block(int P) { return 36 * static_cast<size_t>(P); }
 constexpr size_t q5_k_panel_block(int P) { return 8 * 40 * static_cast<size_t>(P); }
 constexpr size_t iq4_xs_panel_block(int P) { return 8 * 36 * static_cast<size_t>(P); }
+constexpr size_t q2_k_panel_block(int P) { return 100 * static_cast<size_t>(P); }
 constexpr size_t q4_k_panel_block(int P) { return 148 * static_cast<size_t>(P); }
 constexpr size_t q6_k_panel_block(int P) { return 210 * static_cast<size_t>(P); }
 

@@ -598,6 +598,78 @@ struct Q6_KPanel {
   }
 };
 
+// Q2_K: value = d · scale · q - dmin · min per 16-value sub-block, q in 0..3 (2-bit crumbs,
+// one vector per sub-block: byte k of a row holds values k, 4 + k, 8 + k, 12 + k), the 4-bit
+// scales and minimums unpacked to byte pairs as Q6_K's scales. As Q6_K: per sub-block four
+// products (at most 2 · 3 · 127 per pair) summed in 16 bits, times the scale with madd (VNNI:
+// 4 dpbusd times the scale); the minimums meet the activations' 16-value sums with madd.
+// Then acc += main · (d · dx) + mins · (-dmin · dx).
+template <class V>
+struct Q2_KPanel {
+  static constexpr int kMaxTokens = kQuantTokens<V>;
+
+  template <int T, bool kPrefetch>
+  static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
+                   float* out) {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int P = V::kLanes;
+    const BlockQ8K* a[T];
+    F acc[T];
+    for (int t = 0; t < T; ++t) {
+      a[t] = reinterpret_cast<const BlockQ8K*>(x + t * x_stride);
+      acc[t] = V::fzero();
+    }
+    const I crumb = V::set8(0x03);
+    const I dup_low = V::iload(kDupLow), dup_high = V::iload(kDupHigh);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* block = panel + b * q2_k_panel_block(P);
+      if constexpr (kPrefetch) prefetch_ahead<8192>(block, q2_k_panel_block(P));
+      const auto* scales = reinterpret_cast<const int8_t*>(block + 4 * P);
+      const auto* minimums = reinterpret_cast<const int8_t*>(block + 20 * P);
+      const uint8_t* values = block + 36 * P;
+      I main[T], mins[T];
+      for (int t = 0; t < T; ++t) main[t] = V::izero(), mins[t] = V::izero();
+      for (int k = 0; k < 8; ++k) {  // sub-blocks 2k and 2k + 1
+        const I pair = V::widen_s8_16(scales + 2 * P * k);
+        const I min_pair = V::widen_s8_16(minimums + 2 * P * k);
+        for (int t = 0; t < T; ++t) mins[t] = V::add32(mins[t], V::madd16(min_pair, V::bcast32(a[t][b].sums16 + 2 * k)));
+        for (int half = 0; half < 2; ++half) {
+          const int j = 2 * k + half;
+          const I scale = V::shuffle8(pair, half == 0 ? dup_low : dup_high);
+          const I v = V::iload(values + j * 4 * P);
+          const I qa = V::and_(v, crumb);
+          const I qb = V::and_(V::template srl16<2>(v), crumb);
+          const I qc = V::and_(V::template srl16<4>(v), crumb);
+          const I qd = V::and_(V::template srl16<6>(v), crumb);
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = a[t][b].q + 16 * j;
+            if constexpr (V::kVnni) {
+              I sum = V::dpbusd(V::izero(), qa, V::bcast32(q));
+              sum = V::dpbusd(sum, qb, V::bcast32(q + 4));
+              sum = V::dpbusd(sum, qc, V::bcast32(q + 8));
+              sum = V::dpbusd(sum, qd, V::bcast32(q + 12));
+              main[t] = V::add32(main[t], V::mullo32(sum, V::template sra32<16>(scale)));  // scale in 32 bits
+            } else {
+              I p = V::add16(V::maddubs(qa, V::bcast32(q)), V::maddubs(qb, V::bcast32(q + 4)));
+              p = V::add16(p, V::add16(V::maddubs(qc, V::bcast32(q + 8)), V::maddubs(qd, V::bcast32(q + 12))));
+              main[t] = V::add32(main[t], V::madd16(p, scale));
+            }
+          }
+        }
+      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      const F dmin = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));  // -dmin
+      for (int t = 0; t < T; ++t) {
+        const F dx = V::fset1(a[t][b].d);
+        acc[t] = V::fma(V::cvt(main[t]), V::fmul(d, dx), acc[t]);
+        acc[t] = V::fma(V::cvt(mins[t]), V::fmul(dmin, dx), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
+  }
+};
+
 // Panels [begin, end) against every token, tile by tile; rows past the matrix's end (the
 // zero padding of its last panel) are computed and dropped.
 template <class V, class Panel>
@@ -1039,6 +1111,7 @@ double peak_loop(TensorType type, int64_t rounds) {
     case TensorType::Q4_K:
       return peak_super_block<V, false>(rounds);
     case TensorType::Q6_K:
+    case TensorType::Q2_K:
       return peak_super_block<V, true>(rounds);
     default:
       return 0.0;
@@ -1089,6 +1162,7 @@ KernelTable make_kernel_table() {
   table.iq4_xs = panel_rows<V, Q8_0Panel<V, true>>;
   table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;
+  table.q2_k = panel_rows<V, Q2_KPanel<V>>;
   table.quantize_q8 = quantize_q8<V>;
   table.quantize_q8k = quantize_q8k<V>;
   if constexpr (V::kLanes == 8) table.attend = attend<V>;

@@ -147,6 +147,32 @@ void pack_iq4_xs(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   }
 }
 
+// Q2_K: value i of 16-value sub-block s lies in half s / 8, shift (s % 8) / 2, 16-byte
+// group s % 2 of the stored crumbs (GGML's dequantize_row_q2_K order).
+void pack_q2_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ2_K*>(row)[b];
+  put16(out + 2 * r, block.d);
+  put16(out + 2 * P + 2 * r, static_cast<uint16_t>(block.dmin ^ 0x8000));  // -dmin
+  for (int k = 0; k < 8; ++k) {
+    for (int h = 0; h < 2; ++h) {
+      out[4 * P + 2 * P * k + 2 * r + h] = block.scales[2 * k + h] & 0xF;
+      out[20 * P + 2 * P * k + 2 * r + h] = block.scales[2 * k + h] >> 4;
+    }
+  }
+  for (int s = 0; s < 16; ++s) {
+    const int half = s / 8, shift = 2 * ((s % 8) / 2), group = s % 2;
+    uint8_t* v = out + 36 * P + 4 * P * s + 4 * r;
+    for (int k = 0; k < 4; ++k) {
+      uint8_t byte = 0;
+      for (int c = 0; c < 4; ++c) {
+        const int value = (block.q[32 * half + 16 * group + 4 * c + k] >> shift) & 3;
+        byte = static_cast<uint8_t>(byte | value << (2 * c));
+      }
+      v[k] = byte;
+    }
+  }
+}
+
 template <bool kBiased>
 void pack_q8_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   const auto& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
@@ -231,6 +257,7 @@ QuantPacking quant_packing(TensorType type, const KernelTable& table) {
     case TensorType::Q8_0: return {q8_0_panel_block(P), table.vnni ? pack_q8_0<true> : pack_q8_0<false>};
     case TensorType::Q4_K: return {q4_k_panel_block(P), pack_q4_k};
     case TensorType::Q6_K: return {q6_k_panel_block(P), pack_q6_k};
+    case TensorType::Q2_K: return {q2_k_panel_block(P), pack_q2_k};
     default: return {};
   }
 }
@@ -441,6 +468,7 @@ class KernelInputs {
       case TensorType::IQ4_XS: return q8(table.iq4_xs, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
       case TensorType::Q4_K: return q8k(table.q4_k, table);
       case TensorType::Q6_K: return q8k(table.q6_k, table);
+      case TensorType::Q2_K: return q8k(table.q2_k, table);
       default: return {};
     }
   }

@@ -85,6 +85,35 @@ void encode_q4_k(const float* x, uint8_t* block) {
   }
 }
 
+// Q2_K: per 16 values a scale and minimum spanning the range (codes 0..3), quantized to 4
+// bits against the block's f16 scales.
+void encode_q2_k(const float* x, uint8_t* block) {
+  float scale[16], minimum[16];
+  for (int j = 0; j < 16; ++j) {
+    const float lo = std::min(0.0f, *std::min_element(x + 16 * j, x + 16 * j + 16));
+    const float hi = *std::max_element(x + 16 * j, x + 16 * j + 16);
+    scale[j] = (hi - lo) / 3.0f;
+    minimum[j] = -lo;
+  }
+  const uint16_t d = fp32_to_fp16(*std::max_element(scale, scale + 16) / 15.0f);
+  const uint16_t dmin = fp32_to_fp16(*std::max_element(minimum, minimum + 16) / 15.0f);
+  const float fd = fp16_to_fp32(d), fdmin = fp16_to_fp32(dmin);
+  std::memset(block, 0, 84);
+  for (int j = 0; j < 16; ++j) {
+    const long sc = fd > 0 ? std::clamp(std::lround(scale[j] / fd), 0L, 15L) : 0;
+    const long mn = fdmin > 0 ? std::clamp(std::lround(minimum[j] / fdmin), 0L, 15L) : 0;
+    block[j] = static_cast<uint8_t>(sc | mn << 4);
+    const float step = fd * static_cast<float>(sc), offset = fdmin * static_cast<float>(mn);
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * j + l, half = i / 128, shift = (i % 128) / 32;
+      const long code = step > 0 ? std::clamp(std::lround((x[i] + offset) / step), 0L, 3L) : 0;
+      block[16 + 32 * half + i % 32] |= static_cast<uint8_t>(code << (2 * shift));
+    }
+  }
+  std::memcpy(block + 80, &d, 2);
+  std::memcpy(block + 82, &dmin, 2);
+}
+
 // IQ4_XS: per 32 values a scale making the largest magnitude level 127, quantized to 6 bits
 // (stored + 32) against the block's f16 scale, then the nearest of the 16 levels.
 void encode_iq4_xs(const float* x, uint8_t* block) {
@@ -145,11 +174,12 @@ void encode_q6_k(const float* x, uint8_t* block) {
 }
 
 void encode_row(TensorType type, const float* x, uint8_t* out, int64_t n) {
-  if (type == TensorType::Q4_K || type == TensorType::Q5_K || type == TensorType::Q6_K || type == TensorType::IQ4_XS) {
+  if (type_traits(type).block_elements == 256) {
     const size_t bytes = type_traits(type).block_bytes;
     void (*encode)(const float*, uint8_t*) = type == TensorType::Q4_K   ? encode_q4_k<16>
                                              : type == TensorType::Q5_K ? encode_q4_k<32>
                                              : type == TensorType::Q6_K ? encode_q6_k
+                                             : type == TensorType::Q2_K ? encode_q2_k
                                                                         : encode_iq4_xs;
     for (int64_t b = 0; b < n / 256; ++b) encode(x + 256 * b, out + b * bytes);
   } else {
@@ -159,7 +189,8 @@ void encode_row(TensorType type, const float* x, uint8_t* out, int64_t n) {
 
 constexpr TensorType kRandomTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
                                        TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                       TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
+                                       TensorType::Q2_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                                       TensorType::IQ4_XS};
 
 class Builder {
  public:

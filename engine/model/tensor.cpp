@@ -30,7 +30,7 @@ constexpr TypeEntry kTypes[] = {
     {TensorType::Q5_0, {"q5_0", 32, 22, true}},    // f16 d + 4 bytes of fifth bits + 16 bytes of nibbles
     {TensorType::Q5_1, {"q5_1", 32, 24, true}},    // f16 d, m + 4 bytes of fifth bits + 16 bytes of nibbles
     {TensorType::Q8_1, {"q8_1", 32, 36, false}},    // f16 d, s + 32 int8
-    {TensorType::Q2_K, {"q2_K", 256, 84, false}},   // 16 scale bytes + 64 bytes of crumbs + f16 d, dmin
+    {TensorType::Q2_K, {"q2_K", 256, 84, true}},   // 16 scale bytes + 64 bytes of crumbs + f16 d, dmin
     {TensorType::Q3_K, {"q3_K", 256, 110, true}},  // 32 hmask + 64 bytes of crumbs + 12 scale bytes + f16 d
     {TensorType::Q5_K, {"q5_K", 256, 176, true}},  // f16 d, dmin + 12 scale bytes + 32 qh + 128 nibbles
     {TensorType::Q8_K, {"q8_K", 256, 292, false}},  // f32 d + 256 int8 + 16 int16 sums
