@@ -144,6 +144,44 @@ class TestCliTokenize : public QObject {
     }
   }
 
+  // The real files people download (SPECULA_REAL_MODELS_DIR): SmolLM2's byte-level BPE
+  // ("smollm") gives the ids Hugging Face `tokenizers` gives from the file's own vocabulary
+  // and merges (tests/data/real_models_oracle.json, tools/oracles/real_models_oracle.py);
+  // Gemma 3's 262,144-piece SentencePiece vocabulary (its <unk> typed a control token) reads
+  // and tokenizes although its architecture does not load, BOS 2 first when asked; and
+  // SmolLM2 generates greedily.
+  void realModels() {
+    SPECULA_REAL_MODEL(smol, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    SPECULA_REAL_MODEL(gemma, "gemma-3-270m-q4_k_m.gguf");
+    QFile oracle(testDataDir() + "/real_models_oracle.json");
+    QVERIFY(oracle.open(QIODevice::ReadOnly));
+    const QJsonArray cases = QJsonDocument::fromJson(oracle.readAll()).object()["cases"].toArray();
+    QCOMPARE(cases.size(), 5);
+    int i = 0;
+    for (const QJsonValue& c : cases) {
+      const QString file = tmp_.filePath(QStringLiteral("real%1.txt").arg(i++));
+      QFile text(file);
+      QVERIFY(text.open(QIODevice::WriteOnly));
+      text.write(c["text"].toString().toUtf8());
+      text.close();
+      const CliRun r = run_cli({"tokenize", "-m", QString::fromStdString(smol), "-f", file});
+      QVERIFY2(r.code == 0, r.err.constData());
+      QStringList ids;
+      for (const QJsonValue& id : c["ids"].toArray()) ids << QString::number(id.toInt());
+      QCOMPARE(QString::fromUtf8(r.out).trimmed(), ids.join(' '));
+    }
+    const CliRun g = run_cli({"tokenize", "-m", QString::fromStdString(gemma), "-p", "def f(x): return x", "--add-special",
+                              "--json"});
+    QVERIFY2(g.code == 0, g.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(g.out).object();
+    QCOMPARE(j["ids"].toArray().first().toInt(), 2);
+    QCOMPARE(j["pieces"].toArray().at(1).toString(), QString("def"));
+    const CliRun gen = run_cli({"generate", "-m", QString::fromStdString(smol), "-p", "def fibonacci(n):", "--temp", "0",
+                                "--max-tokens", "12", "--device", "cpu", "--threads", "2"});
+    QVERIFY2(gen.code == 0, gen.err.constData());
+    QVERIFY2(gen.out.startsWith("def fibonacci(n):") && gen.out.size() > 30, gen.out.constData());
+  }
+
   // --bench reports what it measured; the figures themselves are for docs/performance.md.
   void benchReport() {
     SPECULA_SHARED_FILE(gguf, "tokenizers/bpe-vocab/ggml-vocab-gpt-2.gguf");
