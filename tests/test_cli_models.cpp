@@ -62,6 +62,30 @@ class TestCliModels : public QObject {
     QVERIFY(text.out.contains("q8_0") && text.out.contains("512 pieces"));
   }
 
+  // A q5_0 file (quantized as llama.cpp does) is computed as q8_0: inspect names both.
+  void convertToQ5_0ThenInspect() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const QString out = tmp_.filePath("stories260K-q5_0.gguf");
+    const CliRun convert = run_cli({"convert", QString::fromStdString(bin), out, "--tokenizer", QString::fromStdString(tok),
+                                    "--type", "q5_0"});
+    QVERIFY2(convert.code == 0, convert.err.constData());
+    const CliRun inspect = run_cli({"inspect", out, "--json"});
+    QVERIFY2(inspect.code == 0, inspect.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(inspect.out).object();
+    QCOMPARE(j["tensor_types"].toObject()["q8_0"].toObject()["tensors"].toInt(), 31);
+    const QJsonObject converted = j["converted_at_load"].toObject()["q5_0"].toObject();
+    QCOMPARE(converted["to"].toString(), QString("q8_0"));
+    QCOMPARE(converted["tensors"].toInt(), 31);
+    const CliRun text = run_cli({"inspect", out});
+    QVERIFY2(text.out.contains("31 q5_0 tensors of the file converted at load to q8_0"), text.out.constData());
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", tmp_.path());  // no stores: the folder alone
+    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const CliRun models = run_cli({"models", "--dir", tmp_.path()}, 60000, env);
+    QVERIFY2(models.out.contains("Q5_0"), models.out.constData());  // general.file_type 8
+  }
+
   // --cost measures (--remeasure: whatever the cache holds) and stores; the next run reads
   // the same figures back. The cache directory is the suite's (XDG_CACHE_HOME).
   void inspectCost() {
