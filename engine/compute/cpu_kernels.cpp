@@ -125,7 +125,6 @@ void pack_q5_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
 // 6-bit integer, exact in f32) and the IQ4 levels as int8.
 template <bool kBiased>
 void pack_iq4_xs(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
-  static constexpr int8_t kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
   const auto& block = reinterpret_cast<const BlockIQ4_XS*>(row)[b];
   const float d = fp16_to_fp32(block.d);
   for (int j = 0; j < 8; ++j) {
@@ -134,8 +133,8 @@ void pack_iq4_xs(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
     put32f(sub + 4 * r, d * static_cast<float>(scale - 32));
     uint8_t q[32];
     for (int l = 0; l < 16; ++l) {
-      q[l] = static_cast<uint8_t>(kLevels[block.q[16 * j + l] & 0xF]);
-      q[l + 16] = static_cast<uint8_t>(kLevels[block.q[16 * j + l] >> 4]);
+      q[l] = static_cast<uint8_t>(kIq4Levels[block.q[16 * j + l] & 0xF]);
+      q[l + 16] = static_cast<uint8_t>(kIq4Levels[block.q[16 * j + l] >> 4]);
     }
     for (int c = 0; c < 8; ++c) {
       uint8_t* dst = sub + 4 * P + 4 * P * c + 4 * r;

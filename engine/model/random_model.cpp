@@ -117,7 +117,6 @@ void encode_q2_k(const float* x, uint8_t* block) {
 // IQ4_XS: per 32 values a scale making the largest magnitude level 127, quantized to 6 bits
 // (stored + 32) against the block's f16 scale, then the nearest of the 16 levels.
 void encode_iq4_xs(const float* x, uint8_t* block) {
-  static constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
   float scale[8];
   for (int j = 0; j < 8; ++j) {
     float amax = 0.0f;
@@ -137,7 +136,7 @@ void encode_iq4_xs(const float* x, uint8_t* block) {
     for (int i = 0; i < 32; ++i) {
       int best = 0;
       for (int k = 1; k < 16; ++k) {
-        if (std::fabs(step * kLevels[k] - x[32 * j + i]) < std::fabs(step * kLevels[best] - x[32 * j + i])) best = k;
+        if (std::fabs(step * kIq4Levels[k] - x[32 * j + i]) < std::fabs(step * kIq4Levels[best] - x[32 * j + i])) best = k;
       }
       block[8 + 16 * j + i % 16] |= static_cast<uint8_t>(best << (i < 16 ? 0 : 4));
     }

@@ -216,7 +216,7 @@ struct BlockQ5_K {
 };
 struct BlockIQ4_NL {
   uint16_t d;       // f16 scale
-  uint8_t qs[16];   // nibbles as Q4_0's, indexing kIq4Values; value = d * kIq4Values[q]
+  uint8_t qs[16];   // nibbles as Q4_0's, indexing kIq4Levels; value = d * kIq4Levels[q]
 };
 struct BlockIQ4_XS {
   uint16_t d;           // f16 super-block scale
@@ -232,8 +232,6 @@ static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(Block
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockMXFP4) == 17);
 
-// GGML's kvalues_iq4nl: the 16 levels of IQ4_NL and IQ4_XS.
-constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 // GGML's kvalues_mxfp4: the E2M1 values doubled (GGML scales them by half the block scale).
 constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -362,8 +360,8 @@ void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t blocks) {
   for (int64_t i = 0; i < blocks; i++, y += 32) {
     const float d = fp16_to_fp32(x[i].d);
     for (int j = 0; j < 16; j++) {
-      y[j] = d * kIq4Values[x[i].qs[j] & 0xF];
-      y[j + 16] = d * kIq4Values[x[i].qs[j] >> 4];
+      y[j] = d * kIq4Levels[x[i].qs[j] & 0xF];
+      y[j + 16] = d * kIq4Levels[x[i].qs[j] >> 4];
     }
   }
 }
@@ -376,8 +374,8 @@ void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t blocks) {
       const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((x[i].scales_h >> 2 * ib) & 3) << 4);
       const float dl = d * (ls - 32);
       for (int j = 0; j < 16; j++) {
-        y[j] = dl * kIq4Values[qs[j] & 0xF];
-        y[j + 16] = dl * kIq4Values[qs[j] >> 4];
+        y[j] = dl * kIq4Levels[qs[j] & 0xF];
+        y[j + 16] = dl * kIq4Levels[qs[j] >> 4];
       }
     }
   }
@@ -606,7 +604,7 @@ void put_q6_k_value(BlockQ6_K& block, int i, int q) {
 // Each conversion keeps the block's f16 scale bits and moves its integers: every value is
 // the same product of the same two numbers before and after.
 //   Q5_0 → Q8_0:   (q - 16) · d with q - 16 in [-16, 15]
-//   IQ4_NL → Q8_0: kIq4Values[q] · d, the levels in [-127, 113]
+//   IQ4_NL → Q8_0: kIq4Levels[q] · d, the levels in [-127, 113]
 //   MXFP4 → Q8_0:  kMxfp4Values[q] · 2^(e - 128), the doubled levels in [-12, 12] and the
 //                  scale an f16 (normal or subnormal) when e - 128 is in [-24, 15]
 //   Q3_K → Q6_K:   (d · (s - 32)) · v with v in [-4, 3]: Q6_K's (d · s') · (q' - 32) with
@@ -633,8 +631,8 @@ bool convert_row_exact(TensorType type, const void* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < blocks; i++) {
         y[i].d = x[i].d;
         for (int j = 0; j < 16; j++) {
-          y[i].qs[j] = kIq4Values[x[i].qs[j] & 0xF];
-          y[i].qs[j + 16] = kIq4Values[x[i].qs[j] >> 4];
+          y[i].qs[j] = kIq4Levels[x[i].qs[j] & 0xF];
+          y[i].qs[j + 16] = kIq4Levels[x[i].qs[j] >> 4];
         }
       }
       return true;

@@ -119,6 +119,9 @@ bool convert_row_exact(TensorType type, const void* src, void* dst, int64_t n);
 // packed scale bytes.
 void q4_k_scale_min(int j, const uint8_t* scales, uint8_t* scale, uint8_t* min);
 
+// GGML's kvalues_iq4nl: the 16 levels IQ4_NL and IQ4_XS nibbles index.
+inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // Q3_K's sixteen 6-bit sub-block scales (stored plus 32) from its 12 packed bytes.
 void q3_k_scales(const uint8_t* packed, int8_t* scales);
 // Half an MXFP4 block's scale, 2^(e - 128) for its E8M0 exponent byte e (the FP4 code
