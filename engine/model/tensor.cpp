@@ -29,7 +29,9 @@ constexpr TypeEntry kTypes[] = {
     {TensorType::Q4_1, {"q4_1", 32, 20, true}},    // f16 d, m + 16 bytes of nibbles
     {TensorType::Q5_0, {"q5_0", 32, 22, true}},    // f16 d + 4 bytes of fifth bits + 16 bytes of nibbles
     {TensorType::Q5_1, {"q5_1", 32, 24, true}},    // f16 d, m + 4 bytes of fifth bits + 16 bytes of nibbles
-    {TensorType::Q8_1, {"q8_1", 32, 36, false}},    // f16 d, s + 32 int8
+    // f16 d, s + 32 int8, as ggml-common.h's block_q8_1 (the gguf package's table still says
+    // 40, from when d and s were floats); an activation format that files do not hold
+    {TensorType::Q8_1, {"q8_1", 32, 36, false}},
     {TensorType::Q2_K, {"q2_K", 256, 84, true}},   // 16 scale bytes + 64 bytes of crumbs + f16 d, dmin
     {TensorType::Q3_K, {"q3_K", 256, 110, true}},  // 32 hmask + 64 bytes of crumbs + 12 scale bytes + f16 d
     {TensorType::Q5_K, {"q5_K", 256, 176, true}},  // f16 d, dmin + 12 scale bytes + 32 qh + 128 nibbles
