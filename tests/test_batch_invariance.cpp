@@ -115,8 +115,11 @@ class TestBatchInvariance : public QObject {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("simd");
     for (SimdLevel level : testable_simd_levels()) {
+      // Q5_0 is made as a loaded file's is, converted to Q8_0 (random_model.cpp)
       for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
-                              TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+                              TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q5_0,
+                              TensorType::Q2_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                              TensorType::IQ4_XS}) {
         QTest::addRow("%s %s", simd_name(level).data(), type_traits(type).name.data())
             << QStringLiteral("tiny") << int(type) << int(level);
       }
@@ -133,7 +136,7 @@ class TestBatchInvariance : public QObject {
     QFETCH(int, simd);
     const SimdLevel level = SimdLevel(simd);
     ModelConfig config = random_model_config(shape.toStdString());
-    if (TensorType(type) == TensorType::Q4_K || TensorType(type) == TensorType::Q6_K) {
+    if (type_traits(TensorType(type)).block_elements == 256) {
       config.dim = 256;  // whole 256-value blocks; head_dim 64 as in real models
       config.hidden_dim = 512;
     }

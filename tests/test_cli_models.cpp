@@ -11,6 +11,7 @@
 
 #include "cli_run.h"
 #include "shared_data.h"
+#include "small_models.h"
 
 using namespace specula::test;
 
@@ -59,6 +60,30 @@ class TestCliModels : public QObject {
     const CliRun text = run_cli({"inspect", out});
     QCOMPARE(text.code, 0);
     QVERIFY(text.out.contains("q8_0") && text.out.contains("512 pieces"));
+  }
+
+  // A q5_0 file (quantized as llama.cpp does) is computed as q8_0: inspect names both.
+  void convertToQ5_0ThenInspect() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const QString out = tmp_.filePath("stories260K-q5_0.gguf");
+    const CliRun convert = run_cli({"convert", QString::fromStdString(bin), out, "--tokenizer", QString::fromStdString(tok),
+                                    "--type", "q5_0"});
+    QVERIFY2(convert.code == 0, convert.err.constData());
+    const CliRun inspect = run_cli({"inspect", out, "--json"});
+    QVERIFY2(inspect.code == 0, inspect.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(inspect.out).object();
+    QCOMPARE(j["tensor_types"].toObject()["q8_0"].toObject()["tensors"].toInt(), 31);
+    const QJsonObject converted = j["converted_at_load"].toObject()["q5_0"].toObject();
+    QCOMPARE(converted["to"].toString(), QString("q8_0"));
+    QCOMPARE(converted["tensors"].toInt(), 31);
+    const CliRun text = run_cli({"inspect", out});
+    QVERIFY2(text.out.contains("31 q5_0 tensors of the file converted at load to q8_0"), text.out.constData());
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", tmp_.path());  // no stores: the folder alone
+    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const CliRun models = run_cli({"models", "--dir", tmp_.path()}, 60000, env);
+    QVERIFY2(models.out.contains("Q5_0"), models.out.constData());  // general.file_type 8
   }
 
   // --cost measures (--remeasure: whatever the cache holds) and stores; the next run reads
@@ -125,6 +150,58 @@ class TestCliModels : public QObject {
     QVERIFY(!QFile::exists(tmp_.filePath("out.gguf")));
     const CliRun type = run_cli({"convert", bad, tmp_.filePath("out.gguf"), "--type", "q5_1"});
     QVERIFY(type.code != 0);
+  }
+
+  // A file Specula reads but cannot run (a tensor type it does not compute with, an
+  // architecture it lacks) is described from its header and vocabulary with the reason it
+  // does not load, and never called invalid; --cost, which runs it, fails with that reason.
+  void inspectAFileThatDoesNotLoad() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const QString q8 = tmp_.filePath("stories-for-variants.gguf");
+    const CliRun convert = run_cli({"convert", QString::fromStdString(bin), q8, "--tokenizer", QString::fromStdString(tok),
+                                    "--type", "q8_0"});
+    QVERIFY2(convert.code == 0, convert.err.constData());
+    const QString typed = tmp_.filePath("stories-q8_1.gguf"), gemma = tmp_.filePath("stories-gemma3.gguf");
+    write_unrunnable_variant(q8.toStdString(), typed.toStdString(), "blk.0.attn_q.weight", specula::TensorType::Q8_1);
+    write_unrunnable_variant(q8.toStdString(), gemma.toStdString(), "blk.0.attn_q.weight", specula::TensorType::Q8_1,
+                             "gemma3");
+
+    const CliRun json = run_cli({"inspect", typed, "--json"});
+    QVERIFY2(json.code == 0, json.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(json.out).object();
+    QCOMPARE(j["loadable"].toBool(true), false);
+    const QString problem = j["problem"].toString();
+    QVERIFY2(problem.contains("tensor 'blk.0.attn_q.weight' has type q8_1") &&
+                 problem.contains("f32, f16, bf16, q8_0, q4_0, q4_K, q6_K") && !problem.contains("invalid"),
+             qPrintable(problem));
+    QCOMPARE(j["architecture"].toString(), QString("llama"));
+    QCOMPARE(j["config"].toObject()["block_count"].toInt(), 5);
+    const QJsonObject types = j["tensor_types"].toObject();
+    QCOMPARE(types["q8_1"].toObject()["tensors"].toInt(), 1);
+    QCOMPARE(types["q8_1"].toObject()["supported"].toBool(true), false);
+    QCOMPARE(types["q8_0"].toObject()["tensors"].toInt(), 30);
+    QCOMPARE(j["tokenizer"].toObject()["vocab_size"].toInt(), 512);
+    QCOMPARE(j["tokenizer"].toObject()["sample_ids"].toArray().first().toInt(), 1);
+
+    const CliRun text = run_cli({"inspect", gemma});
+    QVERIFY2(text.code == 0, text.err.constData());
+    QVERIFY2(text.out.contains("architecture gemma3") && text.out.contains("512 pieces") &&
+                 text.out.contains("q8_1") && text.out.contains("not supported") &&
+                 text.out.contains("does not load") && text.out.contains("architecture 'gemma3' is not supported"),
+             text.out.constData());
+
+    const CliRun cost = run_cli({"inspect", typed, "--cost", "--device", "cpu"});
+    QCOMPARE(cost.code, 2);
+    QVERIFY2(cost.err.contains("has type q8_1") && !cost.err.contains("invalid"), cost.err.constData());
+
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", tmp_.path());  // no stores: the folder alone
+    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const CliRun models = run_cli({"models", "--dir", tmp_.path(), "--json"}, 60000, env);
+    QVERIFY2(models.code == 0, models.err.constData());
+    QVERIFY2(models.out.contains("has type q8_1") && models.out.contains("architecture 'gemma3' is not supported"),
+             models.out.constData());
   }
 
   // A home with stories260K in LM Studio's folder and in Ollama's store (a second tag of

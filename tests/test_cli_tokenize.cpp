@@ -9,9 +9,11 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 #include "cli_run.h"
+#include "model/gguf.h"
 #include "shared_data.h"
 #include "tokenizer_cases.h"
 
@@ -98,6 +100,86 @@ class TestCliTokenize : public QObject {
                               "--add-special"});
     QVERIFY2(r.code == 0, r.err.constData());
     QCOMPARE(QString::fromUtf8(r.out).trimmed(), QString("1 306 4658 278 6593 310 2834 338"));
+  }
+
+  // The vocabulary is metadata: a model file whose weights Specula cannot run (an
+  // architecture it lacks, a tensor type it does not compute with, even a type id it does
+  // not know) still tokenizes; so does a vocabulary whose <unk> is typed a control token.
+  void vocabularyOfAnUnrunnableModel() {
+    SPECULA_SHARED_FILE(vocab, "tokenizers/llama-spm-vocab/ggml-vocab-llama-spm.gguf");
+    const specula::GgufFile source = specula::GgufFile::open(vocab);
+    specula::GgufWriter w;
+    for (const auto& [key, value] : source.metadata) w.set(key, value);
+    w.set("general.architecture", specula::GgufValue::string("gemma3"));
+    // as in Gemma's files, <unk> (id 0 here) typed a control token
+    specula::GgufValue kinds = source.find("tokenizer.ggml.token_type") ? *source.find("tokenizer.ggml.token_type")
+                                                                         : specula::GgufValue{};
+    QCOMPARE(kinds.integers.at(0), int64_t{2});
+    kinds.integers[0] = 3;
+    w.set("tokenizer.ggml.token_type", kinds);
+    w.add_tensor("token_embd.weight", specula::TensorType::Q8_1, {32, 4},
+                 [](uint8_t* d) { std::memset(d, 1, 4 * 36); });
+    const QString typed = tmp_.filePath("gemma3-q8_1.gguf");
+    w.write(typed.toStdString());
+    // the same file with the tensor's type id 4000: patched in place, after its name, its
+    // dimension count and its two dimensions
+    QFile f(typed);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QByteArray bytes = f.readAll();
+    const qsizetype name = bytes.lastIndexOf("token_embd.weight");
+    QVERIFY(name > 0);
+    const qsizetype type_at = name + 17 + 4 + 2 * 8;
+    QCOMPARE(bytes.mid(type_at, 4), QByteArray("\x09\0\0\0", 4));
+    const uint32_t unknown = 4000;
+    bytes.replace(type_at, 4, QByteArray(reinterpret_cast<const char*>(&unknown), 4));
+    const QString untyped = tmp_.filePath("unknown-type.gguf");
+    QFile out(untyped);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(bytes);
+    out.close();
+    for (const QString& model : {typed, untyped}) {
+      const CliRun r = run_cli({"tokenize", "-m", model, "-p", "I believe the meaning of life is", "--add-special"});
+      QVERIFY2(r.code == 0, r.err.constData());
+      QCOMPARE(QString::fromUtf8(r.out).trimmed(), QString("1 306 4658 278 6593 310 2834 338"));
+    }
+  }
+
+  // The real files people download (SPECULA_REAL_MODELS_DIR): SmolLM2's byte-level BPE
+  // ("smollm") gives the ids Hugging Face `tokenizers` gives from the file's own vocabulary
+  // and merges (tests/data/real_models_oracle.json, tools/oracles/real_models_oracle.py);
+  // Gemma 3's 262,144-piece SentencePiece vocabulary (its <unk> typed a control token) reads
+  // and tokenizes although its architecture does not load, BOS 2 first when asked; and
+  // SmolLM2 generates greedily.
+  void realModels() {
+    SPECULA_REAL_MODEL(smol, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    SPECULA_REAL_MODEL(gemma, "gemma-3-270m-q4_k_m.gguf");
+    QFile oracle(testDataDir() + "/real_models_oracle.json");
+    QVERIFY(oracle.open(QIODevice::ReadOnly));
+    const QJsonArray cases = QJsonDocument::fromJson(oracle.readAll()).object()["cases"].toArray();
+    QCOMPARE(cases.size(), 5);
+    int i = 0;
+    for (const QJsonValue& c : cases) {
+      const QString file = tmp_.filePath(QStringLiteral("real%1.txt").arg(i++));
+      QFile text(file);
+      QVERIFY(text.open(QIODevice::WriteOnly));
+      text.write(c["text"].toString().toUtf8());
+      text.close();
+      const CliRun r = run_cli({"tokenize", "-m", QString::fromStdString(smol), "-f", file});
+      QVERIFY2(r.code == 0, r.err.constData());
+      QStringList ids;
+      for (const QJsonValue& id : c["ids"].toArray()) ids << QString::number(id.toInt());
+      QCOMPARE(QString::fromUtf8(r.out).trimmed(), ids.join(' '));
+    }
+    const CliRun g = run_cli({"tokenize", "-m", QString::fromStdString(gemma), "-p", "def f(x): return x", "--add-special",
+                              "--json"});
+    QVERIFY2(g.code == 0, g.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(g.out).object();
+    QCOMPARE(j["ids"].toArray().first().toInt(), 2);
+    QCOMPARE(j["pieces"].toArray().at(1).toString(), QString("def"));
+    const CliRun gen = run_cli({"generate", "-m", QString::fromStdString(smol), "-p", "def fibonacci(n):", "--temp", "0",
+                                "--max-tokens", "12", "--device", "cpu", "--threads", "2"});
+    QVERIFY2(gen.code == 0, gen.err.constData());
+    QVERIFY2(gen.out.startsWith("def fibonacci(n):") && gen.out.size() > 30, gen.out.constData());
   }
 
   // --bench reports what it measured; the figures themselves are for docs/performance.md.

@@ -74,6 +74,20 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
         for (int i = 0; i < 16; ++i) p[2 + i] = static_cast<uint8_t>(byte(rng));
       }
       break;
+    case TensorType::Q4_1:
+      for (int64_t b = 0; b < n / 32; ++b, p += 20) {
+        put16(p, random_half(rng, 0.01f, 0.1f));
+        put16(p + 2, random_half(rng, -0.8f, 0.1f));
+        for (int i = 0; i < 16; ++i) p[4 + i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
+    case TensorType::Q5_1:
+      for (int64_t b = 0; b < n / 32; ++b, p += 24) {
+        put16(p, random_half(rng, 0.005f, 0.05f));
+        put16(p + 2, random_half(rng, -0.8f, 0.1f));
+        for (int i = 0; i < 20; ++i) p[4 + i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
     case TensorType::Q4_K:
       for (int64_t b = 0; b < n / 256; ++b, p += 144) {
         put16(p, random_half(rng, 0.001f, 0.003f));
@@ -89,6 +103,28 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
         put16(p + 208, random_half(rng, 0.0005f, 0.002f));
       }
       break;
+    case TensorType::Q5_K:
+      for (int64_t b = 0; b < n / 256; ++b, p += 176) {
+        put16(p, random_half(rng, 0.001f, 0.003f));
+        put16(p + 2, random_half(rng, 0.001f, 0.003f));
+        for (int i = 4; i < 176; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
+    case TensorType::Q2_K:
+      for (int64_t b = 0; b < n / 256; ++b, p += 84) {
+        for (int i = 0; i < 80; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+        put16(p + 80, random_half(rng, 0.002f, 0.02f));
+        put16(p + 82, random_half(rng, 0.002f, 0.02f));
+      }
+      break;
+    case TensorType::IQ4_XS:
+      for (int64_t b = 0; b < n / 256; ++b, p += 136) {
+        put16(p, random_half(rng, 0.0002f, 0.001f));
+        for (int i = 2; i < 136; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
+    default:  // the types the loader converts into these (kAllTypes has none of them)
+      qFatal("no random %s matrix", type_traits(type).name.data());
   }
   return m;
 }
@@ -123,6 +159,25 @@ std::vector<double> decode_row(const RandomMatrix& m, int64_t r) {
         for (int i = 0; i < 16; ++i) {
           out[32 * b + i] = d * ((p[2 + i] & 0xF) - 8);
           out[32 * b + i + 16] = d * ((p[2 + i] >> 4) - 8);
+        }
+      }
+      break;
+    case TensorType::Q4_1:  // q · d + m, q the nibbles as Q4_0's
+      for (int64_t b = 0; b < m.cols / 32; ++b, p += 20) {
+        const double d = fp16_to_fp32(get16(p)), mn = fp16_to_fp32(get16(p + 2));
+        for (int i = 0; i < 16; ++i) {
+          out[32 * b + i] = d * (p[4 + i] & 0xF) + mn;
+          out[32 * b + i + 16] = d * (p[4 + i] >> 4) + mn;
+        }
+      }
+      break;
+    case TensorType::Q5_1:  // as Q4_1, the fifth bit of value i in bit i of the 32-bit qh
+      for (int64_t b = 0; b < m.cols / 32; ++b, p += 24) {
+        const double d = fp16_to_fp32(get16(p)), mn = fp16_to_fp32(get16(p + 2));
+        const uint32_t qh = p[4] | p[5] << 8 | p[6] << 16 | static_cast<uint32_t>(p[7]) << 24;
+        for (int i = 0; i < 16; ++i) {
+          out[32 * b + i] = d * ((p[8 + i] & 0xF) | ((qh >> i) & 1) << 4) + mn;
+          out[32 * b + i + 16] = d * ((p[8 + i] >> 4) | ((qh >> (i + 16)) & 1) << 4) + mn;
         }
       }
       break;
@@ -161,6 +216,57 @@ std::vector<double> decode_row(const RandomMatrix& m, int64_t r) {
         }
       }
       break;
+    case TensorType::Q5_K:  // Q4_K's scales and nibbles, plus bit j of qh[l] for value l of sub-block j
+      for (int64_t b = 0; b < m.cols / 256; ++b, p += 176) {
+        const double d = fp16_to_fp32(get16(p)), dmin = fp16_to_fp32(get16(p + 2));
+        const uint8_t* s = p + 4;
+        const uint8_t* qh = p + 16;
+        const uint8_t* q = p + 48;
+        for (int j = 0; j < 8; ++j) {
+          int sc, mn;
+          if (j < 4) {
+            sc = s[j] & 63;
+            mn = s[j + 4] & 63;
+          } else {
+            sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+            mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+          }
+          for (int l = 0; l < 32; ++l) {
+            const int nibble = (j % 2 == 0) ? (q[32 * (j / 2) + l] & 0xF) : (q[32 * (j / 2) + l] >> 4);
+            out[256 * b + 32 * j + l] = d * sc * (nibble + 16 * ((qh[l] >> j) & 1)) - dmin * mn;
+          }
+        }
+      }
+      break;
+    case TensorType::Q2_K:  // per 16 values d · (scale & 15) · q - dmin · (scale >> 4), q 2 bits of qs
+      for (int64_t b = 0; b < m.cols / 256; ++b, p += 84) {
+        const double d = fp16_to_fp32(get16(p + 80)), dmin = fp16_to_fp32(get16(p + 82));
+        for (int i = 0; i < 256; ++i) {
+          const int half = i / 128, shift = (i % 128) / 32, l = i % 32;
+          const int q = (p[16 + 32 * half + l] >> (2 * shift)) & 3;
+          const int sc = p[i / 16];
+          out[256 * b + i] = d * (sc & 0xF) * q - dmin * (sc >> 4);
+        }
+      }
+      break;
+    case TensorType::IQ4_XS: {  // per 32 values d · (6-bit scale - 32) · level[nibble]
+      static const int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+      for (int64_t b = 0; b < m.cols / 256; ++b, p += 136) {
+        const double d = fp16_to_fp32(get16(p));
+        const int high = get16(p + 2);
+        for (int j = 0; j < 8; ++j) {
+          const int sc = ((p[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (((high >> (2 * j)) & 3) << 4);
+          for (int l = 0; l < 16; ++l) {
+            const uint8_t q = p[8 + 16 * j + l];
+            out[256 * b + 32 * j + l] = d * (sc - 32) * kLevels[q & 0xF];
+            out[256 * b + 32 * j + l + 16] = d * (sc - 32) * kLevels[q >> 4];
+          }
+        }
+      }
+      break;
+    }
+    default:
+      qFatal("no reference decoder for %s", type_traits(m.type).name.data());
   }
   return out;
 }
@@ -173,12 +279,13 @@ bool quantized(TensorType type) {
 std::vector<double> effective_activations(TensorType type, const std::vector<float>& x) {
   std::vector<double> out(x.begin(), x.end());
   const int64_t n = static_cast<int64_t>(x.size());
-  if (type == TensorType::Q8_0 || type == TensorType::Q4_0) {
+  if (type == TensorType::Q8_0 || type == TensorType::Q4_0 || type == TensorType::Q4_1 || type == TensorType::Q5_1 ||
+      type == TensorType::Q5_K || type == TensorType::IQ4_XS) {
     std::vector<uint8_t> row(q8_row_bytes(n));
     quantize_activations_q8(x.data(), row.data(), n, 0);
     const Q8Row a = q8_row(row.data(), n);
     for (size_t i = 0; i < x.size(); ++i) out[i] = double(a.scales[i / 32]) * a.values[i];
-  } else if (type == TensorType::Q4_K || type == TensorType::Q6_K) {
+  } else if (type == TensorType::Q4_K || type == TensorType::Q6_K || type == TensorType::Q2_K) {
     std::vector<BlockQ8K> blocks(x.size() / 256);
     quantize_activations_q8k(x.data(), blocks.data(), n);
     for (size_t i = 0; i < x.size(); ++i) {
@@ -188,13 +295,15 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
   return out;
 }
 
+// The types with a kernel of their own (the others the loader converts into one of these).
 const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
-                                TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K,
-                                TensorType::Q6_K};
+                                TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
+                                TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K,
+                                TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
 
 int64_t test_cols(TensorType type) {
   // Odd widths where the type allows, to exercise vector tails.
-  if (type == TensorType::Q4_K || type == TensorType::Q6_K) return 512;
+  if (type_traits(type).block_elements == 256) return 512;
   if (quantized(type)) return 160;
   return 136 + 7;
 }
@@ -302,6 +411,14 @@ class TestCpuKernels : public QObject {
           const std::vector<double> a = effective_activations(type, xt);
           for (int64_t r = 0; r < rows; ++r) {
             const std::vector<double> wr = decode_row(w, r);
+            if (t == 0) {  // the reference decoder agrees with dequantize_row (checked against gguf in test_quant)
+              std::vector<float> dq(static_cast<size_t>(cols));
+              dequantize_row(type, w.view().row(r), dq.data(), cols);
+              for (int64_t c = 0; c < cols; ++c) {
+                QVERIFY2(std::fabs(dq[c] - wr[c]) <= 1e-6 * std::fabs(wr[c]) + 1e-30,
+                         qPrintable(QStringLiteral("%1 row %2 value %3: %4 vs %5").arg(label(level, type)).arg(r).arg(c).arg(dq[c]).arg(wr[c])));
+              }
+            }
             double e = 0.0, m = 0.0;
             for (int64_t c = 0; c < cols; ++c) e += wr[c] * a[c], m += std::fabs(wr[c] * a[c]);
             exact[t].push_back(e);
@@ -467,6 +584,10 @@ class TestCpuKernels : public QObject {
     const std::vector<std::vector<TensorType>> groups = {
         {TensorType::Q4_K, TensorType::Q4_K, TensorType::Q6_K},  // Q4_K_M's q, k, v
         {TensorType::Q8_0, TensorType::Q4_0, TensorType::F16},
+        {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0},  // Q4_1 files' q, k, v beside a Q8_0
+        {TensorType::Q5_K, TensorType::Q5_K, TensorType::Q6_K},  // Q5_K_M's q, k, v
+        {TensorType::IQ4_XS, TensorType::Q4_K},
+        {TensorType::Q2_K, TensorType::Q4_K},  // Q2_K files' layers
         {TensorType::F32, TensorType::BF16},
         {TensorType::Q6_K},
     };

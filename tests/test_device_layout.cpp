@@ -314,6 +314,37 @@ class TestDeviceLayout : public QObject {
     QCOMPARE(plan_device_model(*mixed).layers[0].qkv.size(), size_t{2});  // wq|wk, then wv
   }
 
+  // On a GPU the new types follow the existing conventions (docs/cuda.md): Q5_0 arrives
+  // converted to Q8_0 and stays in Q8_0 tiles; Q4_1, Q5_1, Q2_K, Q5_K and IQ4_XS have no
+  // tile format and are held in the compute type (fp16), each element dequantize_row's value
+  // rounded once.
+  void newTypesFollowTheDeviceConventions() {
+    ModelConfig c = random_model_config("tiny");
+    c.dim = 256;
+    c.hidden_dim = 512;
+    const auto q5_0 = make_random_model(c, TensorType::Q5_0, 3, 1);
+    const DeviceModelPlan tiled = plan_device_model(*q5_0);
+    QCOMPARE(tiled.layers[0].wo.layout.type, TensorType::Q8_0);
+    QVERIFY(tiled.layers[0].wo.layout.tiled());
+    for (TensorType t : {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q5_K, TensorType::IQ4_XS}) {
+      const auto model = make_random_model(c, t, 3, 1);
+      const DeviceModelPlan plan = plan_device_model(*model);
+      QCOMPARE(plan.compute, TensorType::F16);
+      const DeviceMatrixPlan& wo = plan.layers[0].wo;
+      QVERIFY(!wo.layout.tiled());
+      QCOMPARE(wo.layout.type, TensorType::F16);
+      const std::vector<uint8_t> image = image_of(wo.parts, wo.layout);
+      const TensorView& w = model->weights.layers[0].wo;
+      std::vector<float> row(static_cast<size_t>(w.cols));
+      for (int64_t r = 0; r < w.rows; r += 37) {
+        dequantize_row(t, w.row(r), row.data(), w.cols);
+        for (int64_t i = 0; i < w.cols; ++i) {
+          QCOMPARE(bits(device_element(wo.layout, image.data(), r, i)), bits(fp16_to_fp32(fp32_to_fp16(row[i]))));
+        }
+      }
+    }
+  }
+
   // Footprint and bytes per step of a Q4_0 model: tiles of 16 rows x 256 columns, 18 bytes
   // of quants and scales per 32 weights; a step reads every layer matrix and the output
   // matrix, not the embedding (its few rows are gathered).

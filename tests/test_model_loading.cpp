@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <map>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -445,6 +446,45 @@ class TestModelLoading : public QObject {
         QVERIFY2(std::sqrt(err / ref) <= (is_norm ? 0.0 : tolerance),
                  qPrintable(QString("%1 %2: relative error %3").arg(type_traits(type).name.data()).arg(a[i].first.c_str()).arg(std::sqrt(err / ref))));
       }
+    }
+  }
+
+  // Q4_1 and Q5_1 load as stored (they have kernels); Q5_0 loads as Q8_0, every value the
+  // file's own: each matrix decodes to the same floats as the file's Q5_0 tensor. The
+  // metadata-only load reports the type a full load gives.
+  void typesConvertedAtLoadKeepTheirValues() {
+    SPECULA_SHARED_FILE(config, "models/tinystories656k/config.json");
+    const auto m = load_model(fs::path(config).parent_path().string());
+    for (auto [stored, computed] : {std::pair{TensorType::Q4_1, TensorType::Q4_1}, std::pair{TensorType::Q5_1, TensorType::Q5_1},
+                                    std::pair{TensorType::Q5_0, TensorType::Q8_0}}) {
+      const std::string out = tmp_.filePath(QString("tiny-%1.gguf").arg(type_traits(stored).name.data())).toStdString();
+      write_gguf_model(*m, out, stored);
+      const auto q = load_model(out);
+      LoadOptions header_only;
+      header_only.metadata_only = true;
+      const auto h = load_model(out, header_only);
+      QCOMPARE(h->weights.layers.at(0).wq.type, computed);
+      const GgufFile file = GgufFile::open(out);
+      int matrices = 0;
+      const std::map<std::string, std::string> gguf_name = {
+          {"wq", "attn_q"}, {"wk", "attn_k"}, {"wv", "attn_v"}, {"wo", "attn_output"},
+          {"w_gate", "ffn_gate"}, {"w_up", "ffn_up"}, {"w_down", "ffn_down"}};
+      for (const auto& [name, view] : all_views(*q)) {
+        std::string tensor = name == "token_embedding" ? "token_embd" : "";
+        if (const size_t dot = name.find('.'); dot != std::string::npos && gguf_name.count(name.substr(dot + 1))) {
+          tensor = "blk." + name.substr(0, dot) + "." + gguf_name.at(name.substr(dot + 1));
+        }
+        if (tensor.empty()) continue;  // norms (f32) and the tied output
+        const GgufTensorInfo* t = file.tensor(tensor + ".weight");
+        QVERIFY2(t && t->type == stored, tensor.c_str());
+        QCOMPARE(view.type, computed);
+        std::vector<float> want(static_cast<size_t>(t->cols() * t->rows())), got(want.size());
+        dequantize_row(stored, t->data, want.data(), t->cols() * t->rows());
+        dequantize_row(view.type, view.data, got.data(), view.cols * view.rows);
+        QVERIFY2(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0, name.c_str());
+        matrices++;
+      }
+      QCOMPARE(matrices, 2 * 7 + 1);  // 2 layers of 7 matrices, the embedding (tied output)
     }
   }
 };

@@ -28,6 +28,7 @@
 
 using namespace specula;
 using specula::test::small_llama;
+using specula::test::write_unrunnable_variant;
 namespace fs = std::filesystem;
 
 namespace {
@@ -214,6 +215,14 @@ class TestModelScan : public QObject {
       fs::create_directories(lmstudio() / "google/gemma-GGUF");
       w.write((lmstudio() / "google/gemma-GGUF/gemma.gguf").string());
     }
+    // Two files Specula reads but cannot run, as real downloads can be: a tensor of a type it
+    // does not compute with (q8_1) and an architecture it lacks (gemma3), each with the
+    // draft's vocabulary.
+    fs::create_directories(lmstudio() / "someone/unrunnable-GGUF");
+    write_unrunnable_variant(draft_, (lmstudio() / "someone/unrunnable-GGUF/q8_1.gguf").string(),
+                             "blk.0.ffn_down.weight", TensorType::Q8_1);
+    write_unrunnable_variant(draft_, (lmstudio() / "someone/unrunnable-GGUF/gemma3.gguf").string(),
+                             "blk.0.ffn_down.weight", TensorType::Q8_1, "gemma3");
     copy_prefix(target_, lmstudio() / "cut/data/cut-data.gguf", static_cast<size_t>(fs::file_size(target_) / 2));
     copy_prefix(target_, lmstudio() / "cut/header/cut-header.gguf", 200);
     fs::create_directory_symlink("..", lmstudio() / "someone/loop");
@@ -344,6 +353,26 @@ class TestModelScan : public QObject {
     QVERIFY(find(r, "someone/other-GGUF/other-vocab.gguf")->loadable);  // a good model, but not a draft
     QVERIFY(find(r, "someone/tiny-GGUF/tiny-draft-q8_0.gguf")->drafts.empty());
     QCOMPARE(find(r, "someone_stories-GGUF_stories-q8_0.gguf")->drafts, std::vector<std::string>{draft_});
+  }
+
+  // A file whose tensor types or architecture the engine does not run is still listed and
+  // described from its header (architecture, vocabulary), with the reason it does not load:
+  // the tensor, its type and the supported types; or the architecture. Never "invalid".
+  void unrunnableFilesAreDescribedWithTheirReason() {
+    const ScanResult r = scan_models(roots());
+    const FoundModel* typed = find(r, "someone/unrunnable-GGUF/q8_1.gguf");
+    QVERIFY(typed && !typed->loadable);
+    QCOMPARE(typed->architecture, std::string("llama"));
+    QCOMPARE(typed->vocabulary, 512);
+    QVERIFY2(typed->problem.find("tensor 'blk.0.ffn_down.weight' has type q8_1") != std::string::npos, typed->problem.c_str());
+    QVERIFY2(typed->problem.find("f32, f16, bf16, q8_0, q4_0, q4_K, q6_K") != std::string::npos, typed->problem.c_str());
+    QVERIFY2(typed->problem.find("invalid") == std::string::npos, typed->problem.c_str());
+    const FoundModel* gemma = find(r, "someone/unrunnable-GGUF/gemma3.gguf");
+    QVERIFY(gemma && !gemma->loadable);
+    QCOMPARE(gemma->architecture, std::string("gemma3"));
+    QCOMPARE(gemma->vocabulary, 512);
+    QVERIFY2(gemma->problem.find("architecture 'gemma3' is not supported") != std::string::npos, gemma->problem.c_str());
+    QVERIFY2(gemma->problem.find("invalid") == std::string::npos, gemma->problem.c_str());
   }
 
   // Links that loop or lead out of the store and files that are not GGUF end as reasons.

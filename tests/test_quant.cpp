@@ -131,7 +131,17 @@ class TestQuant : public QObject {
     QCOMPARE(row_bytes(TensorType::Q8_0, 64), size_t{68});
     QCOMPARE(row_bytes(TensorType::BF16, 3), size_t{6});
     QVERIFY(tensor_type_from_ggml(14) == TensorType::Q6_K);
-    QVERIFY(!tensor_type_from_ggml(3).has_value());  // q4_1 is not read
+    // every type GGML defines a layout for is named, supported or not; removed ids are not
+    QVERIFY(tensor_type_from_ggml(3) == TensorType::Q4_1);
+    QCOMPARE(type_traits(TensorType::Q5_K).block_bytes, 176);
+    QCOMPARE(type_traits(TensorType::IQ2_XXS).name, std::string_view("iq2_xxs"));
+    QVERIFY(!tensor_type_from_ggml(4).has_value());
+    QVERIFY(!tensor_type_from_ggml(4000).has_value());
+    QVERIFY(is_supported_type(TensorType::Q4_1) && is_supported_type(TensorType::Q5_0));
+    QVERIFY(!is_supported_type(TensorType::IQ2_XXS) && !is_supported_type(TensorType::I32));
+    QVERIFY(supported_type_names().starts_with("f32, f16, bf16, q8_0, q4_0, q4_K, q6_K"));
+    QVERIFY(supported_type_names().find("iq2_xxs") == std::string::npos);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, dequantize_row(TensorType::IQ2_XXS, nullptr, nullptr, 256));
     QVERIFY(tensor_type_from_name("q4_0") == TensorType::Q4_0);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, row_bytes(TensorType::Q4_0, 33));
   }
@@ -218,6 +228,70 @@ class TestQuant : public QObject {
                  qPrintable(QString("block %1 element %2: %3 vs %4").arg(k).arg(e).arg(got).arg(ref)));
       }
     }
+  }
+
+  // Every type beyond the first seven decodes to the gguf package's values bit for bit
+  // (tests/data/dequant_oracle.json, tools/oracles/dequant_oracle.py: random blocks, and
+  // blocks of the real SmolLM2 Q4_1 and Gemma Q5_0 files); the types converted at load
+  // decode to the same bits after conversion; Q4_1, Q5_0 and Q5_1 quantize as gguf does.
+  void newTypesMatchGgufPackage() {
+    std::ifstream in(SPECULA_TEST_DATA_DIR "/dequant_oracle.json");
+    QVERIFY(in.good());
+    const auto j = nlohmann::json::parse(in);
+    const auto bytes = [](const std::string& hex) {
+      return QByteArray::fromHex(QByteArray::fromStdString(hex));
+    };
+    int types = 0;
+    for (const auto& [name, entry] : j["types"].items()) {
+      const auto type = tensor_type_from_name(name);
+      QVERIFY2(type && static_cast<int>(*type) == entry["ggml_type"].get<int>(), name.c_str());
+      QVERIFY2(is_supported_type(*type), name.c_str());
+      const QByteArray blocks = bytes(entry["blocks"]);
+      const QByteArray values = bytes(entry["values"]);
+      const int64_t n = values.size() / 4;
+      QCOMPARE(static_cast<size_t>(blocks.size()), row_bytes(*type, n));
+      std::vector<float> got(static_cast<size_t>(n));
+      dequantize_row(*type, blocks.constData(), got.data(), n);
+      for (int64_t i = 0; i < n; i++) {
+        float want;
+        std::memcpy(&want, values.constData() + 4 * i, 4);
+        QVERIFY2(std::memcmp(&got[static_cast<size_t>(i)], &want, 4) == 0,
+                 qPrintable(QString("%1 value %2: %3, gguf %4").arg(name.c_str()).arg(i).arg(got[i]).arg(want)));
+      }
+      if (kernel_type(*type) != *type) {
+        // re-encoded, per block (MXFP4 refuses blocks whose scale is not an f16)
+        const int64_t per_block = type_traits(*type).block_elements;
+        int converted = 0;
+        for (int64_t b = 0; b < n / per_block; b++) {
+          std::vector<uint8_t> dst(row_bytes(kernel_type(*type), per_block));
+          const char* src = blocks.constData() + b * type_traits(*type).block_bytes;
+          if (!convert_row_exact(*type, src, dst.data(), per_block)) {
+            QVERIFY2(*type == TensorType::MXFP4, name.c_str());
+            const uint8_t e = static_cast<uint8_t>(src[0]);
+            QVERIFY(e < 104 || e > 143);
+            continue;
+          }
+          converted++;
+          std::vector<float> again(static_cast<size_t>(per_block));
+          dequantize_row(kernel_type(*type), dst.data(), again.data(), per_block);
+          QVERIFY2(std::memcmp(again.data(), got.data() + b * per_block, 4 * static_cast<size_t>(per_block)) == 0,
+                   qPrintable(QString("%1 block %2 changes in conversion").arg(name.c_str()).arg(b)));
+        }
+        QVERIFY(converted >= 6);
+      }
+      if (entry.contains("quantized")) {
+        const QByteArray inputs = bytes(entry["inputs"]);
+        const int64_t m = inputs.size() / 4;
+        std::vector<float> x(static_cast<size_t>(m));
+        std::memcpy(x.data(), inputs.constData(), static_cast<size_t>(inputs.size()));
+        std::vector<uint8_t> q(row_bytes(*type, m));
+        quantize_row(*type, x.data(), q.data(), m);
+        QCOMPARE(QByteArray(reinterpret_cast<const char*>(q.data()), static_cast<qsizetype>(q.size())).toHex(),
+                 QByteArray::fromStdString(entry["quantized"].get<std::string>()));
+      }
+      types++;
+    }
+    QCOMPARE(types, 9);
   }
 
   // Quantization must reproduce the gguf package's blocks byte for byte.

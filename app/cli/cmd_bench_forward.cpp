@@ -209,7 +209,9 @@ void run_bench(const BenchOptions& o) {
     type_name = std::string(type_traits(model->weights.layers.at(0).wq.type).name);
   } else {
     const std::optional<TensorType> type = tensor_type_from_name(o.type);
-    if (!type) throw CommandFailed("unknown weight type '" + o.type + "'", 2);
+    if (!type || !random_model_type(*type)) {
+      throw CommandFailed("random models are made of " + random_model_type_names() + ", not '" + o.type + "'", 2);
+    }
     model = make_random_model(random_model_config(o.random_shape), *type, 1, o.threads);
     if (!o.write_gguf.empty()) write_gguf_model(*model, o.write_gguf, *type);
   }
@@ -376,7 +378,7 @@ void add_bench_forward_command(CLI::App& app) {
   cmd->add_option("--random", options->random_shape,
                   "Random weights of a named shape: tiny, tiny-qwen2, tiny-qwen3, 110m, 1.1b, 7b");
   cmd->add_option("--type", options->type,
-                  "Weight type of a random model: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K");
+                  "Weight type of a random model: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q4_K, q5_K, q6_K, iq4_xs");
   cmd->add_option("--write-gguf", options->write_gguf,
                   "Also save the random model as this GGUF file");
   cmd->add_option("--tokens", options->tokens, "Forward sizes to time, e.g. 1,2,4,8")

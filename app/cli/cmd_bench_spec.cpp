@@ -357,7 +357,9 @@ void run(const BenchArgs& a) {
   std::shared_ptr<const Model> model;
   if (!a.random_shape.empty()) {
     const auto type = tensor_type_from_name(a.type);
-    if (!type) throw CommandFailed("unknown weight type '" + a.type + "'", 2);
+    if (!type || !random_model_type(*type)) {
+      throw CommandFailed("random models are made of " + random_model_type_names() + ", not '" + a.type + "'", 2);
+    }
     model = make_random_model(random_model_config(a.random_shape), *type, 1, a.threads);
   } else {
     model = load_model(a.model_path, load);

@@ -17,12 +17,12 @@ void add_convert_command(CLI::App& app) {
     std::string type = "f32";
   };
   auto options = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("convert", "Write a model as GGUF (f32, f16, q8_0 or q4_0 weights)");
+  CLI::App* cmd = app.add_subcommand("convert", "Write a model as GGUF (f32, f16, q8_0, q4_0, q4_1, q5_0 or q5_1 weights)");
   cmd->add_option("input", options->input, "GGUF file, llama2.c checkpoint or Hugging Face directory")->required();
   cmd->add_option("output", options->output, "GGUF file to write")->required();
   cmd->add_option("--tokenizer", options->tokenizer, "Tokenizer file for models without a vocabulary");
   cmd->add_option("--type", options->type, "Weight matrix type")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}));
   cmd->callback([options] {
     LoadOptions load;
     load.tokenizer_path = options->tokenizer;

@@ -1,6 +1,7 @@
 // specula-cli inspect MODEL: what a model file holds, without running it; with --cost, what
 // its forwards cost on this machine (the goodput policy's cost model).
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "commands.h"
 #include "compute/backend.h"
 #include "compute/device_plan.h"
+#include "model/gguf.h"
 #include "model/model.h"
 #include "model_options.h"
 
@@ -40,11 +42,29 @@ std::map<std::string, TypeTally> tally_by_type(const Model& model) {
 
 constexpr const char* kSampleText = "Once upon a time, there was a little robot.";
 
+nlohmann::json describe(const Tokenizer* tokenizer) {
+  if (tokenizer == nullptr) return nullptr;
+  const Tokenizer& tok = *tokenizer;
+  const FimTokens& fim = tok.fim();
+  return {{"vocab_size", tok.size()},
+          {"kind", tok.model_name()},
+          {"pre", tok.vocabulary().pre},
+          {"end_of_generation", tok.end_of_generation()},
+          {"fim", {{"prefix", fim.prefix}, {"suffix", fim.suffix}, {"middle", fim.middle}}},
+          {"bos", tok.bos()},
+          {"eos", tok.eos()},
+          {"bos_piece", tok.bos() >= 0 && tok.bos() < tok.size() ? tok.piece(tok.bos()) : ""},
+          {"eos_piece", tok.eos() >= 0 && tok.eos() < tok.size() ? tok.piece(tok.eos()) : ""},
+          {"sample_text", kSampleText},
+          {"sample_ids", tok.encode(kSampleText, true)}};
+}
+
 nlohmann::json describe(const Model& model) {
   const ModelConfig& c = model.config;
   nlohmann::json j;
   j["path"] = model.path;
   j["format"] = model.format;
+  j["loadable"] = true;
   j["name"] = c.name;
   j["architecture"] = c.architecture;
   j["config"] = {{"dim", c.dim},           {"hidden_dim", c.hidden_dim},         {"n_layers", c.n_layers},
@@ -65,25 +85,25 @@ nlohmann::json describe(const Model& model) {
   j["device_weights"] = {{"type", std::string(type_traits(device_compute_type(model.weights)).name)},
                          {"bytes", device_weight_bytes(model)}};
   for (const auto& [type, t] : tally_by_type(model)) j["tensor_types"][type] = {{"tensors", t.tensors}, {"bytes", t.bytes}};
-  if (model.tokenizer) {
-    const Tokenizer& tok = *model.tokenizer;
-    const FimTokens& fim = tok.fim();
-    j["tokenizer"] = {{"vocab_size", tok.size()},
-                      {"kind", tok.model_name()},
-                      {"pre", tok.vocabulary().pre},
-                      {"end_of_generation", tok.end_of_generation()},
-                      {"fim", {{"prefix", fim.prefix}, {"suffix", fim.suffix}, {"middle", fim.middle}}},
-                      {"bos", tok.bos()},
-                      {"eos", tok.eos()},
-                      {"bos_piece", tok.bos() >= 0 && tok.bos() < tok.size() ? tok.piece(tok.bos()) : ""},
-                      {"eos_piece", tok.eos() >= 0 && tok.eos() < tok.size() ? tok.piece(tok.eos()) : ""},
-                      {"sample_text", kSampleText},
-                      {"sample_ids", tok.encode(kSampleText, true)}};
-  } else {
-    j["tokenizer"] = nullptr;
+  // the types above are the ones computed with; a GGUF's tensors of a type without a kernel
+  // of its own were converted at load, every value kept (kernel_type)
+  if (model.format == "gguf") {
+    try {
+      for (const GgufTensorInfo& t : GgufFile::read_header(model.path).tensors) {
+        if (kernel_type(t.type) == t.type) continue;
+        auto& entry = j["converted_at_load"][std::string(type_traits(t.type).name)];
+        if (entry.is_null()) entry = {{"to", std::string(type_traits(kernel_type(t.type)).name)}, {"tensors", 0}};
+        entry["tensors"] = entry["tensors"].get<int>() + 1;
+      }
+    } catch (const ModelError&) {
+      // the file loaded a moment ago; a header that no longer reads just goes unmentioned
+    }
   }
+  j["tokenizer"] = describe(model.tokenizer.get());
   return j;
 }
+
+void print_tokenizer(const nlohmann::json& tok);
 
 void print_text(const nlohmann::json& j) {
   const auto& c = j["config"];
@@ -111,10 +131,19 @@ void print_text(const nlohmann::json& j) {
   for (const auto& [type, t] : j["tensor_types"].items()) {
     std::printf("  %-6s      %4d tensors, %zu bytes\n", type.c_str(), t["tensors"].get<int>(), t["bytes"].get<size_t>());
   }
+  if (j.contains("converted_at_load")) {
+    for (const auto& [type, c] : j["converted_at_load"].items()) {
+      std::printf("  (%d %s tensors of the file converted at load to %s, every value kept)\n", c["tensors"].get<int>(),
+                  type.c_str(), c["to"].get<std::string>().c_str());
+    }
+  }
   const auto& device = j["device_weights"];
   std::printf("on a GPU      %zu bytes (%.2f MiB), computing in %s\n", device["bytes"].get<size_t>(),
               static_cast<double>(device["bytes"].get<size_t>()) / (1 << 20), device["type"].get<std::string>().c_str());
-  const auto& tok = j["tokenizer"];
+  print_tokenizer(j["tokenizer"]);
+}
+
+void print_tokenizer(const nlohmann::json& tok) {
   if (tok.is_null()) {
     std::printf("tokenizer     none (pass --tokenizer)\n");
     return;
@@ -129,6 +158,78 @@ void print_text(const nlohmann::json& j) {
   std::printf("sample        \"%s\" ->", tok["sample_text"].get<std::string>().c_str());
   for (const auto& id : tok["sample_ids"]) std::printf(" %d", id.get<int>());
   std::printf("\n");
+}
+
+// A GGUF file that does not load (a tensor type or an architecture the engine does not
+// run) still has a header and a vocabulary to show: what it is, what its tensors hold, how
+// it tokenizes, and why it does not load. Null when the header itself cannot be read.
+nlohmann::json describe_header(const std::string& path, const std::string& problem) {
+  GgufFile header;
+  try {
+    header = GgufFile::read_header(path);
+  } catch (const ModelError&) {
+    return nullptr;
+  }
+  nlohmann::json j;
+  j["path"] = path;
+  j["format"] = "gguf";
+  j["name"] = header.get_string("general.name", std::filesystem::path(path).stem().string());
+  const std::string arch = header.get_string("general.architecture", "");
+  j["architecture"] = arch;
+  j["loadable"] = false;
+  j["problem"] = problem;
+  nlohmann::json config = nlohmann::json::object();
+  for (const char* key : {"embedding_length", "feed_forward_length", "block_count", "attention.head_count",
+                          "attention.head_count_kv", "context_length"}) {
+    if (const GgufValue* v = header.find(arch + "." + key); v && v->is_integer()) config[key] = v->integer;
+  }
+  j["config"] = config;
+  if (const GgufValue* ftype = header.find("general.file_type"); ftype && ftype->is_integer()) {
+    j["file_type"] = std::string(llama_file_type_name(ftype->integer));
+  }
+  size_t bytes = 0;
+  j["tensor_types"] = nlohmann::json::object();
+  for (const GgufTensorInfo& t : header.tensors) {
+    auto& entry = j["tensor_types"][std::string(type_traits(t.type).name)];
+    if (entry.is_null()) entry = {{"tensors", 0}, {"bytes", size_t{0}}, {"supported", is_supported_type(t.type)}};
+    entry["tensors"] = entry["tensors"].get<int>() + 1;
+    entry["bytes"] = entry["bytes"].get<size_t>() + t.bytes;
+    bytes += t.bytes;
+  }
+  j["weight_bytes"] = bytes;
+  try {
+    Vocabulary vocab = gguf_vocabulary(header);
+    const auto tokenizer = vocab.empty() ? nullptr : create_tokenizer(std::move(vocab));
+    j["tokenizer"] = describe(tokenizer.get());
+  } catch (const std::exception& e) {
+    j["tokenizer"] = {{"error", e.what()}};
+  }
+  return j;
+}
+
+void print_header_text(const nlohmann::json& j) {
+  std::printf("model         %s (%s)\n", j["name"].get<std::string>().c_str(), j["path"].get<std::string>().c_str());
+  std::printf("format        %s, architecture %s", j["format"].get<std::string>().c_str(),
+              j["architecture"].get<std::string>().c_str());
+  if (j.contains("file_type")) std::printf(", file type %s", j["file_type"].get<std::string>().c_str());
+  std::printf("\n");
+  if (!j["config"].empty()) {
+    std::printf("shape        ");
+    for (const auto& [key, value] : j["config"].items()) std::printf(" %s %lld", key.c_str(), value.get<long long>());
+    std::printf("\n");
+  }
+  std::printf("weights       %zu bytes (%.2f MiB)\n", j["weight_bytes"].get<size_t>(),
+              static_cast<double>(j["weight_bytes"].get<size_t>()) / (1 << 20));
+  for (const auto& [type, t] : j["tensor_types"].items()) {
+    std::printf("  %-6s      %4d tensors, %zu bytes%s\n", type.c_str(), t["tensors"].get<int>(), t["bytes"].get<size_t>(),
+                t["supported"].get<bool>() ? "" : " (not supported)");
+  }
+  if (j["tokenizer"].contains("error")) {
+    std::printf("tokenizer     unreadable: %s\n", j["tokenizer"]["error"].get<std::string>().c_str());
+  } else {
+    print_tokenizer(j["tokenizer"]);
+  }
+  std::printf("does not load %s\n", j["problem"].get<std::string>().c_str());
 }
 
 nlohmann::json describe(const ForwardCost& cost, const std::string& backend) {
@@ -182,7 +283,18 @@ void add_inspect_command(CLI::App& app) {
     try {
       model = load_model(options->model, load);
     } catch (const ModelError& e) {
-      throw CommandFailed(e.what(), 2);
+      // a GGUF file whose header reads is described as far as it goes (the problem is part
+      // of the description); --cost needs a model that runs
+      const nlohmann::json header = options->cost || std::filesystem::is_directory(options->model)
+                                        ? nlohmann::json()
+                                        : describe_header(options->model, e.what());
+      if (header.is_null()) throw CommandFailed(e.what(), 2);
+      if (options->json) {
+        std::printf("%s\n", header.dump(2).c_str());
+      } else {
+        print_header_text(header);
+      }
+      return;
     }
     nlohmann::json j = describe(*model);
     std::optional<ForwardCost> cost;

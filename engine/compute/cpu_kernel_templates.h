@@ -268,10 +268,15 @@ struct Q4_0Panel {
 
 // Q8_0: VNNI multiplies weights biased to unsigned (w + 128, undone by the offsets);
 // otherwise |w| times the activations signed like w (maddubs), which cannot saturate.
-template <class V>
+//
+// IQ4_XS takes this path with f32 scales (kF32): each 32-value sub-block's levels as int8 and
+// its scale d · (scale - 32), exact in f32, stored per row at packing.
+template <class V, bool kF32 = false>
 struct Q8_0Panel {
   static constexpr int kBias = V::kVnni ? 128 : 0;
   static constexpr int kMaxTokens = kQuantTokens<V>;
+  static constexpr size_t block_bytes(int P) { return kF32 ? iq4_xs_panel_block(P) / 8 : q8_0_panel_block(P); }
+  static constexpr int kScaleBytes = kF32 ? 4 : 2;
 
   template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
@@ -283,17 +288,17 @@ struct Q8_0Panel {
     F acc[T];
     for (int t = 0; t < T; ++t) a[t] = q8_row(x + t * x_stride, cols), acc[t] = V::fzero();
     for (int64_t b = 0; b < cols / 32; ++b) {
-      const uint8_t* block = panel + b * q8_0_panel_block(P);
+      const uint8_t* block = panel + b * block_bytes(P);
       // tiles of several tokens spend longer on each block: 8 KiB ahead keeps as many lines
       // in flight (Zen 4, 2 threads, alternated: 4 tokens 42.0 -> 39.8 ms, 8 tokens 45.2 ->
       // 41.5, medians of 6); one token keeps 4 KiB (8 KiB slowed it: 49-52 -> 55-70 ms on
       // one thread)
-      if constexpr (kPrefetch) prefetch_ahead<(T == 1 ? 4096 : 8192)>(block, q8_0_panel_block(P));
+      if constexpr (kPrefetch) prefetch_ahead<(T == 1 ? 4096 : 8192)>(block, block_bytes(P));
       I sum[T];
       for (int t = 0; t < T; ++t) sum[t] = V::kVnni ? V::bcast32(a[t].offsets + b) : V::izero();
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {  // values 4c..4c+3
-        const I w = V::iload(block + 2 * P + c * 4 * P);
+        const I w = V::iload(block + kScaleBytes * P + c * 4 * P);
         if constexpr (V::kVnni) {
           for (int t = 0; t < T; ++t) {
             sum[t] = V::dpbusd(sum[t], w, V::bcast32(a[t].values + 32 * b + 4 * c));
@@ -307,9 +312,114 @@ struct Q8_0Panel {
           }
         }
       }
-      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      F d;
+      if constexpr (kF32) {
+        d = V::fload(reinterpret_cast<const float*>(block));
+      } else {
+        d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      }
       for (int t = 0; t < T; ++t) {
         acc[t] = V::fma(V::cvt(sum[t]), V::fmul(d, V::fset1(a[t].scales[b])), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
+  }
+};
+
+// Q4_1 and Q5_1: value = q · d + m with q unsigned (4 or 5 bits), so per block and token
+// acc += Σ(q · qx) · (d · dx) + Σqx · (m · dx): the activation offsets carry Σqx (kBias -1).
+// Q4_1 keeps its nibbles (Q4_0's layout); Q5_1's 5-bit values lie one per byte, as Q8_0's,
+// and their products (at most 2 · 31 · 127 per pair) are summed four to a 16-bit lane at
+// most, then widened, where Q4_1's eight fit (8 · 2 · 15 · 127 < 32767).
+//
+// Q5_K takes the Q5_1 path with f32 scales (kF32): each 32-value sub-block's d · scale and
+// -(dmin · minimum), both exact in f32, stored per row at packing.
+template <class V, bool kBytes, bool kF32 = false>
+struct AffinePanel {
+  static constexpr int kBias = -1;
+  static constexpr int kMaxTokens = kQuantTokens<V>;
+  static_assert(kBytes || !kF32);
+
+  static constexpr size_t block_bytes(int P) {
+    return kF32 ? q5_k_panel_block(P) / 8 : kBytes ? q5_1_panel_block(P) : q4_1_panel_block(P);
+  }
+  static constexpr int kScaleBytes = kF32 ? 4 : 2;  // of d and of m, per row
+
+  template <int T, bool kPrefetch>
+  static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
+                   float* out) {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int P = V::kLanes;
+    const uint8_t* row[T];
+    F acc[T];
+    for (int t = 0; t < T; ++t) row[t] = x + t * x_stride, acc[t] = V::fzero();
+    const Q8Row layout = q8_row(x, cols);
+    const auto scales_at = reinterpret_cast<const uint8_t*>(layout.scales) - x;
+    const auto offsets_at = reinterpret_cast<const uint8_t*>(layout.offsets) - x;
+    const I low = V::set8(0x0F);
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* block = panel + b * block_bytes(P);
+      if constexpr (kPrefetch) prefetch_ahead<4096>(block, block_bytes(P));
+      const uint8_t* values = block + 2 * kScaleBytes * P;
+      I w[8];  // w[c]: values 4c..4c+3 of every row
+      if constexpr (kBytes) {
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) w[c] = V::iload(values + c * 4 * P);
+      } else {
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          const I raw = V::iload(block + 4 * P + v * 4 * P);
+          w[v] = V::and_(raw, low);
+          w[v + 4] = V::and_(V::template srl16<4>(raw), low);
+        }
+      }
+      F d, m;
+      if constexpr (kF32) {
+        d = V::fload(reinterpret_cast<const float*>(block));
+        m = V::fload(reinterpret_cast<const float*>(block + 4 * P));
+      } else {
+        d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+        m = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));
+      }
+      const auto update = [&](int t, I sum) {
+        float scale;
+        int32_t qsum;
+        std::memcpy(&scale, row[t] + scales_at + 4 * b, 4);
+        std::memcpy(&qsum, row[t] + offsets_at + 4 * b, 4);
+        const F dx = V::fset1(scale);
+        acc[t] = V::fma(V::cvt(sum), V::fmul(d, dx), acc[t]);
+        acc[t] = V::fma(V::fset1(static_cast<float>(qsum)), V::fmul(m, dx), acc[t]);
+      };
+      if constexpr (V::kVnni) {
+        I sum[T];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) sum[t] = V::izero();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) sum[t] = V::dpbusd(sum[t], w[c], V::bcast32(row[t] + 32 * b + 4 * c));
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) update(t, sum[t]);
+      } else {
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* q = row[t] + 32 * b;
+          if constexpr (kBytes) {
+            I half[2];
+            for (int h = 0; h < 2; ++h) {
+              half[h] = V::maddubs(w[4 * h], V::bcast32(q + 16 * h));
+              for (int c = 1; c < 4; ++c) {
+                half[h] = V::add16(half[h], V::maddubs(w[4 * h + c], V::bcast32(q + 16 * h + 4 * c)));
+              }
+            }
+            update(t, V::add32(V::madd16(half[0], V::set16(1)), V::madd16(half[1], V::set16(1))));
+          } else {
+            I pairs = V::maddubs(w[0], V::bcast32(q));
+            for (int c = 1; c < 8; ++c) pairs = V::add16(pairs, V::maddubs(w[c], V::bcast32(q + 4 * c)));
+            update(t, V::madd16(pairs, V::set16(1)));
+          }
+        }
       }
     }
     for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
@@ -482,6 +592,78 @@ struct Q6_KPanel {
       const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
       for (int t = 0; t < T; ++t) {
         acc[t] = V::fma(V::cvt(total[t]), V::fmul(d, V::fset1(a[t][b].d)), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
+  }
+};
+
+// Q2_K: value = d · scale · q - dmin · min per 16-value sub-block, q in 0..3 (2-bit crumbs,
+// one vector per sub-block: byte k of a row holds values k, 4 + k, 8 + k, 12 + k), the 4-bit
+// scales and minimums unpacked to byte pairs as Q6_K's scales. As Q6_K: per sub-block four
+// products (at most 2 · 3 · 127 per pair) summed in 16 bits, times the scale with madd (VNNI:
+// 4 dpbusd times the scale); the minimums meet the activations' 16-value sums with madd.
+// Then acc += main · (d · dx) + mins · (-dmin · dx).
+template <class V>
+struct Q2_KPanel {
+  static constexpr int kMaxTokens = kQuantTokens<V>;
+
+  template <int T, bool kPrefetch>
+  static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
+                   float* out) {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int P = V::kLanes;
+    const BlockQ8K* a[T];
+    F acc[T];
+    for (int t = 0; t < T; ++t) {
+      a[t] = reinterpret_cast<const BlockQ8K*>(x + t * x_stride);
+      acc[t] = V::fzero();
+    }
+    const I crumb = V::set8(0x03);
+    const I dup_low = V::iload(kDupLow), dup_high = V::iload(kDupHigh);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* block = panel + b * q2_k_panel_block(P);
+      if constexpr (kPrefetch) prefetch_ahead<8192>(block, q2_k_panel_block(P));
+      const auto* scales = reinterpret_cast<const int8_t*>(block + 4 * P);
+      const auto* minimums = reinterpret_cast<const int8_t*>(block + 20 * P);
+      const uint8_t* values = block + 36 * P;
+      I main[T], mins[T];
+      for (int t = 0; t < T; ++t) main[t] = V::izero(), mins[t] = V::izero();
+      for (int k = 0; k < 8; ++k) {  // sub-blocks 2k and 2k + 1
+        const I pair = V::widen_s8_16(scales + 2 * P * k);
+        const I min_pair = V::widen_s8_16(minimums + 2 * P * k);
+        for (int t = 0; t < T; ++t) mins[t] = V::add32(mins[t], V::madd16(min_pair, V::bcast32(a[t][b].sums16 + 2 * k)));
+        for (int half = 0; half < 2; ++half) {
+          const int j = 2 * k + half;
+          const I scale = V::shuffle8(pair, half == 0 ? dup_low : dup_high);
+          const I v = V::iload(values + j * 4 * P);
+          const I qa = V::and_(v, crumb);
+          const I qb = V::and_(V::template srl16<2>(v), crumb);
+          const I qc = V::and_(V::template srl16<4>(v), crumb);
+          const I qd = V::and_(V::template srl16<6>(v), crumb);
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = a[t][b].q + 16 * j;
+            if constexpr (V::kVnni) {
+              I sum = V::dpbusd(V::izero(), qa, V::bcast32(q));
+              sum = V::dpbusd(sum, qb, V::bcast32(q + 4));
+              sum = V::dpbusd(sum, qc, V::bcast32(q + 8));
+              sum = V::dpbusd(sum, qd, V::bcast32(q + 12));
+              main[t] = V::add32(main[t], V::mullo32(sum, V::template sra32<16>(scale)));  // scale in 32 bits
+            } else {
+              I p = V::add16(V::maddubs(qa, V::bcast32(q)), V::maddubs(qb, V::bcast32(q + 4)));
+              p = V::add16(p, V::add16(V::maddubs(qc, V::bcast32(q + 8)), V::maddubs(qd, V::bcast32(q + 12))));
+              main[t] = V::add32(main[t], V::madd16(p, scale));
+            }
+          }
+        }
+      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      const F dmin = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));  // -dmin
+      for (int t = 0; t < T; ++t) {
+        const F dx = V::fset1(a[t][b].d);
+        acc[t] = V::fma(V::cvt(main[t]), V::fmul(d, dx), acc[t]);
+        acc[t] = V::fma(V::cvt(mins[t]), V::fmul(dmin, dx), acc[t]);
       }
     }
     for (int t = 0; t < T; ++t) V::fstore(out + t * P, acc[t]);
@@ -920,13 +1102,20 @@ double peak_loop(TensorType type, int64_t rounds) {
     case TensorType::Q8_0:
       return peak_block32<V, true>(rounds);
     case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_1:
+    case TensorType::Q5_K:
       return peak_block32<V, false>(rounds);
+    case TensorType::IQ4_XS:
+      return peak_block32<V, true>(rounds);
     case TensorType::Q4_K:
       return peak_super_block<V, false>(rounds);
     case TensorType::Q6_K:
+    case TensorType::Q2_K:
       return peak_super_block<V, true>(rounds);
+    default:
+      return 0.0;
   }
-  return 0.0;
 }
 
 // ---- log-sum-exp of a row (a log-softmax's normaliser) ------------------------------------
@@ -967,8 +1156,13 @@ KernelTable make_kernel_table() {
   table.bf16 = float_rows<V, BF16Load>;
   table.q8_0 = panel_rows<V, Q8_0Panel<V>>;
   table.q4_0 = panel_rows<V, Q4_0Panel<V>>;
+  table.q4_1 = panel_rows<V, AffinePanel<V, false>>;
+  table.q5_1 = panel_rows<V, AffinePanel<V, true>>;
+  table.q5_k = panel_rows<V, AffinePanel<V, true, true>>;
+  table.iq4_xs = panel_rows<V, Q8_0Panel<V, true>>;
   table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;
+  table.q2_k = panel_rows<V, Q2_KPanel<V>>;
   table.quantize_q8 = quantize_q8<V>;
   table.quantize_q8k = quantize_q8k<V>;
   if constexpr (V::kLanes == 8) table.attend = attend<V>;

@@ -77,6 +77,101 @@ void pack_q4_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   for (int v = 0; v < 4; ++v) std::memcpy(out + 2 * P + 4 * P * v + 4 * r, block.q + 4 * v, 4);
 }
 
+void pack_q4_1(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ4_1*>(row)[b];
+  put16(out + 2 * r, block.d);
+  put16(out + 2 * P + 2 * r, block.m);
+  for (int v = 0; v < 4; ++v) std::memcpy(out + 4 * P + 4 * P * v + 4 * r, block.q + 4 * v, 4);
+}
+
+// Q5_1's values whole, one per byte: the fifth bits need no unpacking in the kernel.
+void pack_q5_1(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ5_1*>(row)[b];
+  put16(out + 2 * r, block.d);
+  put16(out + 2 * P + 2 * r, block.m);
+  uint32_t qh;
+  std::memcpy(&qh, block.qh, 4);
+  uint8_t q[32];
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<uint8_t>((block.q[j] & 0xF) | ((qh >> j) & 1) << 4);
+    q[j + 16] = static_cast<uint8_t>((block.q[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+  }
+  for (int c = 0; c < 8; ++c) std::memcpy(out + 4 * P + 4 * P * c + 4 * r, q + 4 * c, 4);
+}
+
+void put32f(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
+
+// Q5_K as eight Q5_1-like sub-blocks with f32 scales: d · scale and -(dmin · minimum) are
+// products of an f16 and a 6-bit integer, exact in f32.
+void pack_q5_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ5_K*>(row)[b];
+  const float d = fp16_to_fp32(block.d), dmin = fp16_to_fp32(block.dmin);
+  uint8_t scale[8], minimum[8];
+  q4_k_scales(block.scales, scale, minimum);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* sub = out + 40 * P * j;
+    put32f(sub + 4 * r, d * scale[j]);
+    put32f(sub + 4 * P + 4 * r, -(dmin * minimum[j]));
+    uint8_t q[32];
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t low = j % 2 ? block.q[32 * (j / 2) + l] >> 4 : block.q[32 * (j / 2) + l] & 0xF;
+      q[l] = static_cast<uint8_t>(low | ((block.qh[l] >> j) & 1) << 4);
+    }
+    for (int c = 0; c < 8; ++c) std::memcpy(sub + 8 * P + 4 * P * c + 4 * r, q + 4 * c, 4);
+  }
+}
+
+// IQ4_XS as eight Q8_0-like sub-blocks with f32 scales d · (scale - 32) (an f16 times a
+// 6-bit integer, exact in f32) and the IQ4 levels as int8.
+template <bool kBiased>
+void pack_iq4_xs(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockIQ4_XS*>(row)[b];
+  const float d = fp16_to_fp32(block.d);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* sub = out + 36 * P * j;
+    const int scale = ((block.scales_l[j / 2] >> 4 * (j % 2)) & 0xF) | (((block.scales_h >> 2 * j) & 3) << 4);
+    put32f(sub + 4 * r, d * static_cast<float>(scale - 32));
+    uint8_t q[32];
+    for (int l = 0; l < 16; ++l) {
+      q[l] = static_cast<uint8_t>(kIq4Levels[block.q[16 * j + l] & 0xF]);
+      q[l + 16] = static_cast<uint8_t>(kIq4Levels[block.q[16 * j + l] >> 4]);
+    }
+    for (int c = 0; c < 8; ++c) {
+      uint8_t* dst = sub + 4 * P + 4 * P * c + 4 * r;
+      std::memcpy(dst, q + 4 * c, 4);
+      if (kBiased) {
+        for (int i = 0; i < 4; ++i) dst[i] ^= 0x80;  // w + 128 as an unsigned byte
+      }
+    }
+  }
+}
+
+// Q2_K: value i of 16-value sub-block s lies in half s / 8, shift (s % 8) / 2, 16-byte
+// group s % 2 of the stored crumbs (GGML's dequantize_row_q2_K order).
+void pack_q2_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ2_K*>(row)[b];
+  put16(out + 2 * r, block.d);
+  put16(out + 2 * P + 2 * r, static_cast<uint16_t>(block.dmin ^ 0x8000));  // -dmin
+  for (int k = 0; k < 8; ++k) {
+    for (int h = 0; h < 2; ++h) {
+      out[4 * P + 2 * P * k + 2 * r + h] = block.scales[2 * k + h] & 0xF;
+      out[20 * P + 2 * P * k + 2 * r + h] = block.scales[2 * k + h] >> 4;
+    }
+  }
+  for (int s = 0; s < 16; ++s) {
+    const int half = s / 8, shift = 2 * ((s % 8) / 2), group = s % 2;
+    uint8_t* v = out + 36 * P + 4 * P * s + 4 * r;
+    for (int k = 0; k < 4; ++k) {
+      uint8_t byte = 0;
+      for (int c = 0; c < 4; ++c) {
+        const int value = (block.q[32 * half + 16 * group + 4 * c + k] >> shift) & 3;
+        byte = static_cast<uint8_t>(byte | value << (2 * c));
+      }
+      v[k] = byte;
+    }
+  }
+}
+
 template <bool kBiased>
 void pack_q8_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   const auto& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
@@ -154,9 +249,14 @@ QuantPacking quant_packing(TensorType type, const KernelTable& table) {
   const int P = quant_panel_rows(type, table);
   switch (type) {
     case TensorType::Q4_0: return {q4_0_panel_block(P), pack_q4_0};
+    case TensorType::Q4_1: return {q4_1_panel_block(P), pack_q4_1};
+    case TensorType::Q5_1: return {q5_1_panel_block(P), pack_q5_1};
+    case TensorType::Q5_K: return {q5_k_panel_block(P), pack_q5_k};
+    case TensorType::IQ4_XS: return {iq4_xs_panel_block(P), table.vnni ? pack_iq4_xs<true> : pack_iq4_xs<false>};
     case TensorType::Q8_0: return {q8_0_panel_block(P), table.vnni ? pack_q8_0<true> : pack_q8_0<false>};
     case TensorType::Q4_K: return {q4_k_panel_block(P), pack_q4_k};
     case TensorType::Q6_K: return {q6_k_panel_block(P), pack_q6_k};
+    case TensorType::Q2_K: return {q2_k_panel_block(P), pack_q2_k};
     default: return {};
   }
 }
@@ -270,6 +370,10 @@ PackedMatrix packed_layout(const TensorView& w, SimdLevel level) {
     m.panel_rows = table.float_rows;
     m.panel_bytes = static_cast<size_t>((w.cols + L - 1) / L * m.panel_rows) * L * traits.block_bytes;
   } else {
+    if (quant_packing(w.type, table).pack == nullptr) {
+      throw std::invalid_argument("matmul: the CPU kernels have no product for " + std::string(traits.name) +
+                                  " weights (the loader converts the supported types without one)");
+    }
     m.panel_rows = quant_panel_rows(w.type, table);
     m.panel_bytes = quant_packing(w.type, table).block_bytes * static_cast<size_t>(w.cols / traits.block_elements);
   }
@@ -357,15 +461,21 @@ class KernelInputs {
       case TensorType::BF16: return floats(table.bf16);
       case TensorType::Q8_0: return q8(table.q8_0, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
       case TensorType::Q4_0: return q8(table.q4_0, table, kQ8Bias8);
+      case TensorType::Q4_1: return q8(table.q4_1, table, kQ8Sum);
+      case TensorType::Q5_1: return q8(table.q5_1, table, kQ8Sum);
+      case TensorType::Q5_K: return q8(table.q5_k, table, kQ8Sum);
+      case TensorType::IQ4_XS: return q8(table.iq4_xs, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
       case TensorType::Q4_K: return q8k(table.q4_k, table);
       case TensorType::Q6_K: return q8k(table.q6_k, table);
+      case TensorType::Q2_K: return q8k(table.q2_k, table);
       default: return {};
     }
   }
 
  private:
-  enum Format { kQ8Unbiased, kQ8Bias8, kQ8Bias128, kQ8K, kFormats };
-  static constexpr int32_t kBias[] = {0, 8, 128};
+  // kQ8Sum: the offsets hold +Σq (bias -1), the activation sums Q4_1's and Q5_1's minimums meet
+  enum Format { kQ8Unbiased, kQ8Bias8, kQ8Bias128, kQ8Sum, kQ8K, kFormats };
+  static constexpr int32_t kBias[] = {0, 8, 128, -1};
 
   KernelInput floats(kernels::MatrixKernel kernel) const {
     return {kernel, reinterpret_cast<const uint8_t*>(x_), static_cast<size_t>(cols_) * sizeof(float)};

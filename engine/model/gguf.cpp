@@ -18,17 +18,6 @@ constexpr int kMaxDims = 4;              // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 4;        // nested arrays deeper than this are hostile, not data
 constexpr int64_t kMaxElements = int64_t{1} << 50;
 
-// ggml type names for messages about types this engine does not read.
-std::string ggml_type_label(uint32_t type) {
-  static const char* const names[] = {
-      "f32", "f16", "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1", "q8_0", "q8_1",
-      "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s",
-      "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m", "bf16"};
-  std::string label = "type " + std::to_string(type);
-  if (type < std::size(names)) label += std::string(" (") + names[type] + ")";
-  return label;
-}
-
 bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::F64); }
 
 size_t scalar_size(GgufType t) {
@@ -325,7 +314,12 @@ void GgufParser::parse(GgufFile& f, Reader& in, const uint8_t* data, GgufPart pa
     }
     const uint32_t ggml_type = in.read<uint32_t>("tensor type");
     const auto type = tensor_type_from_ggml(ggml_type);
-    if (!type) in.fail("tensor '" + t.name + "' has unsupported " + ggml_type_label(ggml_type));
+    if (!type) {
+      // A type id GGML did not define when this was written: perhaps a newer file, not a
+      // broken one, and without its block size the rest of the table cannot be read.
+      throw ModelError(f.path + ": tensor '" + t.name + "' has type " + std::to_string(ggml_type) +
+                       ", a tensor type Specula does not know (it computes with " + supported_type_names() + ")");
+    }
     t.type = *type;
     const TypeTraits& traits = type_traits(t.type);
     if (t.shape[0] % traits.block_elements != 0) {
@@ -337,7 +331,7 @@ void GgufParser::parse(GgufFile& f, Reader& in, const uint8_t* data, GgufPart pa
       in.fail("tensor '" + t.name + "' offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
               std::to_string(f.alignment));
     }
-    // elements <= 2^50 and block_bytes / block_elements <= 4, so this cannot overflow.
+    // elements <= 2^50 and block_bytes / block_elements <= 8 (i64, f64), so this cannot overflow.
     t.bytes = static_cast<size_t>(elements / traits.block_elements * traits.block_bytes);
     if (!f.tensor_index_.emplace(t.name, f.tensors.size()).second) in.fail("duplicate tensor '" + t.name + "'");
     f.tensors.push_back(std::move(t));

@@ -21,8 +21,11 @@ uint32_t llama_file_type(TensorType type) {
     case TensorType::Q4_K: return 15;  // Q4_K_M
     case TensorType::Q6_K: return 18;
     case TensorType::BF16: return 32;
+    case TensorType::Q4_1: return 3;
+    case TensorType::Q5_0: return 8;
+    case TensorType::Q5_1: return 9;
+    default: return 0;
   }
-  return 0;
 }
 
 // Adds `v` as a tensor of `type`, converting row by row through f32 unless it is stored so.

@@ -52,6 +52,37 @@ TensorView aligned_view(Model& model, const TensorView& v) {
   return TensorView{v.type, v.cols, v.rows, copy};
 }
 
+// A weight in the type the kernels compute it in (kernel_type): types without a kernel of
+// their own are re-encoded once here, every value unchanged (convert_row_exact; a view
+// without data, of a header, just takes the new type). A row that does not fit the target
+// exactly (an MXFP4 scale outside f16's range) makes the whole matrix f32, which holds
+// every decoded value.
+TensorView kernel_view(Model& model, const TensorView& v) {
+  const TensorType target = kernel_type(v.type);
+  if (target == v.type) return aligned_view(model, v);
+  TensorView out{target, v.cols, v.rows, nullptr};
+  if (v.data == nullptr) return out;
+  // the source rows may sit at any alignment in the file: each is copied to an aligned row first
+  std::vector<uint8_t> row(v.row_size());
+  uint8_t* converted = owned_buffer<uint8_t>(model, out.bytes());
+  bool exact = true;
+  for (int64_t r = 0; r < v.rows && exact; ++r) {
+    std::memcpy(row.data(), v.row(r), row.size());
+    exact = convert_row_exact(v.type, row.data(), converted + r * out.row_size(), v.cols);
+  }
+  if (exact) {
+    out.data = converted;
+    return out;
+  }
+  model.storage.pop_back();
+  float* wide = owned_buffer<float>(model, static_cast<size_t>(v.cols * v.rows));
+  for (int64_t r = 0; r < v.rows; ++r) {
+    std::memcpy(row.data(), v.row(r), row.size());
+    dequantize_row(v.type, row.data(), wide + r * v.cols, v.cols);
+  }
+  return TensorView{TensorType::F32, v.cols, v.rows, wide};
+}
+
 std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& source, Vocabulary vocab) {
   try {
     return create_tokenizer(std::move(vocab));
@@ -83,7 +114,7 @@ void read_gguf_rope_scaling(const GgufFile& gguf, const std::string& arch, Model
   double factor = gguf.get_real(arch + ".rope.scaling.factor", gguf.get_real(arch + ".rope.scale_linear", 0.0));
   if (type == "linear" || factor != 0.0) c.rope_linear_factor = factor == 0.0 ? 1.0f : static_cast<float>(factor);
   if (const GgufTensorInfo* t = gguf.tensor("rope_freqs.weight")) {
-    if (t->shape.size() != 1 || type_traits(t->type).block_elements != 1) {
+    if (t->shape.size() != 1 || !is_float_type(t->type)) {
       throw ModelError(gguf.path + ": rope_freqs.weight should be one row of floats");
     }
     c.rope_freq_factors.assign(static_cast<size_t>(t->cols()), 1.0f);  // read from a header alone: counted
@@ -152,7 +183,11 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     const GgufTensorInfo* t = gguf.tensor(name);
     if (t == nullptr) throw ModelError(path + ": missing tensor '" + name + "'");
     if (t->shape.size() > 2) throw ModelError(path + ": tensor '" + name + "' has more than 2 dimensions");
-    return aligned_view(*model, t->view());
+    if (!is_supported_type(t->type)) {
+      throw ModelError(path + ": tensor '" + name + "' has type " + std::string(type_traits(t->type).name) +
+                       ", which Specula does not compute with (it computes with " + supported_type_names() + ")");
+    }
+    return kernel_view(*model, t->view());
   };
   // A bias or norm the architecture may have: f32, or an empty view when the file has none.
   const auto optional_vector = [&](const std::string& name) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "common/thread_pool.h"
 
@@ -45,12 +46,14 @@ float uniform_pm1(uint64_t bits) {
 // per 32-value sub-block a scale and minimum spanning its range, quantized to 6 bits
 // against the block's f16 scales, then the nearest code. Valid blocks of every field,
 // which is all the benchmarks and tests need; llama.cpp's quantizer searches for better ones.
+// Q5_K (kLevels 32) is written as Q4_K (16) is, its codes' fifth bits in qh.
+template <int kLevels = 16>
 void encode_q4_k(const float* x, uint8_t* block) {
   float scale[8], minimum[8];
   for (int j = 0; j < 8; ++j) {
     const float lo = std::min(0.0f, *std::min_element(x + 32 * j, x + 32 * j + 32));
     const float hi = *std::max_element(x + 32 * j, x + 32 * j + 32);
-    scale[j] = (hi - lo) / 15.0f;
+    scale[j] = (hi - lo) / static_cast<float>(kLevels - 1);
     minimum[j] = -lo;
   }
   const uint16_t d = fp32_to_fp16(*std::max_element(scale, scale + 8) / 63.0f);
@@ -69,15 +72,76 @@ void encode_q4_k(const float* x, uint8_t* block) {
     s[j + 4] = static_cast<uint8_t>(mn[j] | (mn[j + 4] >> 4) << 6);
     s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | (mn[j + 4] & 0xF) << 4);
   }
-  uint8_t* q = block + 16;
-  std::memset(q, 0, 128);
+  uint8_t* qh = block + 16;  // Q5_K only
+  uint8_t* q = kLevels == 32 ? block + 48 : block + 16;
+  std::memset(block + 16, 0, kLevels == 32 ? 160 : 128);
   for (int j = 0; j < 8; ++j) {
     const float step = fd * sc[j], offset = fdmin * mn[j];
     for (int l = 0; l < 32; ++l) {
-      const long code = step > 0 ? std::clamp(std::lround((x[32 * j + l] + offset) / step), 0L, 15L) : 0;
-      q[32 * (j / 2) + l] |= static_cast<uint8_t>(code << (4 * (j % 2)));
+      const long code = step > 0 ? std::clamp(std::lround((x[32 * j + l] + offset) / step), 0L, kLevels - 1L) : 0;
+      q[32 * (j / 2) + l] |= static_cast<uint8_t>((code & 0xF) << (4 * (j % 2)));
+      if (kLevels == 32) qh[l] |= static_cast<uint8_t>((code >> 4) << j);
     }
   }
+}
+
+// Q2_K: per 16 values a scale and minimum spanning the range (codes 0..3), quantized to 4
+// bits against the block's f16 scales.
+void encode_q2_k(const float* x, uint8_t* block) {
+  float scale[16], minimum[16];
+  for (int j = 0; j < 16; ++j) {
+    const float lo = std::min(0.0f, *std::min_element(x + 16 * j, x + 16 * j + 16));
+    const float hi = *std::max_element(x + 16 * j, x + 16 * j + 16);
+    scale[j] = (hi - lo) / 3.0f;
+    minimum[j] = -lo;
+  }
+  const uint16_t d = fp32_to_fp16(*std::max_element(scale, scale + 16) / 15.0f);
+  const uint16_t dmin = fp32_to_fp16(*std::max_element(minimum, minimum + 16) / 15.0f);
+  const float fd = fp16_to_fp32(d), fdmin = fp16_to_fp32(dmin);
+  std::memset(block, 0, 84);
+  for (int j = 0; j < 16; ++j) {
+    const long sc = fd > 0 ? std::clamp(std::lround(scale[j] / fd), 0L, 15L) : 0;
+    const long mn = fdmin > 0 ? std::clamp(std::lround(minimum[j] / fdmin), 0L, 15L) : 0;
+    block[j] = static_cast<uint8_t>(sc | mn << 4);
+    const float step = fd * static_cast<float>(sc), offset = fdmin * static_cast<float>(mn);
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * j + l, half = i / 128, shift = (i % 128) / 32;
+      const long code = step > 0 ? std::clamp(std::lround((x[i] + offset) / step), 0L, 3L) : 0;
+      block[16 + 32 * half + i % 32] |= static_cast<uint8_t>(code << (2 * shift));
+    }
+  }
+  std::memcpy(block + 80, &d, 2);
+  std::memcpy(block + 82, &dmin, 2);
+}
+
+// IQ4_XS: per 32 values a scale making the largest magnitude level 127, quantized to 6 bits
+// (stored + 32) against the block's f16 scale, then the nearest of the 16 levels.
+void encode_iq4_xs(const float* x, uint8_t* block) {
+  float scale[8];
+  for (int j = 0; j < 8; ++j) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * j + i]));
+    scale[j] = amax / 127.0f;
+  }
+  const uint16_t d = fp32_to_fp16(*std::max_element(scale, scale + 8) / 31.0f);
+  const float fd = fp16_to_fp32(d);
+  std::memset(block, 0, 136);
+  std::memcpy(block, &d, 2);
+  uint16_t high = 0;
+  for (int j = 0; j < 8; ++j) {
+    const long ls = fd > 0 ? std::clamp(std::lround(scale[j] / fd), 0L, 31L) + 32 : 32;
+    block[4 + j / 2] |= static_cast<uint8_t>((ls & 0xF) << (4 * (j % 2)));
+    high |= static_cast<uint16_t>((ls >> 4) << (2 * j));
+    const float step = fd * static_cast<float>(ls - 32);
+    for (int i = 0; i < 32; ++i) {
+      int best = 0;
+      for (int k = 1; k < 16; ++k) {
+        if (std::fabs(step * kIq4Levels[k] - x[32 * j + i]) < std::fabs(step * kIq4Levels[best] - x[32 * j + i])) best = k;
+      }
+      block[8 + 16 * j + i % 16] |= static_cast<uint8_t>(best << (i < 16 ? 0 : 4));
+    }
+  }
+  std::memcpy(block + 2, &high, 2);
 }
 
 // Q6_K likewise: per 16 values a scale for codes -32..31, quantized to 8 bits against the
@@ -109,15 +173,23 @@ void encode_q6_k(const float* x, uint8_t* block) {
 }
 
 void encode_row(TensorType type, const float* x, uint8_t* out, int64_t n) {
-  if (type == TensorType::Q4_K || type == TensorType::Q6_K) {
+  if (type_traits(type).block_elements == 256) {
     const size_t bytes = type_traits(type).block_bytes;
-    for (int64_t b = 0; b < n / 256; ++b) {
-      (type == TensorType::Q4_K ? encode_q4_k : encode_q6_k)(x + 256 * b, out + b * bytes);
-    }
+    void (*encode)(const float*, uint8_t*) = type == TensorType::Q4_K   ? encode_q4_k<16>
+                                             : type == TensorType::Q5_K ? encode_q4_k<32>
+                                             : type == TensorType::Q6_K ? encode_q6_k
+                                             : type == TensorType::Q2_K ? encode_q2_k
+                                                                        : encode_iq4_xs;
+    for (int64_t b = 0; b < n / 256; ++b) encode(x + 256 * b, out + b * bytes);
   } else {
     quantize_row(type, x, out, n);
   }
 }
+
+constexpr TensorType kRandomTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
+                                       TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                                       TensorType::Q2_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                                       TensorType::IQ4_XS};
 
 class Builder {
  public:
@@ -126,18 +198,27 @@ class Builder {
   // A (rows, cols) matrix of `type` with values uniform in ±amplitude.
   TensorView matrix(TensorType type, int64_t rows, int64_t cols, float amplitude) {
     const uint64_t tensor_seed = mix(seed_ ^ mix(++tensor_count_));
-    TensorView view{type, cols, rows, nullptr};
+    // a type the kernels compute in another (Q5_0 in Q8_0) is made as a loaded file's is:
+    // encoded, then converted exactly
+    TensorView view{kernel_type(type), cols, rows, nullptr};
     auto buffer = std::make_shared<std::vector<uint8_t>>(view.bytes());
     const size_t row_size = view.row_size();
     pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
       std::vector<float> values(static_cast<size_t>(cols));
+      std::vector<uint8_t> encoded(view.type != type ? row_bytes(type, cols) : 0);
       for (int64_t r = begin; r < end; ++r) {
         uint64_t state = mix(tensor_seed + static_cast<uint64_t>(r));
         for (float& v : values) {
           state = mix(state);
           v = amplitude * uniform_pm1(state);
         }
-        encode_row(type, values.data(), buffer->data() + static_cast<size_t>(r) * row_size, cols);
+        uint8_t* out = buffer->data() + static_cast<size_t>(r) * row_size;
+        if (view.type == type) {
+          encode_row(type, values.data(), out, cols);
+        } else {
+          encode_row(type, values.data(), encoded.data(), cols);
+          convert_row_exact(type, encoded.data(), out, cols);  // always exact for the types quantize_row writes
+        }
       }
     });
     view.data = buffer->data();
@@ -190,8 +271,24 @@ std::shared_ptr<const Model> make_random_model(const ModelConfig& config, Tensor
   return make_random_model(config, type, type, seed, threads);
 }
 
+bool random_model_type(TensorType type) {
+  return std::find(std::begin(kRandomTypes), std::end(kRandomTypes), type) != std::end(kRandomTypes);
+}
+
+std::string random_model_type_names() {
+  std::string names;
+  for (TensorType t : kRandomTypes) names += (names.empty() ? "" : ", ") + std::string(type_traits(t).name);
+  return names;
+}
+
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type, TensorType second,
                                                uint64_t seed, int threads) {
+  for (TensorType t : {type, second}) {
+    if (!random_model_type(t)) {
+      throw std::invalid_argument("random model: " + std::string(type_traits(t).name) + " weights are not made (" +
+                                  random_model_type_names() + " are)");
+    }
+  }
   if (config.dim <= 0 || config.n_heads <= 0 || config.n_kv_heads <= 0 ||
       (config.explicit_head_dim == 0 && config.dim % config.n_heads != 0) ||
       config.n_heads % config.n_kv_heads != 0 || config.head_dim() <= 0 || config.head_dim() % 2 != 0) {

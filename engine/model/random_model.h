@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "model/model.h"
@@ -22,13 +23,18 @@ ModelConfig random_model_config(std::string_view shape);
 // untied output matrix, no tokenizer, and the optional tensors of its architecture:
 // q, k, v biases for qwen2 (uniform in ±0.5), q/k norms for qwen3. Weights are uniform in ±sqrt(3 / cols) (unit
 // variance outputs for unit variance inputs), norms near 1, embeddings uniform in ±1;
-// the same seed gives the same model. Quantized types are encoded with quantize_row; Q4_K
-// and Q6_K, which it cannot write, with a plain encoder of this file (valid blocks, not
-// llama.cpp's search for the best ones). Matrices whose width is not a whole number of
-// blocks throw std::invalid_argument. `threads`
+// the same seed gives the same model. Quantized types are encoded with quantize_row; Q2_K, Q4_K,
+// Q5_K, Q6_K and IQ4_XS, which it cannot write, with a plain encoder of this file (valid
+// blocks, not llama.cpp's search for the best ones); Q5_0 is then converted to Q8_0 as the
+// loader converts it. Other types (random_model_type) and matrices whose width is not a
+// whole number of blocks throw std::invalid_argument. `threads`
 // workers generate rows in parallel (0: one per core); the result does not depend on it.
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,
                                                uint64_t seed, int threads = 0);
+// Whether make_random_model writes matrices of `type`.
+bool random_model_type(TensorType type);
+// Their names, "f32, f16, ...", for messages.
+std::string random_model_type_names();
 
 // The same with the mix of llama.cpp's Q4_K_M files: `second` (Q6_K there) for wv, w_down
 // and the output matrix, `type` for the rest.

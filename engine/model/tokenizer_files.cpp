@@ -538,7 +538,8 @@ Vocabulary load_vocabulary_of(const std::string& model_or_vocab, const std::stri
   char magic[4] = {};
   in.read(magic, 4);
   if (in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0) {
-    Vocabulary vocab = gguf_vocabulary(GgufFile::open(model_or_vocab));
+    // the vocabulary is metadata: the tensor table (whatever its types) and weights are not read
+    Vocabulary vocab = gguf_vocabulary(GgufFile::read_header(model_or_vocab, GgufPart::Metadata));
     if (vocab.empty()) throw std::runtime_error(model_or_vocab + ": the GGUF file carries no vocabulary (tokenizer.ggml.tokens)");
     return vocab;
   }

@@ -189,7 +189,10 @@ std::string serialize_sentencepiece_model(const Vocabulary& vocab) {
     std::string piece;
     put_bytes(piece, proto::kPiecePiece, vocab.pieces[i]);
     put_float(piece, proto::kPieceScore, vocab.scores[i]);
-    put_int(piece, proto::kPieceType, static_cast<int32_t>(vocab.kinds[i]));
+    // SentencePiece needs the unknown id's piece typed UNKNOWN; Gemma's GGUF files type their
+    // <unk> (tokenizer.ggml.unknown_token_id 3) as a control token, as llama.cpp accepts
+    const TokenKind kind = id == vocab.unk ? TokenKind::Unknown : vocab.kinds[i];
+    put_int(piece, proto::kPieceType, static_cast<int32_t>(kind));
     put_bytes(model, proto::kModelPieces, piece);
   }
 

@@ -25,6 +25,13 @@ inline QString testDataDir() {
 
 inline bool runningInCi() { return qgetenv("CI") == "true" || qgetenv("CI") == "1"; }
 
+// The real downloaded models (SPECULA_REAL_MODELS_DIR, filled by the shared data's
+// models/real/fetch.sh), or the environment's SPECULA_REAL_MODELS_DIR.
+inline QString realModelsDir() {
+  const QByteArray fromEnv = qgetenv("SPECULA_REAL_MODELS_DIR");
+  return fromEnv.isEmpty() ? QStringLiteral(SPECULA_REAL_MODELS_DIR) : QString::fromLocal8Bit(fromEnv);
+}
+
 // Absolute path of a file under the shared directory, or an empty string when absent.
 inline QString sharedFile(const QString& relative) {
   const QString path = QDir(sharedDir()).filePath(relative);
@@ -47,4 +54,17 @@ inline QString sharedFile(const QString& relative) {
     if (::specula::test::runningInCi()) QFAIL(why.constData());                              \
     QSKIP(why.constData());                                                                  \
   }                                                                                          \
+  const std::string var = var##_q.toStdString()
+
+// Declares `var` as the std::string path of a real model file (realModelsDir()), or fails
+// (CI) / skips the test, naming the file and how to fetch it.
+#define SPECULA_REAL_MODEL(var, name)                                                          \
+  const QString var##_q = QDir(::specula::test::realModelsDir()).filePath(QStringLiteral(name)); \
+  if (!QFileInfo::exists(var##_q)) {                                                           \
+    const QByteArray why = QStringLiteral("real model missing: %1 (bash models/real/fetch.sh of the shared data)") \
+                               .arg(var##_q)                                                   \
+                               .toLocal8Bit();                                                 \
+    if (::specula::test::runningInCi()) QFAIL(why.constData());                                \
+    QSKIP(why.constData());                                                                    \
+  }                                                                                            \
   const std::string var = var##_q.toStdString()

@@ -2,6 +2,7 @@
 // given vocabulary, much smaller than stories260K, written by the engine's own writer.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,37 @@ inline std::shared_ptr<Model> write_tiny_model_with_vocabulary(const std::string
   model->tokenizer = create_tokenizer(std::move(vocab));
   write_gguf_model(*model, path, TensorType::F32);
   return model;
+}
+
+// The GGUF file `in` written again to `out` as a file Specula reads but cannot run: with
+// `tensor` stored as `type` (its bytes a fixed pattern, as a real file's would be some
+// values) and, when `architecture` is given, general.architecture and its `<arch>.` keys
+// renamed to it. Metadata, vocabulary and the other tensors are kept.
+inline void write_unrunnable_variant(const std::string& in, const std::string& out, const std::string& tensor,
+                                     TensorType type, const std::string& architecture = "") {
+  const GgufFile f = GgufFile::open(in);
+  const std::string old_arch = f.get_string("general.architecture", "");
+  GgufWriter w;
+  for (const auto& [key, value] : f.metadata) {
+    if (!architecture.empty() && key == "general.architecture") {
+      w.set(key, GgufValue::string(architecture));
+    } else if (!architecture.empty() && key.starts_with(old_arch + ".")) {
+      w.set(architecture + key.substr(old_arch.size()), value);
+    } else {
+      w.set(key, value);
+    }
+  }
+  for (const GgufTensorInfo& t : f.tensors) {
+    if (t.name == tensor) {
+      const size_t bytes = row_bytes(type, t.cols()) * static_cast<size_t>(t.rows());
+      w.add_tensor(t.name, type, t.shape, [bytes](uint8_t* dst) {
+        for (size_t i = 0; i < bytes; ++i) dst[i] = static_cast<uint8_t>(i * 37 % 251);
+      });
+    } else {
+      w.add_tensor(t.name, t.type, t.shape, [&t](uint8_t* dst) { std::memcpy(dst, t.data, t.bytes); });
+    }
+  }
+  w.write(out);
 }
 
 }  // namespace specula::test
