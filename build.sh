@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 packages=(build-essential cmake ninja-build pkg-config git
           qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev libsentencepiece-dev libpcre2-dev libicu-dev
           libcli11-dev nlohmann-json3-dev zlib1g-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
-          bubblewrap python3 xvfb xauth)
+          bubblewrap python3 python3-pip xvfb xauth)
 
 install_missing_packages() {
   local missing=()
@@ -38,6 +38,16 @@ build() {
   cmake --build "$dir" --parallel "$(nproc)"
 }
 
+# The real GGUF files some tests read (SmolLM2-135M-Instruct, Gemma 3 270M, as published),
+# fetched by the shared data's script into SPECULA_REAL_MODELS_DIR's default; it keeps files
+# already there and checks their sha256. Without them those tests skip, and fail under CI.
+fetch_real_models() {
+  local script=${SPECULA_SHARED_DIR:-../shared}/models/real/fetch.sh
+  [ -f "$script" ] || return 0
+  bash "$script" "$HOME/.cache/specula-real-models" >/dev/null ||
+    echo "could not fetch the real models ($script): the tests that read them will say so" >&2
+}
+
 mode=${1:-}
 shift || true
 case "$mode" in
@@ -54,6 +64,7 @@ case "$mode" in
   test)
     install_missing_packages
     build
+    fetch_real_models
     cd "${BUILD_DIR:-build}"
     exec ctest --output-on-failure --parallel "$(nproc)" "$@"
     ;;
