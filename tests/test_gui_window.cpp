@@ -145,8 +145,7 @@ int crashChild() {
   window->promptEditor()->setFocus();
   window->promptEditor()->clear();
   QTest::keyClicks(window->promptEditor(), "def crash_safe(x):");
-  QTest::keyClick(window->promptEditor(), Qt::Key_Return);
-  QTest::keyClick(window->promptEditor(), Qt::Key_Tab);
+  QTest::keyClick(window->promptEditor(), Qt::Key_Return);  // indents the body
   QTest::keyClicks(window->promptEditor(), "return x");
   for (int i = 0; i < 500; ++i) {
     QTest::qWait(20);
@@ -532,6 +531,43 @@ class GuiWindowTest : public QObject {
     std::lock_guard lock(requests->mutex);
     QCOMPARE(QString::fromStdString(requests->prompt), kPrompt + "\nprint(add(2, 3))\n");
     QVERIFY(!requests->suffix.has_value());
+  }
+
+  // A prompt typed without its final newline (`def add(a, b):`) is sent, and tested, with
+  // one: the candidates write a body instead of continuing the signature line.
+  void promptGetsItsFinalNewline() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText("def add(a, b):");
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    std::lock_guard lock(requests->mutex);
+    QCOMPARE(QString::fromStdString(requests->prompt), QString("def add(a, b):\n"));
+    QCOMPARE(QString::fromStdString(requests->tested_prefix), QString("def add(a, b):\n"));
+    QCOMPARE(window->promptEditor()->toPlainText(), QString("def add(a, b):"));  // the editor is the user's
+  }
+
+  // Enter after a line ending with ':' indents one level; Enter inside a body keeps its
+  // indentation, so that a docstring and the lines after it stay in the function.
+  void enterIndentsAfterAColonAndKeepsIndentation() {
+    auto window = makeWindow();
+    window->promptEditor()->clear();
+    window->promptEditor()->setFocus();
+    QTest::keyClicks(window->promptEditor(), "def is_leap(year):");
+    QTest::keyClick(window->promptEditor(), Qt::Key_Return);
+    QTest::keyClicks(window->promptEditor(), "\"\"\"Whether year is a leap year.\"\"\"");
+    QTest::keyClick(window->promptEditor(), Qt::Key_Return);
+    QTest::keyClicks(window->promptEditor(), "if year % 4:");
+    QTest::keyClick(window->promptEditor(), Qt::Key_Enter, Qt::KeypadModifier);
+    QTest::keyClicks(window->promptEditor(), "return False");
+    QCOMPARE(window->promptEditor()->toPlainText(),
+             QString("def is_leap(year):\n    \"\"\"Whether year is a leap year.\"\"\"\n    if year % 4:\n        return False"));
   }
 
   void badModelFileIsAMessage() {

@@ -438,6 +438,9 @@ RunRequest MainWindow::currentRequest() const {
     const int cursor = prompt_->textCursor().position();
     request.suffix = request.prompt.mid(cursor);
     request.prompt.truncate(cursor);
+  } else {
+    // the body starts on a line of its own: a prompt typed as `def f(x):` has no final newline
+    request.prompt = QString::fromStdString(code_prompt(request.prompt.toStdString()));
   }
   request.tests = tests_->toPlainText();
   request.candidates = candidates_->value();
