@@ -139,6 +139,24 @@ class RecordingEngine : public FakeEngine {
   std::shared_ptr<Requests> requests_;
 };
 
+// FakeEngine whose tests fail a completion marked "# wrong" while its behaviour probe still
+// gives what a right one gives: the probe did not call it where it goes wrong.
+class ProbeMissesEngine : public FakeEngine {
+ public:
+  ProbeMissesEngine()
+      : FakeEngine(std::chrono::milliseconds(2), std::chrono::milliseconds(0),
+                   {"    return a + b\n", "    return a + b  # wrong\n"}) {}
+
+  specula::TestResult test(const specula::Problem& problem, const std::string& completion, double timeout) override {
+    specula::TestResult result = FakeEngine::test(problem, completion, timeout);
+    if (completion.find("# wrong") != std::string::npos) {
+      result.verdict = specula::Verdict::Failed;
+      result.detail = "AssertionError: add(1900, 0) == 1900";
+    }
+    return result;
+  }
+};
+
 // The process killed while in use: types a prompt, waits for the autosave, reports, waits to die.
 int crashChild() {
   auto window = makeWindow();
@@ -568,6 +586,70 @@ class GuiWindowTest : public QObject {
     QTest::keyClicks(window->promptEditor(), "return False");
     QCOMPARE(window->promptEditor()->toPlainText(),
              QString("def is_leap(year):\n    \"\"\"Whether year is a leap year.\"\"\"\n    if year % 4:\n        return False"));
+  }
+
+  // When no candidate passed, the first one is "closest", never "★ … best".
+  void nothingPassedIsClosestNotBest() {
+    QTemporaryDir dir;
+    auto window = std::make_unique<MainWindow>(std::make_unique<FakeEngine>(
+        std::chrono::milliseconds(2), std::chrono::milliseconds(0),
+        std::vector<std::string>{"    return a - b\n", "    return b - a\n"}));
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    CandidateGrid* grid = window->grid();
+    QCOMPARE(grid->pane(0)->state(), CandidateState::Failed);
+    QCOMPARE(grid->pane(1)->state(), CandidateState::Failed);
+    CandidatePane* top = grid->pane(grid->order().front());
+    const QString title = top->findChild<QLabel*>("title")->text();
+    QVERIFY2(title.contains("closest") && !title.contains("best") && !title.contains(QChar(0x2605)), qPrintable(title));
+    QVERIFY(!top->isBest());
+  }
+
+  // A candidate that fails the tests is never "same behaviour as" one that passes them, even
+  // when the behaviour probe found their outputs alike.
+  void sameBehaviourNeedsTheSameVerdict() {
+    QTemporaryDir dir;
+    auto window = std::make_unique<MainWindow>(std::make_unique<ProbeMissesEngine>());
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    CandidateGrid* grid = window->grid();
+    QCOMPARE(grid->pane(0)->state(), CandidateState::Passed);
+    QCOMPARE(grid->pane(1)->state(), CandidateState::Failed);
+    QCOMPARE(grid->shownCount(), 2);
+    for (int i = 0; i < 2; ++i) {
+      auto* badge = grid->pane(i)->findChild<QLabel*>("groupBadge");
+      QVERIFY2(!badge->isVisible(), qPrintable(QString("pane %1: %2").arg(i).arg(badge->text())));
+    }
+    QVERIFY(grid->pane(0)->isBest());
+  }
+
+  // At a pane's narrowest, the header shows its whole title, rank, best mark and count.
+  void paneHeaderIsNotCut() {
+    CandidatePane pane(5);
+    pane.resize(pane.minimumWidth(), 300);
+    pane.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&pane));
+    pane.setState(CandidateState::Passed, "passed: 3/3 asserts");
+    pane.setDuplicates({6, 7});
+    pane.setRank(1, true);
+    QCOMPARE(pane.width(), pane.minimumWidth());
+    auto* title = pane.findChild<QLabel*>("title");
+    QVERIFY(title->text().contains("best"));
+    for (QLabel* label : {title, pane.findChild<QLabel*>("state"), pane.findChild<QLabel*>("duplicateCount")})
+      QTRY_VERIFY2(label->width() >= label->sizeHint().width(),
+                   qPrintable(QString("%1: %2 of %3 px").arg(label->text()).arg(label->width()).arg(label->sizeHint().width())));
   }
 
   void badModelFileIsAMessage() {

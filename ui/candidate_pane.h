@@ -33,7 +33,9 @@ class CandidatePane : public QFrame {
   void appendText(const QString& text, int tokens, int accepted, int proposed, double elapsed_seconds);
   // `detail`'s first line is shown under the header, all of it as the tooltip.
   void setState(CandidateState state, const QString& detail = {});
-  void setRank(int rank, bool best);  // rank 0: not ranked
+  // rank 0: not ranked; `top`: the first shown, marked "best" when it passed, else "closest"
+  void setRank(int rank, bool top);
+  bool isBest() const;  // the top candidate, and it passed
   void setText(const QString& text);   // restoring a saved run
   // The other candidates (indices) with this one's text, collapsed into this pane.
   void setDuplicates(const QVector<int>& others);
@@ -55,7 +57,7 @@ class CandidatePane : public QFrame {
   int tokens_ = 0, accepted_ = 0, proposed_ = 0;
   double tokens_per_second_ = 0.0;
   int rank_ = 0;
-  bool best_ = false;
+  bool top_ = false;  // ranked first
   QLabel* title_;
   QLabel* state_label_;
   QLabel* duplicates_;     // "×3" when identical candidates are collapsed into this pane
