@@ -345,6 +345,8 @@ class GuiWindowTest : public QObject {
     window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0.3);
     window->generate();
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    // the budget keeps its decimals in the progress bar: "… / 0.3 s", never "… / 0 s"
+    QVERIFY2(window->statusText().contains(" / 0.3 s"), qPrintable(window->statusText()));
     for (int i = 0; i < 4; ++i) {
       QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Budget);  // cut off, so not tested
       QVERIFY(!window->grid()->pane(i)->text().isEmpty());

@@ -542,7 +542,8 @@ void MainWindow::tickElapsed() {
   const double elapsed = run_clock_.elapsed() / 1000.0;
   if (run_budget_seconds_ > 0) {
     progress_->setValue(int(std::min(1.0, elapsed / run_budget_seconds_) * 1000));
-    progress_->setFormat(tr("%1 / %2 s").arg(elapsed, 0, 'f', 1).arg(run_budget_seconds_, 0, 'f', 0));
+    // the budget as set, decimals and all: 0.2 s read "0 s" when rounded to whole seconds
+    progress_->setFormat(tr("%1 / %2 s").arg(elapsed, 0, 'f', 1).arg(run_budget_seconds_, 0, 'g', 3));
   } else {
     progress_->setValue(0);
     progress_->setFormat(tr("%1 s").arg(elapsed, 0, 'f', 1));
