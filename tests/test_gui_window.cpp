@@ -195,7 +195,7 @@ class GuiWindowTest : public QObject {
     const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
     auto window = makeWindow(std::chrono::milliseconds(50));  // the longest candidate streams for 1.6 s
     window->loadModels(model);
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     QVERIFY(window->statusText().contains("fake backend"));
 
     window->promptEditor()->setPlainText(kPrompt);
@@ -259,7 +259,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow(std::chrono::milliseconds(5));
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(8);
@@ -320,7 +320,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow(std::chrono::milliseconds(100));  // a run of seconds
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->activateWindow();
     QVERIFY(QTest::qWaitForWindowActive(window.get()));
@@ -338,7 +338,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow(std::chrono::milliseconds(50));  // every candidate needs 0.85 s or more
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
@@ -434,12 +434,12 @@ class GuiWindowTest : public QObject {
     QCOMPARE(drafter->currentData().toString(), QString("ngram"));
     window->loadModels(model, {}, draft);
     QCOMPARE(drafter->currentData().toString(), QString("model"));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
 
     drafter->setCurrentIndex(drafter->findData("none"));
     window->loadModels(model, {}, draft);
     QCOMPARE(drafter->currentData().toString(), QString("none"));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
   }
 
   void killedProcessLosesNoPrompt() {
@@ -463,7 +463,7 @@ class GuiWindowTest : public QObject {
     {
       auto window = makeWindow();
       window->loadModels(model);
-      QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+      QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
       window->promptEditor()->setPlainText(kPrompt);
       window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
       window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
@@ -487,7 +487,7 @@ class GuiWindowTest : public QObject {
     auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
     window->show();
     window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     auto* fill = window->findChild<QCheckBox*>("fillAtCursorCheck");
     QVERIFY(fill->isEnabled());
 
@@ -535,12 +535,12 @@ class GuiWindowTest : public QObject {
     QVERIFY2(fill->toolTip().contains("Load a model"), qPrintable(fill->toolTip()));
 
     window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     QVERIFY(fill->isEnabled());
     fill->setChecked(true);
 
     window->loadModels(writeFile(dir, "plain.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     QVERIFY(!fill->isEnabled());
     QVERIFY2(fill->toolTip().contains("no fill-in-the-middle tokens"), qPrintable(fill->toolTip()));
     window->promptEditor()->setPlainText(kPrompt + "\nprint(add(2, 3))\n");
@@ -561,7 +561,7 @@ class GuiWindowTest : public QObject {
     auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
     window->show();
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText("def add(a, b):");
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
@@ -598,7 +598,7 @@ class GuiWindowTest : public QObject {
         std::vector<std::string>{"    return a - b\n", "    return b - a\n"}));
     window->show();
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
@@ -620,7 +620,7 @@ class GuiWindowTest : public QObject {
     auto window = std::make_unique<MainWindow>(std::make_unique<ProbeMissesEngine>());
     window->show();
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
@@ -652,6 +652,45 @@ class GuiWindowTest : public QObject {
     for (QLabel* label : {title, pane.findChild<QLabel*>("state"), pane.findChild<QLabel*>("duplicateCount")})
       QTRY_VERIFY2(label->width() >= label->sizeHint().width(),
                    qPrintable(QString("%1: %2 of %3 px").arg(label->text()).arg(label->width()).arg(label->sizeHint().width())));
+  }
+
+  // A file that is no model leaves the model in use loaded and selected, with its draft and
+  // drafter; the failed path is not among the recent files. Loading a target without a draft
+  // leaves no "draft model" drafter that Generate would refuse.
+  void badModelFileKeepsTheWorkingOne() {
+    QTemporaryDir dir;
+    const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
+    const QString draft = writeFile(dir, "draft.gguf", FakeEngine::kMagic);
+    const QString broken = writeFile(dir, "broken.gguf", "this is not a model\n");
+    auto window = makeWindow(std::chrono::milliseconds(2));
+    auto* drafter = window->findChild<QComboBox*>("drafterCombo");
+    auto* model_picker = window->findChild<specula::ui::FilePicker*>("modelPicker");
+    auto* draft_picker = window->findChild<specula::ui::FilePicker*>("draftPicker");
+    window->loadModels(model, {}, draft);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+
+    window->loadModels(broken, {}, {});
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kRunTimeoutMs);
+    QVERIFY(window->hasModel());
+    QVERIFY2(window->message().contains("not a model file") && window->message().contains("Still using fake.gguf"),
+             qPrintable(window->message()));
+    QCOMPARE(model_picker->path(), QFileInfo(model).absoluteFilePath());
+    QCOMPARE(draft_picker->path(), QFileInfo(draft).absoluteFilePath());
+    QCOMPARE(drafter->currentData().toString(), QString("model"));
+    QVERIFY(!QSettings().value("recent/models").toStringList().contains(QFileInfo(broken).absoluteFilePath()));
+    QVERIFY(QSettings().value("recent/models").toStringList().contains(QFileInfo(model).absoluteFilePath()));
+    QCOMPARE(model_picker->findChild<QComboBox*>()->findData(QFileInfo(broken).absoluteFilePath()), -1);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->generate();
+    QVERIFY2(window->isRunning(), qPrintable(window->message()));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+
+    window->loadModels(model);  // re-picked without its draft
+    QVERIFY(drafter->currentData().toString() != "model");
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->generate();
+    QVERIFY2(window->isRunning(), qPrintable(window->message()));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
   }
 
   void badModelFileIsAMessage() {
@@ -695,7 +734,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow();
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(12);  // more than the fake runs
     window->generate();
@@ -709,7 +748,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow(std::chrono::milliseconds(200));  // a run of several seconds
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->generate();
     QTRY_VERIFY_WITH_TIMEOUT(!window->grid()->pane(0)->text().isEmpty(), kRunTimeoutMs);
@@ -767,7 +806,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow();
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
     specula::ui::ProblemBrowser* browser = window->openProblems();
     QVERIFY(browser->openFile(SPECULA_TEST_DATA_DIR "/ui_problems.jsonl"));

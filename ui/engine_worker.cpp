@@ -153,7 +153,7 @@ bool EngineWorker::begin(int ticket) {
 void EngineWorker::loadModels(const QString& target, const QString& tokenizer, const QString& draft,
                               int device, int ticket) {
   if (!begin(ticket)) return;
-  loaded_ = false;
+  // loaded_ stays as it is until the load succeeds: a failed one leaves the engine's model in use
   ModelPaths paths{target.toStdString(), tokenizer.toStdString(), draft.toStdString(),
                    static_cast<DeviceChoice>(std::clamp(device, 0, 2))};
   try {
@@ -173,8 +173,7 @@ void EngineWorker::loadModels(const QString& target, const QString& tokenizer, c
 void EngineWorker::connectServer(const QString& url, const QString& apiKey, const QString& model, bool insecure,
                                  int ticket) {
   if (!begin(ticket)) return;
-  loaded_ = false;
-  try {
+  try {  // as for a load, a failed connection leaves the model in use
     const LoadedModels loaded = engine_->connect(remote_options(url, apiKey, model, insecure));
     loaded_ = true;
     Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),

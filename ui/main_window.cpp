@@ -386,10 +386,15 @@ void MainWindow::loadModels(const QString& target, const QString& tokenizer, con
   tokenizer_picker_->setPath(tokenizer);
   draft_picker_->setPath(draft);
   showFoundModels();  // the drafts suggested for this target
+  drafter_before_load_ = drafter_->currentData();
   // A draft model given anew (on the command line, by the demo pair, in its picker) is there
   // to be used; reloading the same one keeps whatever drafter the user has chosen since.
   if (!draft.isEmpty() && draft != loaded_draft_) drafter_->setCurrentIndex(drafter_->findData("model"));
+  // and without a draft model, the drafter cannot be "draft model": Generate would refuse
+  if (draft.isEmpty() && drafter_->currentData().toString() == "model")
+    drafter_->setCurrentIndex(drafter_->findData("ngram"));
   loaded_draft_ = draft;
+  loading_source_ = QStringLiteral("files");
   beginLoading(tr("loading %p%"), tr("loading %1").arg(QFileInfo(target).fileName()));
   Q_EMIT loadRequested(target, tokenizer, draft, device_->currentData().toInt(), worker_->issueTicket());
 }
@@ -399,14 +404,15 @@ void MainWindow::connectServer(const QString& url, const QString& apiKey, const 
   if (running_) worker_->stop();  // the connection waits in the worker's queue until the run ends
   source_->setCurrentIndex(source_->findData("server"));
   showSource();
+  loading_source_ = QStringLiteral("server");
   beginLoading(tr("connecting"), tr("connecting to %1").arg(url));
   Q_EMIT connectRequested(url, apiKey, model, insecure, worker_->issueTicket());
 }
 
+// The model in use stays loaded (model_loaded_) until another replaces it: Generate waits
+// for the load meanwhile, and a load that fails goes back to it.
 void MainWindow::beginLoading(const QString& progress_format, const QString& what) {
   loading_ = true;
-  model_loaded_ = false;
-  model_fills_middle_ = false;
   message_bar_->hide();
   progress_->setValue(0);
   progress_->setFormat(progress_format);
@@ -499,6 +505,13 @@ void MainWindow::onModelsLoaded(const QString& summary, const QString& backend, 
   cancel_load_->hide();
   progress_->setValue(0);
   progress_->setFormat(tr("ready"));
+  in_use_ = {.source = loading_source_, .backend = backend, .isolation = isolation};
+  if (loading_source_ == "files") {
+    in_use_.target = model_picker_->path();
+    in_use_.tokenizer = tokenizer_picker_->path();
+    in_use_.draft = draft_picker_->path();
+    for (FilePicker* picker : {model_picker_, tokenizer_picker_, draft_picker_}) picker->keep();  // recent files: loaded ones only
+  }
   model_picker_->setSummary(summary);
   backend_label_->setText(backend);
   backend_label_->setToolTip(summary);
@@ -567,9 +580,30 @@ void MainWindow::onError(const QString& message) {
     loading_ = false;
     cancel_load_->hide();
     progress_->setValue(0);
-    progress_->setFormat(tr("no model"));
-    backend_label_->setText(tr("no model"));
-    showMessage(message);
+    if (in_use_.source.isEmpty()) {
+      progress_->setFormat(tr("no model"));
+      backend_label_->setText(tr("no model"));
+      showMessage(message);
+    } else {
+      // the engine still holds the model in use: the window shows it again, selected
+      progress_->setFormat(tr("ready"));
+      backend_label_->setText(in_use_.backend);
+      isolation_label_->setText(in_use_.isolation);
+      // a failed file goes back to the source and files in use (no files when a server is);
+      // a failed connection keeps the server panel up, its URL there to correct
+      if (loading_source_ == "files") {
+        source_->setCurrentIndex(source_->findData(in_use_.source));
+        showSource();
+        model_picker_->setPath(in_use_.target);
+        tokenizer_picker_->setPath(in_use_.tokenizer);
+        draft_picker_->setPath(in_use_.draft);
+        loaded_draft_ = in_use_.draft;
+        showFoundModels();
+        drafter_->setCurrentIndex(drafter_->findData(drafter_before_load_));
+      }
+      const QString kept = in_use_.source == "files" ? QFileInfo(in_use_.target).fileName() : tr("the server");
+      showMessage(tr("%1\nStill using %2.").arg(message, kept));
+    }
     updateEnabled();
     Q_EMIT loadFailed();
     return;
