@@ -14,6 +14,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
@@ -652,6 +653,34 @@ class GuiWindowTest : public QObject {
     for (QLabel* label : {title, pane.findChild<QLabel*>("state"), pane.findChild<QLabel*>("duplicateCount")})
       QTRY_VERIFY2(label->width() >= label->sizeHint().width(),
                    qPrintable(QString("%1: %2 of %3 px").arg(label->text()).arg(label->width()).arg(label->sizeHint().width())));
+  }
+
+  // Source "Server" without a connected server: Generate says so and runs nothing, not even
+  // on the model files loaded before. The key's label names its field ("API key:").
+  void serverSourceNeverFallsBackToLocal() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    auto* source = window->findChild<QComboBox*>("sourceCombo");
+    source->setCurrentIndex(source->findData("server"));
+    Q_EMIT source->activated(source->currentIndex());
+    window->promptEditor()->setPlainText(kPrompt);
+    window->generate();
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("no server is connected"), qPrintable(window->message()));
+    {
+      std::lock_guard lock(requests->mutex);
+      QVERIFY(requests->prompt.empty());
+    }
+    auto* key = window->findChild<QLineEdit*>("serverKeyEdit");
+    QLabel* key_label = nullptr;
+    for (QLabel* label : window->findChild<QWidget*>("serverPanel")->findChildren<QLabel*>())
+      if (label->buddy() == key) key_label = label;
+    QVERIFY(key_label);
+    QCOMPARE(key_label->text(), QString("API &key:"));  // shown as "API key:", K underlined
   }
 
   // A file that is no model leaves the model in use loaded and selected, with its draft and

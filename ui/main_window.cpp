@@ -462,6 +462,19 @@ RunRequest MainWindow::currentRequest() const {
 
 void MainWindow::generate() {
   if (running_ || loading_ || closing_) return;
+  // the source chosen is the one that generates, or nothing does: never a silent fallback
+  // to the model files while "Server" shows (or to a server while "Model files" does)
+  const QString source = source_->currentData().toString();
+  if (source == "server" && in_use_.source != source) {
+    showMessage(tr("Source is Server, but no server is connected: enter its URL and press Connect, "
+                   "or choose Model files."));
+    return;
+  }
+  if (source == "files" && in_use_.source == "server") {
+    showMessage(tr("Source is Model files, but the model in use is the server's: choose a model file, "
+                   "or choose Server."));
+    return;
+  }
   if (!model_loaded_) {
     showMessage(tr("No model is loaded. Choose a model file (File → Open model…, Ctrl+O)."));
     return;
