@@ -6,6 +6,7 @@
 #include <QAbstractItemView>
 #include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -681,6 +682,36 @@ class GuiWindowTest : public QObject {
       if (label->buddy() == key) key_label = label;
     QVERIFY(key_label);
     QCOMPARE(key_label->text(), QString("API &key:"));  // shown as "API key:", K underlined
+  }
+
+  // Copy and Save give the whole function: the prompt and the completion; filling in the
+  // middle, the code before, the completion and the code after.
+  void copyAndSaveGiveTheWholeFunction() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(2));
+    window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    CandidatePane* pane = window->grid()->pane(3);
+    QTest::mouseClick(pane->findChild<QToolButton*>("copyButton"), Qt::LeftButton);
+    QCOMPARE(QApplication::clipboard()->text(), kPrompt + FakeEngine::kCompletions[3]);
+    const QString path = dir.filePath("add.py");
+    QVERIFY(pane->saveTo(path));
+    QFile saved(path);
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QCOMPARE(QString::fromUtf8(saved.readAll()), kPrompt + FakeEngine::kCompletions[3]);
+
+    const QString suffix = "\nprint(add(2, 3))\n";
+    window->promptEditor()->setPlainText(kPrompt + suffix);
+    placeCursor(window->promptEditor(), int(kPrompt.size()));
+    window->findChild<QCheckBox*>("fillAtCursorCheck")->setChecked(true);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QTest::mouseClick(pane->findChild<QToolButton*>("copyButton"), Qt::LeftButton);
+    QCOMPARE(QApplication::clipboard()->text(), kPrompt + FakeEngine::kCompletions[3] + suffix);
   }
 
   // A file that is no model leaves the model in use loaded and selected, with its draft and

@@ -51,6 +51,10 @@ void CandidateGrid::setCount(int n) {
   relayout();
 }
 
+void CandidateGrid::setContext(const QString& prefix, const QString& suffix) {
+  for (CandidatePane* pane : panes_) pane->setContext(prefix, suffix);
+}
+
 void CandidateGrid::applyRanking(const QVector<int>& ranking) {
   QVector<int> order;
   for (int i : ranking)

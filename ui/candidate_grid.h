@@ -21,6 +21,8 @@ class CandidateGrid : public QScrollArea {
   explicit CandidateGrid(QWidget* parent = nullptr);
 
   void setCount(int n);  // keeps existing panes, clears them, adds or removes the difference
+  // The run's prompt and suffix, which every pane's Copy and Save put around its completion.
+  void setContext(const QString& prefix, const QString& suffix);
   int count() const { return int(panes_.size()); }
   CandidatePane* pane(int index) const { return panes_.at(size_t(index)); }
   const QVector<int>& order() const { return order_; }  // every pane, collapsed ones too

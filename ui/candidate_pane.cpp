@@ -58,10 +58,12 @@ CandidatePane::CandidatePane(int index, QWidget* parent)
 
   auto* copy = new QToolButton;
   copy->setText(tr("Copy"));
-  copy->setToolTip(tr("Copy this candidate to the clipboard"));
+  copy->setObjectName("copyButton");
+  copy->setToolTip(tr("Copy this candidate's whole code, prompt included, to the clipboard"));
   connect(copy, &QToolButton::clicked, this, &CandidatePane::copyToClipboard);
   auto* save = new QToolButton;
   save->setText(tr("Save…"));
+  save->setToolTip(tr("Save this candidate's whole code, prompt included, as a Python file"));
   connect(save, &QToolButton::clicked, this, &CandidatePane::saveToFile);
   auto* diff = new QToolButton;
   diff->setText(tr("Diff…"));
@@ -202,16 +204,28 @@ void CandidatePane::updateHeader() {
                       : QString());
 }
 
-void CandidatePane::copyToClipboard() { QApplication::clipboard()->setText(text()); }
+void CandidatePane::setContext(const QString& prefix, const QString& suffix) {
+  prefix_ = prefix;
+  suffix_ = suffix;
+}
+
+void CandidatePane::copyToClipboard() { QApplication::clipboard()->setText(code()); }
+
+bool CandidatePane::saveTo(const QString& path, QString* error) const {
+  QSaveFile file(path);
+  if (file.open(QIODevice::WriteOnly) && file.write(code().toUtf8()) >= 0 && file.commit()) return true;
+  if (error) *error = file.errorString();
+  return false;
+}
 
 void CandidatePane::saveToFile() {
   const QString path = QFileDialog::getSaveFileName(this, tr("Save candidate %1").arg(index_ + 1),
                                                     QStringLiteral("candidate_%1.py").arg(index_ + 1),
                                                     tr("Python (*.py);;All files (*)"));
   if (path.isEmpty()) return;
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly) || file.write(text().toUtf8()) < 0 || !file.commit())
-    QMessageBox::warning(this, tr("Save failed"), tr("Could not write %1: %2").arg(path, file.errorString()));
+  QString error;
+  if (!saveTo(path, &error))
+    QMessageBox::warning(this, tr("Save failed"), tr("Could not write %1: %2").arg(path, error));
 }
 
 }  // namespace specula::ui

@@ -23,7 +23,13 @@ class CandidatePane : public QFrame {
   CandidatePane(int index, QWidget* parent = nullptr);
 
   CandidateState state() const { return state_; }
-  QString text() const;
+  QString text() const;  // the completion alone
+  // The code a user takes away (Copy, Save): the prompt, the completion and, when filling
+  // in the middle, the code after it. The completion alone would not run.
+  QString code() const { return prefix_ + text() + suffix_; }
+  // What the run put around the completion: its prompt and its suffix (empty when none).
+  void setContext(const QString& prefix, const QString& suffix);
+  bool saveTo(const QString& path, QString* error = nullptr) const;  // code() to `path`
   CodeEditor* editor() const { return editor_; }
   int tokens() const { return tokens_; }
   int accepted() const { return accepted_; }
@@ -53,6 +59,7 @@ class CandidatePane : public QFrame {
   void saveToFile();
 
   int index_;
+  QString prefix_, suffix_;
   CandidateState state_ = CandidateState::Queued;
   int tokens_ = 0, accepted_ = 0, proposed_ = 0;
   double tokens_per_second_ = 0.0;

@@ -494,6 +494,7 @@ void MainWindow::generate() {
   saveNow();
   const RunRequest request = currentRequest();
   grid_->setCount(request.candidates);
+  grid_->setContext(request.prompt, request.suffix.value_or(QString()));
   last_ranking_.clear();
   last_groups_ = {};
 #ifdef SPECULA_HAVE_CHARTS
