@@ -1,8 +1,12 @@
 // The main window driven like a user would, against the controlled FakeEngine: four
 // candidates stream, Stop ends the run midway, a second run reaches verdicts and ranking;
 // settings survive a restart; a killed process loses no prompt text; a bad model file
-// becomes a message in the window; the models of the home's stores fill the model picker;
-// "Fill at cursor" splits the code box at the cursor for models with FIM tokens only.
+// becomes a message in the window and keeps the model in use; the models of the home's
+// stores fill the model picker; "Fill at cursor" splits the code box at the cursor for models
+// with FIM tokens only. A newcomer's first runs: a prompt without its final newline, Enter's
+// indentation, "best" only for a candidate that passed, "same behaviour" only between equal
+// verdicts, a header that is not cut, Source "Server" unconnected, Copy and Save of the whole
+// function, the first screen at 1024x700.
 #include <QAbstractItemView>
 #include <QApplication>
 #include <QCheckBox>
@@ -22,6 +26,7 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QSpinBox>
+#include <QStyleOptionComboBox>
 #include <QStandardItemModel>
 #include <QTextBlock>
 #include <QTextCursor>
@@ -31,6 +36,7 @@
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <QtTest>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,6 +56,8 @@
 #include "shared_data.h"
 #include "small_models.h"
 #ifdef SPECULA_HAVE_CHARTS
+#include <QtCharts/QValueAxis>
+
 #include "throughput_chart.h"
 #endif
 
@@ -62,6 +70,7 @@ using specula::ui::MainWindow;
 namespace {
 
 constexpr int kRunTimeoutMs = 20000;  // generous: the fake run takes well under a second
+constexpr int kPromptLinesAt1024x700 = 8;  // lines of the prompt box at least, in a 1024x700 window
 const QString kPrompt = "def add(a: int, b: int) -> int:\n    \"\"\"Return a + b.\"\"\"\n";
 
 std::unique_ptr<MainWindow> makeWindow(std::chrono::milliseconds step = std::chrono::milliseconds(15),
@@ -751,6 +760,62 @@ class GuiWindowTest : public QObject {
     window->generate();
     QVERIFY2(window->isRunning(), qPrintable(window->message()));
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+  }
+
+  // The first screen: an example prompt and tests that are text Generate runs, a hint where
+  // the candidates will be, an empty chart whose axis counts whole tokens, the model's whole
+  // file name in the Model field, all at 1024x700 with room to write a prompt.
+  void firstScreenIsReady() {
+    QTemporaryDir dir;
+    auto window = std::make_unique<MainWindow>(std::make_unique<FakeEngine>(std::chrono::milliseconds(2)));
+    // fixed: the offscreen screen (800x800) would otherwise have its say in the window's height
+    window->setFixedSize(1024, 700);
+    window->show();
+    QVERIFY(QTest::qWaitForWindowExposed(window.get()));
+    QTRY_VERIFY2(window->width() == 1024 && window->height() == 700,
+                 qPrintable(QString("%1x%2, at least %3x%4").arg(window->width()).arg(window->height())
+                                .arg(window->minimumSizeHint().width()).arg(window->minimumSizeHint().height())));
+    const QString example = window->promptEditor()->toPlainText();
+    QVERIFY2(example.startsWith("def ") && example.endsWith("\"\"\"\n"), qPrintable(example));
+    QVERIFY(window->testsEditor()->toPlainText().startsWith("assert "));
+    auto* hint = window->grid()->findChild<QLabel*>("emptyHint");
+    QVERIFY(hint && hint->isVisible());
+    QVERIFY(hint->text().contains("Generate"));
+    const int lines = window->promptEditor()->viewport()->height() / window->promptEditor()->fontMetrics().lineSpacing();
+    QVERIFY2(lines >= kPromptLinesAt1024x700, qPrintable(QString("%1 lines").arg(lines)));
+#ifdef SPECULA_HAVE_CHARTS
+    auto* chart = window->findChild<specula::ui::ThroughputChart*>("throughputChart");
+    int value_axes = 0;
+    for (QAbstractAxis* axis : chart->chart()->axes(Qt::Vertical)) {
+      auto* values = qobject_cast<QValueAxis*>(axis);
+      if (!values || values->labelFormat() != "%.0f") continue;
+      if (values->max() > 100) continue;
+      ++value_axes;
+      const double step = (values->max() - values->min()) / (values->tickCount() - 1);
+      for (int i = 0; i < values->tickCount(); ++i) {  // each label a whole number, shown as it is
+        const double tick = values->min() + i * step;
+        QVERIFY2(tick == std::round(tick), qPrintable(QString("tick %1 of %2..%3").arg(tick).arg(values->min()).arg(values->max())));
+      }
+    }
+    QVERIFY(value_axes > 0);
+#endif
+
+    window->loadModels(writeFile(dir, "specula-demo-target.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    auto* combo = window->findChild<specula::ui::FilePicker*>("modelPicker")->findChild<QComboBox*>();
+    QCOMPARE(combo->currentText(), QString("specula-demo-target.gguf"));
+    QStyleOptionComboBox option;
+    option.initFrom(combo);
+    option.currentText = combo->currentText();
+    const QRect field = combo->style()->subControlRect(QStyle::CC_ComboBox, &option, QStyle::SC_ComboBoxEditField, combo);
+    QVERIFY2(combo->fontMetrics().horizontalAdvance(combo->currentText()) <= field.width(),
+             qPrintable(QString("%1 px in %2").arg(combo->fontMetrics().horizontalAdvance(combo->currentText())).arg(field.width())));
+
+    QTest::mouseClick(window->findChild<QPushButton*>("generateButton"), Qt::LeftButton);
+    QVERIFY2(window->isRunning(), qPrintable(window->message()));
+    QVERIFY(!hint->isVisible());
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
   }
 
   void badModelFileIsAMessage() {

@@ -1,6 +1,7 @@
 #include "candidate_grid.h"
 
 #include <QGridLayout>
+#include <QLabel>
 #include <QResizeEvent>
 #include <algorithm>
 #include <numeric>
@@ -19,6 +20,16 @@ CandidateGrid::CandidateGrid(QWidget* parent) : QScrollArea(parent), content_(ne
   setWidgetResizable(true);
   setWidget(content_);
   new QGridLayout(content_);
+  // Before the first run the area says what will appear in it, rather than nothing.
+  hint_ = new QLabel(tr("The candidates appear here, side by side, as they are written; then each is tested "
+                        "and ranked.\nWrite a function's signature and docstring (and tests if you have them), "
+                        "then press Generate (Ctrl+Return)."),
+                     content_);
+  hint_->setObjectName("emptyHint");
+  hint_->setAlignment(Qt::AlignCenter);
+  hint_->setWordWrap(true);
+  hint_->setEnabled(false);  // drawn in the disabled (grey) text colour
+  static_cast<QGridLayout*>(content_->layout())->addWidget(hint_, 0, 0);
 }
 
 int CandidateGrid::shownCount() const { return int(std::count(collapsed_.begin(), collapsed_.end(), false)); }
@@ -48,6 +59,7 @@ void CandidateGrid::setCount(int n) {
   order_.resize(n);
   std::iota(order_.begin(), order_.end(), 0);
   ranked_ = false;
+  hint_->setVisible(n == 0);
   relayout();
 }
 

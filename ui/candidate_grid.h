@@ -10,6 +10,8 @@
 
 #include "run_types.h"
 
+class QLabel;
+
 namespace specula::ui {
 
 class CandidatePane;
@@ -48,6 +50,7 @@ class CandidateGrid : public QScrollArea {
   int columns() const;
 
   QWidget* content_;
+  QLabel* hint_;  // shown while there are no panes
   std::vector<CandidatePane*> panes_;
   std::vector<bool> collapsed_;  // per pane: its text is shown by another pane
   QVector<int> order_;  // pane indices in display order

@@ -26,7 +26,8 @@ FilePicker::FilePicker(const QString& settings_key, const QString& dialog_title,
       combo_(new QComboBox),
       browse_(new QToolButton) {
   combo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  combo_->setMinimumContentsLength(16);
+  // room for a model's whole file name, such as "specula-demo-target.gguf"
+  combo_->setMinimumContentsLength(26);
   browse_->setText(tr("Browse…"));
   browse_->setToolTip(dialog_title);
   auto* layout = new QHBoxLayout(this);

@@ -7,6 +7,7 @@
 #include <QDoubleSpinBox>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -111,9 +112,9 @@ void MainWindow::buildUi() {
   prompt_header->addWidget(buddy_label(tr("P&rompt (signature and docstring):"), prompt_), 1);
   prompt_header->addWidget(fill_at_cursor_);
   left_layout->addLayout(prompt_header);
-  left_layout->addWidget(prompt_, 3);
+  left_layout->addWidget(prompt_, 2);  // the prompt is the longer text
   left_layout->addWidget(buddy_label(tr("Te&sts (asserts or check(candidate)):"), tests_));
-  left_layout->addWidget(tests_, 2);
+  left_layout->addWidget(tests_, 1);
   left_layout->addWidget(models);
   left_layout->addWidget(settings);
   left_layout->addLayout(buttons);
@@ -144,13 +145,14 @@ void MainWindow::buildEditors() {
   prompt_ = new CodeEditor;
   prompt_->setObjectName("promptEditor");
   prompt_->setAccessibleName(tr("Prompt"));
-  prompt_->setPlaceholderText(tr("def add(a: int, b: int) -> int:\n    \"\"\"Return the sum of a and b.\"\"\"\n"));
+  // a hint, not an example: grey code looked like a prompt that Generate then called empty
+  prompt_->setPlaceholderText(tr("A Python function's signature and docstring: the candidates write its body."));
   fill_at_cursor_ = new QCheckBox(tr("Fill at c&ursor"));
   fill_at_cursor_->setObjectName("fillAtCursorCheck");
   tests_ = new CodeEditor;
   tests_->setObjectName("testsEditor");
   tests_->setAccessibleName(tr("Tests"));
-  tests_->setPlaceholderText(tr("assert add(2, 3) == 5\n# or: def check(candidate): ..."));
+  tests_->setPlaceholderText(tr("Asserts on the function, or def check(candidate): … (optional)"));
 }
 
 // Models: where generation runs (model files or a server), the files, the device.
@@ -190,11 +192,16 @@ QGroupBox* MainWindow::buildModelsPanel() {
 
   auto* models = new QGroupBox(tr("Models"));
   auto* model_form = new QFormLayout(models);
-  model_form->addRow(buddy_label(tr("So&urce:"), source_), source_);
+  // the device shares the source's row: rows saved here are lines of prompt at 1024x700
+  auto* source_row = new QHBoxLayout;
+  source_row->addWidget(source_, 1);
+  device_label_ = buddy_label(tr("De&vice:"), device_);
+  source_row->addWidget(device_label_);
+  source_row->addWidget(device_);
+  model_form->addRow(buddy_label(tr("So&urce:"), source_), source_row);
   model_form->addRow(buddy_label(tr("&Model:"), model_picker_), model_picker_);
   model_form->addRow(buddy_label(tr("To&kenizer:"), tokenizer_picker_), tokenizer_picker_);
   model_form->addRow(buddy_label(tr("D&raft:"), draft_picker_), draft_picker_);
-  model_form->addRow(buddy_label(tr("De&vice:"), device_), device_);
   model_form->addRow(server_panel_);
   return models;
 }
@@ -240,14 +247,22 @@ QGroupBox* MainWindow::buildGenerationPanel() {
   policy_->addItem(tr("BASS"), "bass");
   policy_->addItem(tr("fixed 4"), "fixed:4");
   auto* settings = new QGroupBox(tr("Generation"));
-  auto* form = new QFormLayout(settings);
-  form->addRow(buddy_label(tr("&Candidates:"), candidates_), candidates_);
-  form->addRow(buddy_label(tr("T&emperature:"), temperature_), temperature_);
-  form->addRow(buddy_label(tr("Top-&p:"), top_p_), top_p_);
-  form->addRow(buddy_label(tr("Max &new tokens:"), max_new_tokens_), max_new_tokens_);
-  form->addRow(buddy_label(tr("&Budget:"), budget_), budget_);
-  form->addRow(buddy_label(tr("&Drafter:"), drafter_), drafter_);
-  form->addRow(buddy_label(tr("Draft po&licy:"), policy_), policy_);
+  // The numbers two to a row, the choices a row each: five rows where seven left the prompt
+  // box three lines in a 1024x700 window.
+  auto* form = new QGridLayout(settings);
+  const auto pair = [form](int row, int column, const QString& label, QWidget* field, int span = 1) {
+    form->addWidget(buddy_label(label, field), row, column);
+    form->addWidget(field, row, column + 1, 1, span);
+  };
+  pair(0, 0, tr("&Candidates:"), candidates_);
+  pair(0, 2, tr("&Budget:"), budget_);
+  pair(1, 0, tr("T&emperature:"), temperature_);
+  pair(1, 2, tr("Top-&p:"), top_p_);
+  pair(2, 0, tr("Max &new tokens:"), max_new_tokens_);
+  pair(3, 0, tr("&Drafter:"), drafter_, 3);
+  pair(4, 0, tr("Draft po&licy:"), policy_, 3);
+  form->setColumnStretch(1, 1);
+  form->setColumnStretch(3, 1);
   return settings;
 }
 
@@ -313,8 +328,10 @@ void MainWindow::buildStatusBar() {
 void MainWindow::showSource() {
   const bool server = source_->currentData().toString() == "server";
   auto* form = static_cast<QFormLayout*>(server_panel_->parentWidget()->layout());
-  for (QWidget* row : std::initializer_list<QWidget*>{model_picker_, tokenizer_picker_, draft_picker_, device_})
+  for (QWidget* row : std::initializer_list<QWidget*>{model_picker_, tokenizer_picker_, draft_picker_})
     form->setRowVisible(row, !server);
+  device_label_->setVisible(!server);
+  device_->setVisible(!server);
   form->setRowVisible(server_panel_, server);
 }
 
@@ -742,7 +759,12 @@ void MainWindow::saveNow() {
 
 void MainWindow::restoreAutosave() {
   const std::optional<SavedState> saved = readAutosave(autosavePath());
-  if (!saved) return;
+  if (!saved) {
+    // the first start: an example the user can run at once, edit or replace
+    prompt_->setPlainText(QStringLiteral("def add(a: int, b: int) -> int:\n    \"\"\"Return the sum of a and b.\"\"\"\n"));
+    tests_->setPlainText(QStringLiteral("assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"));
+    return;
+  }
   prompt_->setPlainText(saved->prompt);
   tests_->setPlainText(saved->tests);
   if (saved->candidates.isEmpty()) return;

@@ -147,6 +147,7 @@ class MainWindow : public QMainWindow {
   QComboBox* drafter_;
   QComboBox* policy_;
   QComboBox* device_;
+  QLabel* device_label_;
   QComboBox* source_;  // "files" or "server"
   ServerPanel* server_panel_;
   QPushButton* generate_button_;
