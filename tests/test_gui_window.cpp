@@ -646,6 +646,11 @@ class GuiWindowTest : public QObject {
       QVERIFY2(!badge->isVisible(), qPrintable(QString("pane %1: %2").arg(i).arg(badge->text())));
     }
     QVERIFY(grid->pane(0)->isBest());
+    // nor does the behaviour view put them in one column
+    specula::ui::BehaviourView* view = window->openBehaviour(1);
+    QVERIFY(view);
+    QCOMPARE(view->table()->columnCount(), 2);
+    QCOMPARE(view->selectedGroup(), 1);
   }
 
   // At a pane's narrowest, the header shows its whole title, rank, best mark and count.

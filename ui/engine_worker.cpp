@@ -4,7 +4,9 @@
 #include <QThreadPool>
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <utility>
 
 namespace specula::ui {
 
@@ -67,9 +69,16 @@ RunGroups run_groups(const CandidateGroups& groups, const QVector<int>& ranking,
     }
     return best;
   };
+  // Behaviour groups split by test verdict: outputs alike on the probe's inputs do not make a
+  // failing candidate "the same" as a passing one (the probe may never call it where it fails),
+  // in the panes' badges or in the behaviour view's columns.
+  std::map<std::pair<int, int>, int> first_of;
+  std::vector<int> behaviour;
+  for (int i = 0; i < n; ++i)
+    behaviour.push_back(first_of.emplace(std::pair{groups.group[size_t(i)], int(results[size_t(i)].verdict)}, i).first->second);
   RunGroups out;
   out.sameText = best_of(groups.same_text);
-  out.group = best_of(groups.group);
+  out.group = best_of(behaviour);
   for (const TestResult& r : results) {  // every candidate was probed on the same inputs
     QStringList shown;
     for (const ProbeCall& call : r.behaviour) shown << QString::fromStdString(call.shown.empty() ? call.outcome : call.shown);
