@@ -486,6 +486,9 @@ class GuiWindowTest : public QObject {
     QCOMPARE(window->grid()->pane(3)->text(), QString(FakeEngine::kCompletions[3]));
     QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
     QCOMPARE(window->grid()->order().front(), 3);
+    // Copy gives the whole function, as it did before the restart
+    QTest::mouseClick(window->grid()->pane(3)->findChild<QToolButton*>("copyButton"), Qt::LeftButton);
+    QCOMPARE(QApplication::clipboard()->text(), kPrompt + FakeEngine::kCompletions[3]);
   }
 
   // With "Fill at cursor" on a model with FIM tokens, the code box splits at the cursor: the

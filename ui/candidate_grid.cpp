@@ -64,6 +64,8 @@ void CandidateGrid::setCount(int n) {
 }
 
 void CandidateGrid::setContext(const QString& prefix, const QString& suffix) {
+  prefix_ = prefix;
+  suffix_ = suffix;
   for (CandidatePane* pane : panes_) pane->setContext(prefix, suffix);
 }
 

@@ -752,6 +752,8 @@ void MainWindow::saveNow() {
     state.candidates.push_back({pane->text(), int(pane->state())});
   }
   state.ranking = last_ranking_;
+  state.runPrefix = grid_->prefix();
+  state.runSuffix = grid_->suffix();
   QString error;
   if (!writeAutosave(state, autosavePath(), &error))
     showMessage(tr("Autosave failed: %1").arg(error));
@@ -769,6 +771,7 @@ void MainWindow::restoreAutosave() {
   tests_->setPlainText(saved->tests);
   if (saved->candidates.isEmpty()) return;
   grid_->setCount(int(saved->candidates.size()));
+  grid_->setContext(saved->runPrefix, saved->runSuffix);  // Copy and Save: the whole function again
   for (int i = 0; i < saved->candidates.size(); ++i) {
     grid_->pane(i)->setText(saved->candidates[i].text);
     grid_->pane(i)->setState(static_cast<CandidateState>(saved->candidates[i].state));
