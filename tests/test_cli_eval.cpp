@@ -131,6 +131,14 @@ class TestCliEval : public QObject {
     QVERIFY2(unknown.err.contains("--rank-only-with"), unknown.err.constData());
   }
 
+  // The summary line gives the budget as it was set: "budget 0.5 s each", never "0 s".
+  void budgetUnderASecondKeepsItsDecimals() {
+    const CliRun r = run_cli(QStringList{"eval"} + model + QStringList{"--problems", problems, "-n", "1", "--max-tokens", "4",
+                                                                     "--budget", "0.5"});
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY2(r.out.contains("budget 0.5 s each"), r.out.constData());
+  }
+
   void badInput() {
     CliRun r = run_cli(QStringList{"eval"} + model + QStringList{"--problems", dir.filePath("missing.jsonl")});
     QCOMPARE(r.code, 3);

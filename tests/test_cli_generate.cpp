@@ -1,7 +1,7 @@
 // specula-cli generate, run as a user would: greedy text equals the reference output
 // (shared/oracles/stories260K.md) with and without a draft; --json has the documented
-// fields; --suffix fills the middle of a model with FIM tokens; bad arguments exit with
-// code 2 and say why.
+// fields; a code prompt (--code-stops) ends with its newline; --suffix fills the middle of a
+// model with FIM tokens; bad arguments exit with code 2 and say why.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -117,6 +117,24 @@ class TestCliGenerate : public QObject {
     QVERIFY(t["steps"].toInt() < t["target_forwards"].toInt());  // the prefill is a forward, not a step
     QVERIFY(t["prompt_tokens"].toInt() >= 2);                      // BOS and "Zoo"
     QVERIFY(t["peak_kv_blocks"].toInt() >= 1);
+  }
+
+  // Generating code (--code-stops), a prompt without its final newline is sent with one: it
+  // counts the tokens of "def add(a, b):\n", not those of the signature line alone, which the
+  // candidates would go on writing.
+  void codePromptGetsItsFinalNewline() {
+    if (model.isEmpty()) QSKIP("no model");
+    const auto prompt_tokens = [&](const QString& prompt, const QStringList& more) {
+      const CliRun r = run_cli(QStringList{"generate"} + model +
+                               QStringList{"-p", prompt, "--max-tokens", "2", "--temp", "0", "--json"} + more);
+      if (r.code != 0) return -1;
+      return QJsonDocument::fromJson(r.out).object()["totals"].toObject()["prompt_tokens"].toInt();
+    };
+    const int line = prompt_tokens("def add(a, b):", {});
+    const int with_newline = prompt_tokens("def add(a, b):\n", {});
+    QVERIFY(line > 0 && with_newline > line);
+    QCOMPARE(prompt_tokens("def add(a, b):", {"--code-stops"}), with_newline);
+    QCOMPARE(prompt_tokens("def add(a, b):\n", {"--code-stops"}), with_newline);  // one newline, not two
   }
 
   void badArguments_data() {

@@ -1,10 +1,11 @@
 // The acceptance flow with the real engine and a real model (stories260K from ../shared):
 // load, four candidates stream, Stop ends the run midway, a second run goes to the end and
-// every candidate gets a sandbox verdict and a rank; bad model files and an unusable device
-// become messages in the window. Ranking without tests: the demo pair's greedy candidates,
-// all alike, collapse into one pane; fixed texts tested by the real sandbox and harness show
-// their checks, docstring examples, collapsed duplicates and behaviour groups, and a
-// fill-in-the-middle candidate that passes only with the code after the cursor.
+// every candidate gets a sandbox verdict and a rank; bad model files (a text file named
+// .gguf with GGUF's message) and an unusable device become messages in the window. Ranking
+// without tests: the demo pair's greedy candidates, all alike, collapse into one pane; fixed
+// texts tested by the real sandbox and harness show their checks, docstring examples,
+// collapsed duplicates and behaviour groups, and a fill-in-the-middle candidate that passes
+// only with the code after the cursor.
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
@@ -306,6 +307,24 @@ class GuiEngineTest : public QObject {
     window->promptEditor()->setPlainText(kPrompt);
     window->generate();  // the window still answers
     QVERIFY(window->message().contains("No model is loaded"));
+  }
+
+  // A text file named .gguf gets GGUF's own message, as `specula-cli models` gives it, not
+  // the message of the llama2.c format the loader falls back to for other files.
+  void textFileNamedGgufGetsTheGgufMessage() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("notes.gguf");
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("these are notes, not a model\n");
+    file.close();
+    auto window = makeWindow();
+    window->loadModels(path);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    QVERIFY(!window->hasModel());
+    QVERIFY2(window->message().contains("notes.gguf") && window->message().contains("wrong magic") &&
+                 !window->message().contains("llama2.c"),
+             qPrintable(window->message()));
   }
 
   // A model whose weights the CPU backend cannot copy within what the process may still

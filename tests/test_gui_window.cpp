@@ -1,11 +1,16 @@
 // The main window driven like a user would, against the controlled FakeEngine: four
 // candidates stream, Stop ends the run midway, a second run reaches verdicts and ranking;
 // settings survive a restart; a killed process loses no prompt text; a bad model file
-// becomes a message in the window; the models of the home's stores fill the model picker;
-// "Fill at cursor" splits the code box at the cursor for models with FIM tokens only.
+// becomes a message in the window and keeps the model in use; the models of the home's
+// stores fill the model picker; "Fill at cursor" splits the code box at the cursor for models
+// with FIM tokens only. A newcomer's first runs: a prompt without its final newline, Enter's
+// indentation, "best" only for a candidate that passed, "same behaviour" only between equal
+// verdicts, a header that is not cut, Source "Server" unconnected, Copy and Save of the whole
+// function, the first screen at 1024x700.
 #include <QAbstractItemView>
 #include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -14,12 +19,14 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSettings>
 #include <QSpinBox>
+#include <QStyleOptionComboBox>
 #include <QStandardItemModel>
 #include <QTextBlock>
 #include <QTextCursor>
@@ -29,6 +36,7 @@
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <QtTest>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,6 +56,8 @@
 #include "shared_data.h"
 #include "small_models.h"
 #ifdef SPECULA_HAVE_CHARTS
+#include <QtCharts/QValueAxis>
+
 #include "throughput_chart.h"
 #endif
 
@@ -60,6 +70,7 @@ using specula::ui::MainWindow;
 namespace {
 
 constexpr int kRunTimeoutMs = 20000;  // generous: the fake run takes well under a second
+constexpr int kPromptLinesAt1024x700 = 8;  // lines of the prompt box at least, in a 1024x700 window
 const QString kPrompt = "def add(a: int, b: int) -> int:\n    \"\"\"Return a + b.\"\"\"\n";
 
 std::unique_ptr<MainWindow> makeWindow(std::chrono::milliseconds step = std::chrono::milliseconds(15),
@@ -139,14 +150,31 @@ class RecordingEngine : public FakeEngine {
   std::shared_ptr<Requests> requests_;
 };
 
+// FakeEngine whose tests fail a completion marked "# wrong" while its behaviour probe still
+// gives what a right one gives: the probe did not call it where it goes wrong.
+class ProbeMissesEngine : public FakeEngine {
+ public:
+  ProbeMissesEngine()
+      : FakeEngine(std::chrono::milliseconds(2), std::chrono::milliseconds(0),
+                   {"    return a + b\n", "    return a + b  # wrong\n"}) {}
+
+  specula::TestResult test(const specula::Problem& problem, const std::string& completion, double timeout) override {
+    specula::TestResult result = FakeEngine::test(problem, completion, timeout);
+    if (completion.find("# wrong") != std::string::npos) {
+      result.verdict = specula::Verdict::Failed;
+      result.detail = "AssertionError: add(1900, 0) == 1900";
+    }
+    return result;
+  }
+};
+
 // The process killed while in use: types a prompt, waits for the autosave, reports, waits to die.
 int crashChild() {
   auto window = makeWindow();
   window->promptEditor()->setFocus();
   window->promptEditor()->clear();
   QTest::keyClicks(window->promptEditor(), "def crash_safe(x):");
-  QTest::keyClick(window->promptEditor(), Qt::Key_Return);
-  QTest::keyClick(window->promptEditor(), Qt::Key_Tab);
+  QTest::keyClick(window->promptEditor(), Qt::Key_Return);  // indents the body
   QTest::keyClicks(window->promptEditor(), "return x");
   for (int i = 0; i < 500; ++i) {
     QTest::qWait(20);
@@ -178,7 +206,7 @@ class GuiWindowTest : public QObject {
     const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
     auto window = makeWindow(std::chrono::milliseconds(50));  // the longest candidate streams for 1.6 s
     window->loadModels(model);
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     QVERIFY(window->statusText().contains("fake backend"));
 
     window->promptEditor()->setPlainText(kPrompt);
@@ -242,7 +270,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow(std::chrono::milliseconds(5));
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(8);
@@ -303,7 +331,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow(std::chrono::milliseconds(100));  // a run of seconds
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->activateWindow();
     QVERIFY(QTest::qWaitForWindowActive(window.get()));
@@ -321,13 +349,15 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow(std::chrono::milliseconds(50));  // every candidate needs 0.85 s or more
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
     window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0.3);
     window->generate();
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    // the budget keeps its decimals in the progress bar: "… / 0.3 s", never "… / 0 s"
+    QVERIFY2(window->statusText().contains(" / 0.3 s"), qPrintable(window->statusText()));
     for (int i = 0; i < 4; ++i) {
       QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Budget);  // cut off, so not tested
       QVERIFY(!window->grid()->pane(i)->text().isEmpty());
@@ -415,12 +445,12 @@ class GuiWindowTest : public QObject {
     QCOMPARE(drafter->currentData().toString(), QString("ngram"));
     window->loadModels(model, {}, draft);
     QCOMPARE(drafter->currentData().toString(), QString("model"));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
 
     drafter->setCurrentIndex(drafter->findData("none"));
     window->loadModels(model, {}, draft);
     QCOMPARE(drafter->currentData().toString(), QString("none"));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
   }
 
   void killedProcessLosesNoPrompt() {
@@ -444,7 +474,7 @@ class GuiWindowTest : public QObject {
     {
       auto window = makeWindow();
       window->loadModels(model);
-      QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+      QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
       window->promptEditor()->setPlainText(kPrompt);
       window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
       window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
@@ -456,6 +486,9 @@ class GuiWindowTest : public QObject {
     QCOMPARE(window->grid()->pane(3)->text(), QString(FakeEngine::kCompletions[3]));
     QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
     QCOMPARE(window->grid()->order().front(), 3);
+    // Copy gives the whole function, as it did before the restart
+    QTest::mouseClick(window->grid()->pane(3)->findChild<QToolButton*>("copyButton"), Qt::LeftButton);
+    QCOMPARE(QApplication::clipboard()->text(), kPrompt + FakeEngine::kCompletions[3]);
   }
 
   // With "Fill at cursor" on a model with FIM tokens, the code box splits at the cursor: the
@@ -468,7 +501,7 @@ class GuiWindowTest : public QObject {
     auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
     window->show();
     window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     auto* fill = window->findChild<QCheckBox*>("fillAtCursorCheck");
     QVERIFY(fill->isEnabled());
 
@@ -516,12 +549,12 @@ class GuiWindowTest : public QObject {
     QVERIFY2(fill->toolTip().contains("Load a model"), qPrintable(fill->toolTip()));
 
     window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     QVERIFY(fill->isEnabled());
     fill->setChecked(true);
 
     window->loadModels(writeFile(dir, "plain.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     QVERIFY(!fill->isEnabled());
     QVERIFY2(fill->toolTip().contains("no fill-in-the-middle tokens"), qPrintable(fill->toolTip()));
     window->promptEditor()->setPlainText(kPrompt + "\nprint(add(2, 3))\n");
@@ -532,6 +565,265 @@ class GuiWindowTest : public QObject {
     std::lock_guard lock(requests->mutex);
     QCOMPARE(QString::fromStdString(requests->prompt), kPrompt + "\nprint(add(2, 3))\n");
     QVERIFY(!requests->suffix.has_value());
+  }
+
+  // A prompt typed without its final newline (`def add(a, b):`) is sent, and tested, with
+  // one: the candidates write a body instead of continuing the signature line.
+  void promptGetsItsFinalNewline() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText("def add(a, b):");
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    std::lock_guard lock(requests->mutex);
+    QCOMPARE(QString::fromStdString(requests->prompt), QString("def add(a, b):\n"));
+    QCOMPARE(QString::fromStdString(requests->tested_prefix), QString("def add(a, b):\n"));
+    QCOMPARE(window->promptEditor()->toPlainText(), QString("def add(a, b):"));  // the editor is the user's
+  }
+
+  // Enter after a line ending with ':' indents one level; Enter inside a body keeps its
+  // indentation, so that a docstring and the lines after it stay in the function.
+  void enterIndentsAfterAColonAndKeepsIndentation() {
+    auto window = makeWindow();
+    window->promptEditor()->clear();
+    window->promptEditor()->setFocus();
+    QTest::keyClicks(window->promptEditor(), "def is_leap(year):");
+    QTest::keyClick(window->promptEditor(), Qt::Key_Return);
+    QTest::keyClicks(window->promptEditor(), "\"\"\"Whether year is a leap year.\"\"\"");
+    QTest::keyClick(window->promptEditor(), Qt::Key_Return);
+    QTest::keyClicks(window->promptEditor(), "if year % 4:");
+    QTest::keyClick(window->promptEditor(), Qt::Key_Enter, Qt::KeypadModifier);
+    QTest::keyClicks(window->promptEditor(), "return False");
+    QCOMPARE(window->promptEditor()->toPlainText(),
+             QString("def is_leap(year):\n    \"\"\"Whether year is a leap year.\"\"\"\n    if year % 4:\n        return False"));
+  }
+
+  // When no candidate passed, the first one is "closest", never "★ … best".
+  void nothingPassedIsClosestNotBest() {
+    QTemporaryDir dir;
+    auto window = std::make_unique<MainWindow>(std::make_unique<FakeEngine>(
+        std::chrono::milliseconds(2), std::chrono::milliseconds(0),
+        std::vector<std::string>{"    return a - b\n", "    return b - a\n"}));
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    CandidateGrid* grid = window->grid();
+    QCOMPARE(grid->pane(0)->state(), CandidateState::Failed);
+    QCOMPARE(grid->pane(1)->state(), CandidateState::Failed);
+    CandidatePane* top = grid->pane(grid->order().front());
+    const QString title = top->findChild<QLabel*>("title")->text();
+    QVERIFY2(title.contains("closest") && !title.contains("best") && !title.contains(QChar(0x2605)), qPrintable(title));
+    QVERIFY(!top->isBest());
+  }
+
+  // A candidate that fails the tests is never "same behaviour as" one that passes them, even
+  // when the behaviour probe found their outputs alike.
+  void sameBehaviourNeedsTheSameVerdict() {
+    QTemporaryDir dir;
+    auto window = std::make_unique<MainWindow>(std::make_unique<ProbeMissesEngine>());
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    CandidateGrid* grid = window->grid();
+    QCOMPARE(grid->pane(0)->state(), CandidateState::Passed);
+    QCOMPARE(grid->pane(1)->state(), CandidateState::Failed);
+    QCOMPARE(grid->shownCount(), 2);
+    for (int i = 0; i < 2; ++i) {
+      auto* badge = grid->pane(i)->findChild<QLabel*>("groupBadge");
+      QVERIFY2(!badge->isVisible(), qPrintable(QString("pane %1: %2").arg(i).arg(badge->text())));
+    }
+    QVERIFY(grid->pane(0)->isBest());
+    // nor does the behaviour view put them in one column
+    specula::ui::BehaviourView* view = window->openBehaviour(1);
+    QVERIFY(view);
+    QCOMPARE(view->table()->columnCount(), 2);
+    QCOMPARE(view->selectedGroup(), 1);
+  }
+
+  // At a pane's narrowest, the header shows its whole title, rank, best mark and count.
+  void paneHeaderIsNotCut() {
+    CandidatePane pane(5);
+    pane.resize(pane.minimumWidth(), 300);
+    pane.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&pane));
+    pane.setState(CandidateState::Passed, "passed: 3/3 asserts");
+    pane.setDuplicates({6, 7});
+    pane.setRank(1, true);
+    QCOMPARE(pane.width(), pane.minimumWidth());
+    auto* title = pane.findChild<QLabel*>("title");
+    QVERIFY(title->text().contains("best"));
+    for (QLabel* label : {title, pane.findChild<QLabel*>("state"), pane.findChild<QLabel*>("duplicateCount")})
+      QTRY_VERIFY2(label->width() >= label->sizeHint().width(),
+                   qPrintable(QString("%1: %2 of %3 px").arg(label->text()).arg(label->width()).arg(label->sizeHint().width())));
+  }
+
+  // Source "Server" without a connected server: Generate says so and runs nothing, not even
+  // on the model files loaded before. The key's label names its field ("API key:").
+  void serverSourceNeverFallsBackToLocal() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    auto* source = window->findChild<QComboBox*>("sourceCombo");
+    source->setCurrentIndex(source->findData("server"));
+    Q_EMIT source->activated(source->currentIndex());
+    window->promptEditor()->setPlainText(kPrompt);
+    window->generate();
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("no server is connected"), qPrintable(window->message()));
+    {
+      std::lock_guard lock(requests->mutex);
+      QVERIFY(requests->prompt.empty());
+    }
+    auto* key = window->findChild<QLineEdit*>("serverKeyEdit");
+    QLabel* key_label = nullptr;
+    for (QLabel* label : window->findChild<QWidget*>("serverPanel")->findChildren<QLabel*>())
+      if (label->buddy() == key) key_label = label;
+    QVERIFY(key_label);
+    QCOMPARE(key_label->text(), QString("API &key:"));  // shown as "API key:", K underlined
+  }
+
+  // Copy and Save give the whole function: the prompt and the completion; filling in the
+  // middle, the code before, the completion and the code after.
+  void copyAndSaveGiveTheWholeFunction() {
+    QTemporaryDir dir;
+    auto window = makeWindow(std::chrono::milliseconds(2));
+    window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    CandidatePane* pane = window->grid()->pane(3);
+    QTest::mouseClick(pane->findChild<QToolButton*>("copyButton"), Qt::LeftButton);
+    QCOMPARE(QApplication::clipboard()->text(), kPrompt + FakeEngine::kCompletions[3]);
+    const QString path = dir.filePath("add.py");
+    QVERIFY(pane->saveTo(path));
+    QFile saved(path);
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QCOMPARE(QString::fromUtf8(saved.readAll()), kPrompt + FakeEngine::kCompletions[3]);
+
+    const QString suffix = "\nprint(add(2, 3))\n";
+    window->promptEditor()->setPlainText(kPrompt + suffix);
+    placeCursor(window->promptEditor(), int(kPrompt.size()));
+    window->findChild<QCheckBox*>("fillAtCursorCheck")->setChecked(true);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QTest::mouseClick(pane->findChild<QToolButton*>("copyButton"), Qt::LeftButton);
+    QCOMPARE(QApplication::clipboard()->text(), kPrompt + FakeEngine::kCompletions[3] + suffix);
+  }
+
+  // A file that is no model leaves the model in use loaded and selected, with its draft and
+  // drafter; the failed path is not among the recent files. Loading a target without a draft
+  // leaves no "draft model" drafter that Generate would refuse.
+  void badModelFileKeepsTheWorkingOne() {
+    QTemporaryDir dir;
+    const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
+    const QString draft = writeFile(dir, "draft.gguf", FakeEngine::kMagic);
+    const QString broken = writeFile(dir, "broken.gguf", "this is not a model\n");
+    auto window = makeWindow(std::chrono::milliseconds(2));
+    auto* drafter = window->findChild<QComboBox*>("drafterCombo");
+    auto* model_picker = window->findChild<specula::ui::FilePicker*>("modelPicker");
+    auto* draft_picker = window->findChild<specula::ui::FilePicker*>("draftPicker");
+    window->loadModels(model, {}, draft);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+
+    window->loadModels(broken, {}, {});
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kRunTimeoutMs);
+    QVERIFY(window->hasModel());
+    QVERIFY2(window->message().contains("not a model file") && window->message().contains("Still using fake.gguf"),
+             qPrintable(window->message()));
+    QCOMPARE(model_picker->path(), QFileInfo(model).absoluteFilePath());
+    QCOMPARE(draft_picker->path(), QFileInfo(draft).absoluteFilePath());
+    QCOMPARE(drafter->currentData().toString(), QString("model"));
+    QVERIFY(!QSettings().value("recent/models").toStringList().contains(QFileInfo(broken).absoluteFilePath()));
+    QVERIFY(QSettings().value("recent/models").toStringList().contains(QFileInfo(model).absoluteFilePath()));
+    QCOMPARE(model_picker->findChild<QComboBox*>()->findData(QFileInfo(broken).absoluteFilePath()), -1);
+    window->promptEditor()->setPlainText(kPrompt);
+    window->generate();
+    QVERIFY2(window->isRunning(), qPrintable(window->message()));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+
+    window->loadModels(model);  // re-picked without its draft
+    QVERIFY(drafter->currentData().toString() != "model");
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->generate();
+    QVERIFY2(window->isRunning(), qPrintable(window->message()));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+  }
+
+  // The first screen: an example prompt and tests that are text Generate runs, a hint where
+  // the candidates will be, an empty chart whose axis counts whole tokens, the model's whole
+  // file name in the Model field, all at 1024x700 with room to write a prompt.
+  void firstScreenIsReady() {
+    QTemporaryDir dir;
+    auto window = std::make_unique<MainWindow>(std::make_unique<FakeEngine>(std::chrono::milliseconds(2)));
+    // fixed: the offscreen screen (800x800) would otherwise have its say in the window's height
+    window->setFixedSize(1024, 700);
+    window->show();
+    QVERIFY(QTest::qWaitForWindowExposed(window.get()));
+    QTRY_VERIFY2(window->width() == 1024 && window->height() == 700,
+                 qPrintable(QString("%1x%2, at least %3x%4").arg(window->width()).arg(window->height())
+                                .arg(window->minimumSizeHint().width()).arg(window->minimumSizeHint().height())));
+    const QString example = window->promptEditor()->toPlainText();
+    QVERIFY2(example.startsWith("def ") && example.endsWith("\"\"\"\n"), qPrintable(example));
+    QVERIFY(window->testsEditor()->toPlainText().startsWith("assert "));
+    auto* hint = window->grid()->findChild<QLabel*>("emptyHint");
+    QVERIFY(hint && hint->isVisible());
+    QVERIFY(hint->text().contains("Generate"));
+    const int lines = window->promptEditor()->viewport()->height() / window->promptEditor()->fontMetrics().lineSpacing();
+    QVERIFY2(lines >= kPromptLinesAt1024x700, qPrintable(QString("%1 lines").arg(lines)));
+#ifdef SPECULA_HAVE_CHARTS
+    auto* chart = window->findChild<specula::ui::ThroughputChart*>("throughputChart");
+    int value_axes = 0;
+    for (QAbstractAxis* axis : chart->chart()->axes(Qt::Vertical)) {
+      auto* values = qobject_cast<QValueAxis*>(axis);
+      if (!values || values->labelFormat() != "%.0f") continue;
+      if (values->max() > 100) continue;
+      ++value_axes;
+      const double step = (values->max() - values->min()) / (values->tickCount() - 1);
+      for (int i = 0; i < values->tickCount(); ++i) {  // each label a whole number, shown as it is
+        const double tick = values->min() + i * step;
+        QVERIFY2(tick == std::round(tick), qPrintable(QString("tick %1 of %2..%3").arg(tick).arg(values->min()).arg(values->max())));
+      }
+    }
+    QVERIFY(value_axes > 0);
+#endif
+
+    window->loadModels(writeFile(dir, "specula-demo-target.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    auto* combo = window->findChild<specula::ui::FilePicker*>("modelPicker")->findChild<QComboBox*>();
+    QCOMPARE(combo->currentText(), QString("specula-demo-target.gguf"));
+    QStyleOptionComboBox option;
+    option.initFrom(combo);
+    option.currentText = combo->currentText();
+    const QRect field = combo->style()->subControlRect(QStyle::CC_ComboBox, &option, QStyle::SC_ComboBoxEditField, combo);
+    QVERIFY2(combo->fontMetrics().horizontalAdvance(combo->currentText()) <= field.width(),
+             qPrintable(QString("%1 px in %2").arg(combo->fontMetrics().horizontalAdvance(combo->currentText())).arg(field.width())));
+
+    QTest::mouseClick(window->findChild<QPushButton*>("generateButton"), Qt::LeftButton);
+    QVERIFY2(window->isRunning(), qPrintable(window->message()));
+    QVERIFY(!hint->isVisible());
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
   }
 
   void badModelFileIsAMessage() {
@@ -575,7 +867,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow();
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(12);  // more than the fake runs
     window->generate();
@@ -589,7 +881,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow(std::chrono::milliseconds(200));  // a run of several seconds
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->promptEditor()->setPlainText(kPrompt);
     window->generate();
     QTRY_VERIFY_WITH_TIMEOUT(!window->grid()->pane(0)->text().isEmpty(), kRunTimeoutMs);
@@ -647,7 +939,7 @@ class GuiWindowTest : public QObject {
     QTemporaryDir dir;
     auto window = makeWindow();
     window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
     specula::ui::ProblemBrowser* browser = window->openProblems();
     QVERIFY(browser->openFile(SPECULA_TEST_DATA_DIR "/ui_problems.jsonl"));

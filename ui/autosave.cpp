@@ -8,6 +8,8 @@
 #include <QSaveFile>
 #include <QStandardPaths>
 
+#include "decode/session.h"
+
 namespace specula::ui {
 
 QString autosavePath() {
@@ -23,7 +25,9 @@ bool writeAutosave(const SavedState& state, const QString& path, QString* error)
   const QJsonObject root{{"prompt", state.prompt},
                          {"tests", state.tests},
                          {"candidates", candidates},
-                         {"ranking", ranking}};
+                         {"ranking", ranking},
+                         {"run_prefix", state.runPrefix},
+                         {"run_suffix", state.runSuffix}};
   QDir().mkpath(QFileInfo(path).absolutePath());
   QSaveFile file(path);
   if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(root).toJson()) < 0 || !file.commit()) {
@@ -47,6 +51,10 @@ std::optional<SavedState> readAutosave(const QString& path) {
     state.candidates.push_back({c["text"].toString(), c["state"].toInt()});
   }
   for (const QJsonValue& value : root["ranking"].toArray()) state.ranking.push_back(value.toInt());
+  // a file from before these were saved: the prompt, as a run without a suffix sent it
+  state.runPrefix = root.contains("run_prefix") ? root["run_prefix"].toString()
+                                                : QString::fromStdString(code_prompt(state.prompt.toStdString()));
+  state.runSuffix = root["run_suffix"].toString();
   return state;
 }
 

@@ -19,6 +19,9 @@ struct SavedState {
   QString tests;
   QVector<SavedCandidate> candidates;  // the last run, in index order
   QVector<int> ranking;                // best first; empty when unranked
+  // What the last run put around its candidates, for Copy and Save: the prompt it sent and,
+  // filling in the middle, the code after the hole.
+  QString runPrefix, runSuffix;
 };
 
 // The autosave file in the application's data directory.

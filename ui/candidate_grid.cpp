@@ -1,6 +1,7 @@
 #include "candidate_grid.h"
 
 #include <QGridLayout>
+#include <QLabel>
 #include <QResizeEvent>
 #include <algorithm>
 #include <numeric>
@@ -19,6 +20,16 @@ CandidateGrid::CandidateGrid(QWidget* parent) : QScrollArea(parent), content_(ne
   setWidgetResizable(true);
   setWidget(content_);
   new QGridLayout(content_);
+  // Before the first run the area says what will appear in it, rather than nothing.
+  hint_ = new QLabel(tr("The candidates appear here, side by side, as they are written; then each is tested "
+                        "and ranked.\nWrite a function's signature and docstring (and tests if you have them), "
+                        "then press Generate (Ctrl+Return)."),
+                     content_);
+  hint_->setObjectName("emptyHint");
+  hint_->setAlignment(Qt::AlignCenter);
+  hint_->setWordWrap(true);
+  hint_->setEnabled(false);  // drawn in the disabled (grey) text colour
+  static_cast<QGridLayout*>(content_->layout())->addWidget(hint_, 0, 0);
 }
 
 int CandidateGrid::shownCount() const { return int(std::count(collapsed_.begin(), collapsed_.end(), false)); }
@@ -48,7 +59,14 @@ void CandidateGrid::setCount(int n) {
   order_.resize(n);
   std::iota(order_.begin(), order_.end(), 0);
   ranked_ = false;
+  hint_->setVisible(n == 0);
   relayout();
+}
+
+void CandidateGrid::setContext(const QString& prefix, const QString& suffix) {
+  prefix_ = prefix;
+  suffix_ = suffix;
+  for (CandidatePane* pane : panes_) pane->setContext(prefix, suffix);
 }
 
 void CandidateGrid::applyRanking(const QVector<int>& ranking) {
@@ -72,7 +90,11 @@ void CandidateGrid::applyGroups(const RunGroups& groups) {
     for (int j : order_) {
       if (j == i) continue;
       if (groups.sameText[j] == i) duplicates.push_back(j);
-      else if (!collapsed_[size_t(j)] && groups.group[j] == groups.group[i]) alike.push_back(j);
+      // Alike in the probe's outputs is not alike to the user when the tests tell them apart
+      // (the probe may never call a candidate on the inputs where it fails).
+      else if (!collapsed_[size_t(j)] && groups.group[j] == groups.group[i] &&
+               panes_[size_t(j)]->state() == panes_[size_t(i)]->state())
+        alike.push_back(j);
     }
     CandidatePane* pane = panes_[size_t(i)];
     pane->setDuplicates(duplicates);

@@ -10,6 +10,8 @@
 
 #include "run_types.h"
 
+class QLabel;
+
 namespace specula::ui {
 
 class CandidatePane;
@@ -21,6 +23,10 @@ class CandidateGrid : public QScrollArea {
   explicit CandidateGrid(QWidget* parent = nullptr);
 
   void setCount(int n);  // keeps existing panes, clears them, adds or removes the difference
+  // The run's prompt and suffix, which every pane's Copy and Save put around its completion.
+  void setContext(const QString& prefix, const QString& suffix);
+  const QString& prefix() const { return prefix_; }
+  const QString& suffix() const { return suffix_; }
   int count() const { return int(panes_.size()); }
   CandidatePane* pane(int index) const { return panes_.at(size_t(index)); }
   const QVector<int>& order() const { return order_; }  // every pane, collapsed ones too
@@ -46,6 +52,8 @@ class CandidateGrid : public QScrollArea {
   int columns() const;
 
   QWidget* content_;
+  QLabel* hint_;  // shown while there are no panes
+  QString prefix_, suffix_;  // setContext's
   std::vector<CandidatePane*> panes_;
   std::vector<bool> collapsed_;  // per pane: its text is shown by another pane
   QVector<int> order_;  // pane indices in display order

@@ -58,10 +58,12 @@ CandidatePane::CandidatePane(int index, QWidget* parent)
 
   auto* copy = new QToolButton;
   copy->setText(tr("Copy"));
-  copy->setToolTip(tr("Copy this candidate to the clipboard"));
+  copy->setObjectName("copyButton");
+  copy->setToolTip(tr("Copy this candidate's whole code, prompt included, to the clipboard"));
   connect(copy, &QToolButton::clicked, this, &CandidatePane::copyToClipboard);
   auto* save = new QToolButton;
   save->setText(tr("Save…"));
+  save->setToolTip(tr("Save this candidate's whole code, prompt included, as a Python file"));
   connect(save, &QToolButton::clicked, this, &CandidatePane::saveToFile);
   auto* diff = new QToolButton;
   diff->setText(tr("Diff…"));
@@ -73,15 +75,19 @@ CandidatePane::CandidatePane(int index, QWidget* parent)
   behaviour_->setEnabled(false);
   connect(behaviour_, &QToolButton::clicked, this, [this] { Q_EMIT behaviourRequested(index_); });
 
+  // The actions have a row of their own under the code: beside the title they left it too
+  // little room in a narrow pane ("★ #6 rank 1 be").
   auto* header = new QHBoxLayout;
   header->addWidget(title_);
   header->addWidget(state_label_);
   header->addWidget(duplicates_);
   header->addStretch(1);
-  header->addWidget(copy);
-  header->addWidget(save);
-  header->addWidget(diff);
-  header->addWidget(behaviour_);
+  auto* actions = new QHBoxLayout;
+  actions->addStretch(1);
+  actions->addWidget(copy);
+  actions->addWidget(save);
+  actions->addWidget(diff);
+  actions->addWidget(behaviour_);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->setSpacing(2);
@@ -90,6 +96,8 @@ CandidatePane::CandidatePane(int index, QWidget* parent)
   layout->addWidget(badge_);
   layout->addWidget(note_);
   layout->addWidget(editor_, 1);
+  layout->addLayout(actions);
+  title_->setObjectName("title");
   numbers_->setObjectName("numbers");
   state_label_->setObjectName("state");
   duplicates_->setObjectName("duplicateCount");
@@ -109,7 +117,7 @@ void CandidatePane::reset() {
   tokens_ = accepted_ = proposed_ = 0;
   tokens_per_second_ = 0.0;
   rank_ = 0;
-  best_ = false;
+  top_ = false;
   setToolTip({});
   note_->clear();
   note_->hide();
@@ -165,19 +173,26 @@ void CandidatePane::setState(CandidateState state, const QString& detail) {
   updateHeader();
 }
 
-void CandidatePane::setRank(int rank, bool best) {
+void CandidatePane::setRank(int rank, bool top) {
   rank_ = rank;
-  best_ = best;
+  top_ = top;
   updateHeader();
 }
 
+bool CandidatePane::isBest() const { return top_ && state_ == CandidateState::Passed; }
+
 void CandidatePane::updateHeader() {
   QString title = QStringLiteral("#%1").arg(index_ + 1);
+  // "best" is a promise that the code works: only for a top candidate that passed. When
+  // nothing passed, the top one is only the closest by the ranking.
+  const bool best = isBest();
   if (rank_ > 0) title += tr("  rank %1").arg(rank_);
-  if (best_) title = QStringLiteral("★ ") + title + tr("  best");
+  if (best) title = QStringLiteral("★ ") + title + tr("  best");
+  else if (top_) title += tr("  closest");
   title_->setText(title);
+  title_->setToolTip(best || !top_ ? QString() : tr("No candidate passed: this one ranks first, but it did not pass"));
   QFont font = title_->font();
-  font.setBold(best_);
+  font.setBold(best);
   title_->setFont(font);
   state_label_->setText(stateName(state_));
   state_label_->setStyleSheet(chip_style(state_));
@@ -185,20 +200,32 @@ void CandidatePane::updateHeader() {
   if (tokens_per_second_ > 0) numbers += tr(" · %1 tok/s").arg(tokens_per_second_, 0, 'f', 1);
   if (proposed_ > 0) numbers += tr(" · acc %1%").arg(100.0 * accepted_ / proposed_, 0, 'f', 0);
   numbers_->setText(numbers);
-  setStyleSheet(best_ ? QStringLiteral("QFrame#%1 { border: 2px solid #2e9d48; }").arg(objectName())
+  setStyleSheet(best ? QStringLiteral("QFrame#%1 { border: 2px solid #2e9d48; }").arg(objectName())
                       : QString());
 }
 
-void CandidatePane::copyToClipboard() { QApplication::clipboard()->setText(text()); }
+void CandidatePane::setContext(const QString& prefix, const QString& suffix) {
+  prefix_ = prefix;
+  suffix_ = suffix;
+}
+
+void CandidatePane::copyToClipboard() { QApplication::clipboard()->setText(code()); }
+
+bool CandidatePane::saveTo(const QString& path, QString* error) const {
+  QSaveFile file(path);
+  if (file.open(QIODevice::WriteOnly) && file.write(code().toUtf8()) >= 0 && file.commit()) return true;
+  if (error) *error = file.errorString();
+  return false;
+}
 
 void CandidatePane::saveToFile() {
   const QString path = QFileDialog::getSaveFileName(this, tr("Save candidate %1").arg(index_ + 1),
                                                     QStringLiteral("candidate_%1.py").arg(index_ + 1),
                                                     tr("Python (*.py);;All files (*)"));
   if (path.isEmpty()) return;
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly) || file.write(text().toUtf8()) < 0 || !file.commit())
-    QMessageBox::warning(this, tr("Save failed"), tr("Could not write %1: %2").arg(path, file.errorString()));
+  QString error;
+  if (!saveTo(path, &error))
+    QMessageBox::warning(this, tr("Save failed"), tr("Could not write %1: %2").arg(path, error));
 }
 
 }  // namespace specula::ui

@@ -23,7 +23,13 @@ class CandidatePane : public QFrame {
   CandidatePane(int index, QWidget* parent = nullptr);
 
   CandidateState state() const { return state_; }
-  QString text() const;
+  QString text() const;  // the completion alone
+  // The code a user takes away (Copy, Save): the prompt, the completion and, when filling
+  // in the middle, the code after it. The completion alone would not run.
+  QString code() const { return prefix_ + text() + suffix_; }
+  // What the run put around the completion: its prompt and its suffix (empty when none).
+  void setContext(const QString& prefix, const QString& suffix);
+  bool saveTo(const QString& path, QString* error = nullptr) const;  // code() to `path`
   CodeEditor* editor() const { return editor_; }
   int tokens() const { return tokens_; }
   int accepted() const { return accepted_; }
@@ -33,7 +39,9 @@ class CandidatePane : public QFrame {
   void appendText(const QString& text, int tokens, int accepted, int proposed, double elapsed_seconds);
   // `detail`'s first line is shown under the header, all of it as the tooltip.
   void setState(CandidateState state, const QString& detail = {});
-  void setRank(int rank, bool best);  // rank 0: not ranked
+  // rank 0: not ranked; `top`: the first shown, marked "best" when it passed, else "closest"
+  void setRank(int rank, bool top);
+  bool isBest() const;  // the top candidate, and it passed
   void setText(const QString& text);   // restoring a saved run
   // The other candidates (indices) with this one's text, collapsed into this pane.
   void setDuplicates(const QVector<int>& others);
@@ -51,11 +59,12 @@ class CandidatePane : public QFrame {
   void saveToFile();
 
   int index_;
+  QString prefix_, suffix_;
   CandidateState state_ = CandidateState::Queued;
   int tokens_ = 0, accepted_ = 0, proposed_ = 0;
   double tokens_per_second_ = 0.0;
   int rank_ = 0;
-  bool best_ = false;
+  bool top_ = false;  // ranked first
   QLabel* title_;
   QLabel* state_label_;
   QLabel* duplicates_;     // "×3" when identical candidates are collapsed into this pane

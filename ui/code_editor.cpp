@@ -83,6 +83,20 @@ void CodeEditor::keyPressEvent(QKeyEvent* event) {
     insertPlainText(QString(kTabWidthSpaces, QLatin1Char(' ')));
     return;
   }
+  const bool plain_enter = (event->key() == Qt::Key_Return || event->key() == Qt::Key_Enter) &&
+                           !(event->modifiers() & ~Qt::KeypadModifier);
+  if (!isReadOnly() && plain_enter) {
+    // A new line keeps the indentation of the current one, and one level more after a line
+    // ending with ':' (a signature, an if): a body typed after `def f(x):` + Enter is indented.
+    const QTextCursor cursor = textCursor();
+    const QString before = cursor.block().text().left(cursor.positionInBlock());
+    qsizetype indent = 0;
+    while (indent < before.size() && before[indent] == QLatin1Char(' ')) ++indent;
+    if (before.trimmed().endsWith(QLatin1Char(':'))) indent += kTabWidthSpaces;
+    insertPlainText(QLatin1Char('\n') + QString(indent, QLatin1Char(' ')));
+    ensureCursorVisible();
+    return;
+  }
   if (ctrl && (event->key() == Qt::Key_Tab || event->key() == Qt::Key_Backtab)) {
     // QPlainTextEdit refuses to move focus while it is editable; its base class does not.
     QAbstractScrollArea::focusNextPrevChild(event->key() == Qt::Key_Tab && !(event->modifiers() & Qt::ShiftModifier));

@@ -1,4 +1,5 @@
-// A monospace Python editor with line numbers; Tab inserts four spaces, and Ctrl+Tab /
+// A monospace Python editor with line numbers; Tab inserts four spaces, Enter keeps the
+// line's indentation (one level more after a ':'), and Ctrl+Tab /
 // Ctrl+Shift+Tab leave the editor so that the window stays keyboard-navigable.
 // Read-only editors (candidate panes) let Tab move focus as usual.
 #pragma once

@@ -1,5 +1,8 @@
 // The real engine behind the window: load_model + create_backend or a server, a Generator,
 // and the sandboxed test runner. A thin layer: every decision lives in the engine.
+#include <algorithm>
+#include <cctype>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 
@@ -9,6 +12,7 @@
 #include "eval/problems.h"
 #include "eval/sandbox.h"
 #include "eval/test_runner.h"
+#include "model/gguf.h"
 #include "model/tokenizer.h"
 
 namespace specula::ui {
@@ -24,6 +28,18 @@ std::string describe(const Model& model) {
          std::to_string(c.dim) + ", vocab " + std::to_string(c.vocab_size) + ", " + model.format + ")";
 }
 
+// A file named *.gguf that does not start with GGUF's magic (a text file, a download that
+// was an error page) gets GGUF's own message, as `specula-cli models` gives it, rather than
+// the message of the format the loader tries for anything else (llama2.c's).
+void check_gguf_name(const std::string& path) {
+  std::string lower = path;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (!lower.ends_with(".gguf")) return;
+  char magic[4] = {};
+  std::ifstream(path, std::ios::binary).read(magic, sizeof magic);
+  if (std::string_view(magic, sizeof magic) != "GGUF") GgufFile::read_header(path);  // throws its message
+}
+
 class SpeculaEngine final : public EnginePort {
  public:
   LoadedModels load(const ModelPaths& paths, const std::function<bool(double)>& progress) override {
@@ -37,6 +53,7 @@ class SpeculaEngine final : public EnginePort {
     // a GPU backend spends half of each model's share copying its weights to the device
     const double read_share = backend->uploads_weights() ? 0.5 : 1.0;
     const auto read = [&](const std::string& path, double from, double share) {
+      check_gguf_name(path);
       LoadOptions options;
       options.tokenizer_path = paths.tokenizer;
       options.progress = [&](double f) { return weights_progress(from + f * share * read_share); };

@@ -4,7 +4,9 @@
 #include <QThreadPool>
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <utility>
 
 namespace specula::ui {
 
@@ -67,9 +69,16 @@ RunGroups run_groups(const CandidateGroups& groups, const QVector<int>& ranking,
     }
     return best;
   };
+  // Behaviour groups split by test verdict: outputs alike on the probe's inputs do not make a
+  // failing candidate "the same" as a passing one (the probe may never call it where it fails),
+  // in the panes' badges or in the behaviour view's columns.
+  std::map<std::pair<int, int>, int> first_of;
+  std::vector<int> behaviour;
+  for (int i = 0; i < n; ++i)
+    behaviour.push_back(first_of.emplace(std::pair{groups.group[size_t(i)], int(results[size_t(i)].verdict)}, i).first->second);
   RunGroups out;
   out.sameText = best_of(groups.same_text);
-  out.group = best_of(groups.group);
+  out.group = best_of(behaviour);
   for (const TestResult& r : results) {  // every candidate was probed on the same inputs
     QStringList shown;
     for (const ProbeCall& call : r.behaviour) shown << QString::fromStdString(call.shown.empty() ? call.outcome : call.shown);
@@ -153,7 +162,7 @@ bool EngineWorker::begin(int ticket) {
 void EngineWorker::loadModels(const QString& target, const QString& tokenizer, const QString& draft,
                               int device, int ticket) {
   if (!begin(ticket)) return;
-  loaded_ = false;
+  // loaded_ stays as it is until the load succeeds: a failed one leaves the engine's model in use
   ModelPaths paths{target.toStdString(), tokenizer.toStdString(), draft.toStdString(),
                    static_cast<DeviceChoice>(std::clamp(device, 0, 2))};
   try {
@@ -173,8 +182,7 @@ void EngineWorker::loadModels(const QString& target, const QString& tokenizer, c
 void EngineWorker::connectServer(const QString& url, const QString& apiKey, const QString& model, bool insecure,
                                  int ticket) {
   if (!begin(ticket)) return;
-  loaded_ = false;
-  try {
+  try {  // as for a load, a failed connection leaves the model in use
     const LoadedModels loaded = engine_->connect(remote_options(url, apiKey, model, insecure));
     loaded_ = true;
     Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),

@@ -26,7 +26,8 @@ FilePicker::FilePicker(const QString& settings_key, const QString& dialog_title,
       combo_(new QComboBox),
       browse_(new QToolButton) {
   combo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  combo_->setMinimumContentsLength(16);
+  // room for a model's whole file name, such as "specula-demo-target.gguf"
+  combo_->setMinimumContentsLength(26);
   browse_->setText(tr("Browse…"));
   browse_->setToolTip(dialog_title);
   auto* layout = new QHBoxLayout(this);
@@ -46,11 +47,33 @@ FilePicker::FilePicker(const QString& settings_key, const QString& dialog_title,
 QString FilePicker::path() const { return combo_->currentData().toString(); }
 
 void FilePicker::setPath(const QString& path) {
-  if (path.isEmpty()) {
-    if (optional_) combo_->setCurrentIndex(0);
+  const QString absolute = path.isEmpty() ? QString() : QFileInfo(path).absoluteFilePath();
+  // a file shown but never kept leaves the list when another is chosen: a path that failed
+  // to load is not offered again
+  if (!unkept_.isEmpty() && unkept_ != absolute) {
+    const int at = combo_->findData(unkept_);
+    if (at >= 0 && at < combo_->count() - found_items_) combo_->removeItem(at);
+    unkept_.clear();
+  }
+  if (absolute.isEmpty()) {
+    combo_->setCurrentIndex(optional_ ? 0 : -1);
     return;
   }
-  remember(path);
+  int at = combo_->findData(absolute);
+  if (at < 0) {
+    at = optional_ ? 1 : 0;
+    combo_->insertItem(at, QFileInfo(absolute).fileName(), absolute);
+    combo_->setItemData(at, absolute, Qt::ToolTipRole);
+    unkept_ = absolute;
+  }
+  combo_->setCurrentIndex(at);
+}
+
+void FilePicker::keep() {
+  const QString current = path();
+  if (current.isEmpty()) return;
+  unkept_.clear();
+  remember(current);
 }
 
 void FilePicker::setSummary(const QString& summary) {
@@ -87,7 +110,7 @@ void FilePicker::browse() {
   const QString start = path().isEmpty() ? QString() : QFileInfo(path()).absolutePath();
   const QString chosen_path = QFileDialog::getOpenFileName(this, dialog_title_, start, filter_);
   if (chosen_path.isEmpty()) return;
-  remember(chosen_path);
+  setPath(chosen_path);  // kept in the recent files once it loads
   Q_EMIT chosen(chosen_path);
 }
 

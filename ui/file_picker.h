@@ -29,8 +29,11 @@ class FilePicker : public QWidget {
   };
 
   QString path() const;
-  // Puts `path` first in the list and the recent files without emitting chosen().
+  // Selects `path` (empty: none), adding it to the list for now, without emitting chosen().
+  // It joins the recent files only with keep(); until then, the next setPath drops it.
   void setPath(const QString& path);
+  // Puts the selected file first in the recent files (kept in the settings): it loaded.
+  void keep();
   void setSummary(const QString& summary);  // the tooltip: what the file holds
   // Replaces the list's section after the recent files: a `heading`, then `entries` (no
   // section when there are none).
@@ -47,6 +50,7 @@ class FilePicker : public QWidget {
 
   QString settings_key_, dialog_title_, filter_;
   bool optional_;  // the first entry is "(none)"
+  QString unkept_;  // a file setPath added to the list that keep() has not kept yet
   int found_items_ = 0;  // the last items of the list: the found section (separator, heading, entries)
   QComboBox* combo_;
   QToolButton* browse_;

@@ -7,6 +7,7 @@
 #include <QDoubleSpinBox>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -111,9 +112,9 @@ void MainWindow::buildUi() {
   prompt_header->addWidget(buddy_label(tr("P&rompt (signature and docstring):"), prompt_), 1);
   prompt_header->addWidget(fill_at_cursor_);
   left_layout->addLayout(prompt_header);
-  left_layout->addWidget(prompt_, 3);
+  left_layout->addWidget(prompt_, 2);  // the prompt is the longer text
   left_layout->addWidget(buddy_label(tr("Te&sts (asserts or check(candidate)):"), tests_));
-  left_layout->addWidget(tests_, 2);
+  left_layout->addWidget(tests_, 1);
   left_layout->addWidget(models);
   left_layout->addWidget(settings);
   left_layout->addLayout(buttons);
@@ -144,13 +145,14 @@ void MainWindow::buildEditors() {
   prompt_ = new CodeEditor;
   prompt_->setObjectName("promptEditor");
   prompt_->setAccessibleName(tr("Prompt"));
-  prompt_->setPlaceholderText(tr("def add(a: int, b: int) -> int:\n    \"\"\"Return the sum of a and b.\"\"\"\n"));
+  // a hint, not an example: grey code looked like a prompt that Generate then called empty
+  prompt_->setPlaceholderText(tr("A Python function's signature and docstring: the candidates write its body."));
   fill_at_cursor_ = new QCheckBox(tr("Fill at c&ursor"));
   fill_at_cursor_->setObjectName("fillAtCursorCheck");
   tests_ = new CodeEditor;
   tests_->setObjectName("testsEditor");
   tests_->setAccessibleName(tr("Tests"));
-  tests_->setPlaceholderText(tr("assert add(2, 3) == 5\n# or: def check(candidate): ..."));
+  tests_->setPlaceholderText(tr("Asserts on the function, or def check(candidate): … (optional)"));
 }
 
 // Models: where generation runs (model files or a server), the files, the device.
@@ -190,11 +192,16 @@ QGroupBox* MainWindow::buildModelsPanel() {
 
   auto* models = new QGroupBox(tr("Models"));
   auto* model_form = new QFormLayout(models);
-  model_form->addRow(buddy_label(tr("So&urce:"), source_), source_);
+  // the device shares the source's row: rows saved here are lines of prompt at 1024x700
+  auto* source_row = new QHBoxLayout;
+  source_row->addWidget(source_, 1);
+  device_label_ = buddy_label(tr("De&vice:"), device_);
+  source_row->addWidget(device_label_);
+  source_row->addWidget(device_);
+  model_form->addRow(buddy_label(tr("So&urce:"), source_), source_row);
   model_form->addRow(buddy_label(tr("&Model:"), model_picker_), model_picker_);
   model_form->addRow(buddy_label(tr("To&kenizer:"), tokenizer_picker_), tokenizer_picker_);
   model_form->addRow(buddy_label(tr("D&raft:"), draft_picker_), draft_picker_);
-  model_form->addRow(buddy_label(tr("De&vice:"), device_), device_);
   model_form->addRow(server_panel_);
   return models;
 }
@@ -240,14 +247,22 @@ QGroupBox* MainWindow::buildGenerationPanel() {
   policy_->addItem(tr("BASS"), "bass");
   policy_->addItem(tr("fixed 4"), "fixed:4");
   auto* settings = new QGroupBox(tr("Generation"));
-  auto* form = new QFormLayout(settings);
-  form->addRow(buddy_label(tr("&Candidates:"), candidates_), candidates_);
-  form->addRow(buddy_label(tr("T&emperature:"), temperature_), temperature_);
-  form->addRow(buddy_label(tr("Top-&p:"), top_p_), top_p_);
-  form->addRow(buddy_label(tr("Max &new tokens:"), max_new_tokens_), max_new_tokens_);
-  form->addRow(buddy_label(tr("&Budget:"), budget_), budget_);
-  form->addRow(buddy_label(tr("&Drafter:"), drafter_), drafter_);
-  form->addRow(buddy_label(tr("Draft po&licy:"), policy_), policy_);
+  // The numbers two to a row, the choices a row each: five rows where seven left the prompt
+  // box three lines in a 1024x700 window.
+  auto* form = new QGridLayout(settings);
+  const auto pair = [form](int row, int column, const QString& label, QWidget* field, int span = 1) {
+    form->addWidget(buddy_label(label, field), row, column);
+    form->addWidget(field, row, column + 1, 1, span);
+  };
+  pair(0, 0, tr("&Candidates:"), candidates_);
+  pair(0, 2, tr("&Budget:"), budget_);
+  pair(1, 0, tr("T&emperature:"), temperature_);
+  pair(1, 2, tr("Top-&p:"), top_p_);
+  pair(2, 0, tr("Max &new tokens:"), max_new_tokens_);
+  pair(3, 0, tr("&Drafter:"), drafter_, 3);
+  pair(4, 0, tr("Draft po&licy:"), policy_, 3);
+  form->setColumnStretch(1, 1);
+  form->setColumnStretch(3, 1);
   return settings;
 }
 
@@ -313,8 +328,10 @@ void MainWindow::buildStatusBar() {
 void MainWindow::showSource() {
   const bool server = source_->currentData().toString() == "server";
   auto* form = static_cast<QFormLayout*>(server_panel_->parentWidget()->layout());
-  for (QWidget* row : std::initializer_list<QWidget*>{model_picker_, tokenizer_picker_, draft_picker_, device_})
+  for (QWidget* row : std::initializer_list<QWidget*>{model_picker_, tokenizer_picker_, draft_picker_})
     form->setRowVisible(row, !server);
+  device_label_->setVisible(!server);
+  device_->setVisible(!server);
   form->setRowVisible(server_panel_, server);
 }
 
@@ -386,10 +403,15 @@ void MainWindow::loadModels(const QString& target, const QString& tokenizer, con
   tokenizer_picker_->setPath(tokenizer);
   draft_picker_->setPath(draft);
   showFoundModels();  // the drafts suggested for this target
+  drafter_before_load_ = drafter_->currentData();
   // A draft model given anew (on the command line, by the demo pair, in its picker) is there
   // to be used; reloading the same one keeps whatever drafter the user has chosen since.
   if (!draft.isEmpty() && draft != loaded_draft_) drafter_->setCurrentIndex(drafter_->findData("model"));
+  // and without a draft model, the drafter cannot be "draft model": Generate would refuse
+  if (draft.isEmpty() && drafter_->currentData().toString() == "model")
+    drafter_->setCurrentIndex(drafter_->findData("ngram"));
   loaded_draft_ = draft;
+  loading_source_ = QStringLiteral("files");
   beginLoading(tr("loading %p%"), tr("loading %1").arg(QFileInfo(target).fileName()));
   Q_EMIT loadRequested(target, tokenizer, draft, device_->currentData().toInt(), worker_->issueTicket());
 }
@@ -399,14 +421,15 @@ void MainWindow::connectServer(const QString& url, const QString& apiKey, const 
   if (running_) worker_->stop();  // the connection waits in the worker's queue until the run ends
   source_->setCurrentIndex(source_->findData("server"));
   showSource();
+  loading_source_ = QStringLiteral("server");
   beginLoading(tr("connecting"), tr("connecting to %1").arg(url));
   Q_EMIT connectRequested(url, apiKey, model, insecure, worker_->issueTicket());
 }
 
+// The model in use stays loaded (model_loaded_) until another replaces it: Generate waits
+// for the load meanwhile, and a load that fails goes back to it.
 void MainWindow::beginLoading(const QString& progress_format, const QString& what) {
   loading_ = true;
-  model_loaded_ = false;
-  model_fills_middle_ = false;
   message_bar_->hide();
   progress_->setValue(0);
   progress_->setFormat(progress_format);
@@ -438,6 +461,9 @@ RunRequest MainWindow::currentRequest() const {
     const int cursor = prompt_->textCursor().position();
     request.suffix = request.prompt.mid(cursor);
     request.prompt.truncate(cursor);
+  } else {
+    // the body starts on a line of its own: a prompt typed as `def f(x):` has no final newline
+    request.prompt = QString::fromStdString(code_prompt(request.prompt.toStdString()));
   }
   request.tests = tests_->toPlainText();
   request.candidates = candidates_->value();
@@ -453,6 +479,19 @@ RunRequest MainWindow::currentRequest() const {
 
 void MainWindow::generate() {
   if (running_ || loading_ || closing_) return;
+  // the source chosen is the one that generates, or nothing does: never a silent fallback
+  // to the model files while "Server" shows (or to a server while "Model files" does)
+  const QString source = source_->currentData().toString();
+  if (source == "server" && in_use_.source != source) {
+    showMessage(tr("Source is Server, but no server is connected: enter its URL and press Connect, "
+                   "or choose Model files."));
+    return;
+  }
+  if (source == "files" && in_use_.source == "server") {
+    showMessage(tr("Source is Model files, but the model in use is the server's: choose a model file, "
+                   "or choose Server."));
+    return;
+  }
   if (!model_loaded_) {
     showMessage(tr("No model is loaded. Choose a model file (File → Open model…, Ctrl+O)."));
     return;
@@ -472,6 +511,7 @@ void MainWindow::generate() {
   saveNow();
   const RunRequest request = currentRequest();
   grid_->setCount(request.candidates);
+  grid_->setContext(request.prompt, request.suffix.value_or(QString()));
   last_ranking_.clear();
   last_groups_ = {};
 #ifdef SPECULA_HAVE_CHARTS
@@ -496,6 +536,13 @@ void MainWindow::onModelsLoaded(const QString& summary, const QString& backend, 
   cancel_load_->hide();
   progress_->setValue(0);
   progress_->setFormat(tr("ready"));
+  in_use_ = {.source = loading_source_, .backend = backend, .isolation = isolation};
+  if (loading_source_ == "files") {
+    in_use_.target = model_picker_->path();
+    in_use_.tokenizer = tokenizer_picker_->path();
+    in_use_.draft = draft_picker_->path();
+    for (FilePicker* picker : {model_picker_, tokenizer_picker_, draft_picker_}) picker->keep();  // recent files: loaded ones only
+  }
   model_picker_->setSummary(summary);
   backend_label_->setText(backend);
   backend_label_->setToolTip(summary);
@@ -539,7 +586,8 @@ void MainWindow::tickElapsed() {
   const double elapsed = run_clock_.elapsed() / 1000.0;
   if (run_budget_seconds_ > 0) {
     progress_->setValue(int(std::min(1.0, elapsed / run_budget_seconds_) * 1000));
-    progress_->setFormat(tr("%1 / %2 s").arg(elapsed, 0, 'f', 1).arg(run_budget_seconds_, 0, 'f', 0));
+    // the budget as set, decimals and all: 0.2 s read "0 s" when rounded to whole seconds
+    progress_->setFormat(tr("%1 / %2 s").arg(elapsed, 0, 'f', 1).arg(run_budget_seconds_, 0, 'g', 3));
   } else {
     progress_->setValue(0);
     progress_->setFormat(tr("%1 s").arg(elapsed, 0, 'f', 1));
@@ -563,9 +611,30 @@ void MainWindow::onError(const QString& message) {
     loading_ = false;
     cancel_load_->hide();
     progress_->setValue(0);
-    progress_->setFormat(tr("no model"));
-    backend_label_->setText(tr("no model"));
-    showMessage(message);
+    if (in_use_.source.isEmpty()) {
+      progress_->setFormat(tr("no model"));
+      backend_label_->setText(tr("no model"));
+      showMessage(message);
+    } else {
+      // the engine still holds the model in use: the window shows it again, selected
+      progress_->setFormat(tr("ready"));
+      backend_label_->setText(in_use_.backend);
+      isolation_label_->setText(in_use_.isolation);
+      // a failed file goes back to the source and files in use (no files when a server is);
+      // a failed connection keeps the server panel up, its URL there to correct
+      if (loading_source_ == "files") {
+        source_->setCurrentIndex(source_->findData(in_use_.source));
+        showSource();
+        model_picker_->setPath(in_use_.target);
+        tokenizer_picker_->setPath(in_use_.tokenizer);
+        draft_picker_->setPath(in_use_.draft);
+        loaded_draft_ = in_use_.draft;
+        showFoundModels();
+        drafter_->setCurrentIndex(drafter_->findData(drafter_before_load_));
+      }
+      const QString kept = in_use_.source == "files" ? QFileInfo(in_use_.target).fileName() : tr("the server");
+      showMessage(tr("%1\nStill using %2.").arg(message, kept));
+    }
     updateEnabled();
     Q_EMIT loadFailed();
     return;
@@ -683,6 +752,8 @@ void MainWindow::saveNow() {
     state.candidates.push_back({pane->text(), int(pane->state())});
   }
   state.ranking = last_ranking_;
+  state.runPrefix = grid_->prefix();
+  state.runSuffix = grid_->suffix();
   QString error;
   if (!writeAutosave(state, autosavePath(), &error))
     showMessage(tr("Autosave failed: %1").arg(error));
@@ -690,11 +761,17 @@ void MainWindow::saveNow() {
 
 void MainWindow::restoreAutosave() {
   const std::optional<SavedState> saved = readAutosave(autosavePath());
-  if (!saved) return;
+  if (!saved) {
+    // the first start: an example the user can run at once, edit or replace
+    prompt_->setPlainText(QStringLiteral("def add(a: int, b: int) -> int:\n    \"\"\"Return the sum of a and b.\"\"\"\n"));
+    tests_->setPlainText(QStringLiteral("assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"));
+    return;
+  }
   prompt_->setPlainText(saved->prompt);
   tests_->setPlainText(saved->tests);
   if (saved->candidates.isEmpty()) return;
   grid_->setCount(int(saved->candidates.size()));
+  grid_->setContext(saved->runPrefix, saved->runSuffix);  // Copy and Save: the whole function again
   for (int i = 0; i < saved->candidates.size(); ++i) {
     grid_->pane(i)->setText(saved->candidates[i].text);
     grid_->pane(i)->setState(static_cast<CandidateState>(saved->candidates[i].state));

@@ -129,6 +129,16 @@ class MainWindow : public QMainWindow {
   FilePicker* draft_picker_;
   ModelScanner* scanner_;  // the models found on this computer
   QString loaded_draft_;  // the draft model of the last load request
+  // What the engine holds, by the last load or connection that succeeded; a failed one
+  // leaves it in use, and the pickers go back to it.
+  struct InUse {
+    QString source;  // "files" or "server"; empty: nothing loaded yet
+    QString target, tokenizer, draft;  // the files, for "files"
+    QString backend, isolation;        // the status bar's labels
+  };
+  InUse in_use_;
+  QString loading_source_;  // the source of the load or connection under way
+  QVariant drafter_before_load_;  // the drafter chosen before loadModels changed it, back on failure
   QSpinBox* candidates_;
   QDoubleSpinBox* temperature_;
   QDoubleSpinBox* top_p_;
@@ -137,6 +147,7 @@ class MainWindow : public QMainWindow {
   QComboBox* drafter_;
   QComboBox* policy_;
   QComboBox* device_;
+  QLabel* device_label_;
   QComboBox* source_;  // "files" or "server"
   ServerPanel* server_panel_;
   QPushButton* generate_button_;

@@ -50,7 +50,11 @@ ServerPanel::ServerPanel(QWidget* parent) : QWidget(parent) {
   auto* form = new QFormLayout(this);
   form->setContentsMargins(0, 0, 0, 0);
   form->addRow(tr("&URL:"), url_);
-  form->addRow(tr("API &key:"), key_row);
+  // a row of a layout gets no buddy from addRow: the label names the key field itself, so
+  // that its mnemonic works and its '&' is not shown
+  auto* key_label = new QLabel(tr("API &key:"));
+  key_label->setBuddy(key_);
+  form->addRow(key_label, key_row);
   form->addRow(tr("Mod&el:"), model_);
   form->addRow(QString(), insecure_);
   form->addRow(QString(), buttons);

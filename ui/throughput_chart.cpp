@@ -58,7 +58,8 @@ void ThroughputChart::reset(int candidates) {
   }
   candidate_axis_->clear();
   candidate_axis_->append(names);
-  tokens_axis_->setRange(0, 1);
+  // whole numbers at each of the axis's five ticks: 0 to 1 read "1, 1, 1, 0, 0" in whole tokens
+  tokens_axis_->setRange(0, tokens_axis_->tickCount() - 1);
   chart()->setTitle({});
 }
 

@@ -217,7 +217,8 @@ void run_eval(const EvalOptions& o) {
   }
   std::printf("Pass@First %.1f%%  Pass@All %.1f%%", 100.0 * pass_first / n_problems, 100.0 * pass_all / n_problems);
   for (const auto& [k, v] : mean_k) std::printf("  pass@%d %.1f%%", k, 100.0 * v);
-  std::printf("  (%zu problems, budget %.0f s each)\n", evaluations.size(), o.budget);
+  // %g: a budget under a second keeps its decimals ("0.2 s", not "0 s")
+  std::printf("  (%zu problems, budget %g s each)\n", evaluations.size(), o.budget);
   if (!top_passed.empty()) {
     std::printf("Top-1 with the tests hidden from the ranker:");
     for (std::size_t r = 0; r < top_passed.size(); ++r)

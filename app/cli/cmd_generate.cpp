@@ -65,6 +65,8 @@ void run(const GenerateArgs& a) {
       .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p, .seed = a.seed};
   request.stop = a.stops;
   request.code_stops = a.code_stops;
+  // Generating code (--code-stops) without a suffix: the body starts on the next line.
+  if (request.code_stops && !request.suffix) request.prompt = code_prompt(request.prompt);
   if (a.budget_given && !(a.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);
   request.budget_seconds = a.budget;
 

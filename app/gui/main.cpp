@@ -2,11 +2,11 @@
 //
 //   specula [--model PATH] [--tokenizer PATH] [--draft PATH] [--prompt-file F] [--tests-file F]
 //           [--candidates N] [--problems FILE]
-//           [--screenshot OUT.png --after SECONDS [--view main|diff|problems]]
+//           [--screenshot OUT.png --after SECONDS [--view main|start|diff|problems]]
 //
 // Without --model it loads the demo model shipped with the application when present, else
 // it asks for a model file. --screenshot starts a run as soon as the model is loaded (for
-// --view problems: "Run all" on the --problems file) and renders the view to OUT.png
+// --view problems: "Run all" on the --problems file; for --view start: none) and renders the view to OUT.png
 // SECONDS later, then quits; it works under QT_QPA_PLATFORM=offscreen.
 #include <QApplication>
 #include <QCommandLineParser>
@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   const QCommandLineOption tests_file("tests-file", "Start with these tests.", "FILE");
   const QCommandLineOption candidates("candidates", "Number of candidates (1-16).", "N");
   const QCommandLineOption problems("problems", "Open a HumanEval / MBPP problem file in the browser.", "FILE");
-  const QCommandLineOption view("view", "What --screenshot shows: main, diff or problems.", "VIEW", "main");
+  const QCommandLineOption view("view", "What --screenshot shows: main, start (no run), diff or problems.", "VIEW",
+                                "main");
   const QCommandLineOption screenshot("screenshot", "Run once and save the window as a PNG.", "OUT.png");
   const QCommandLineOption after("after", "Seconds into the run to take the screenshot (default 3).", "SECONDS", "3");
   parser.addOptions({model, tokenizer, draft, prompt_file, tests_file, candidates, problems, screenshot, after, view});
@@ -76,8 +77,8 @@ int main(int argc, char** argv) {
 
   if (parser.isSet(screenshot)) {
     const QString out = parser.value(screenshot), what = parser.value(view);
-    if (what != "main" && what != "diff" && what != "problems") {
-      std::fprintf(stderr, "specula: --view must be main, diff or problems\n");
+    if (what != "main" && what != "start" && what != "diff" && what != "problems") {
+      std::fprintf(stderr, "specula: --view must be main, start, diff or problems\n");
       return 2;
     }
     const int after_ms = int(parser.value(after).toDouble() * 1000);
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
       if (what == "problems") {
         specula::ui::ProblemBrowser* browser = window.openProblems();
         QMetaObject::invokeMethod(browser->findChild<QPushButton*>("runAllButton"), "click");
-      } else {
+      } else if (what != "start") {  // start: the window as it opens, before any run
         window.generate();
       }
       QTimer::singleShot(after_ms, &window, shoot);

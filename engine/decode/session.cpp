@@ -15,6 +15,11 @@ const std::vector<std::string>& code_stop_strings() {
   return stops;
 }
 
+std::string code_prompt(std::string prompt) {
+  if (!prompt.empty() && prompt.back() != '\n') prompt += '\n';
+  return prompt;
+}
+
 std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const GenerationRequest& request) {
   if (!request.suffix) return tokenizer.encode(request.prompt, true);
   if (!tokenizer.fim().complete())

@@ -52,6 +52,11 @@ std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const Generation
 // `if __name__` or print( line.
 const std::vector<std::string>& code_stop_strings();
 
+// The prompt of a code completion made to end where a body begins: its final newline added
+// when missing. `def add(a, b):` without one has every candidate continue the signature line
+// instead of writing the body. An empty prompt stays empty.
+std::string code_prompt(std::string prompt);
+
 struct CandidateDelta {
   int index = 0;
   std::string text;      // newly final text
