@@ -1,7 +1,7 @@
 // specula-cli inspect, convert and models, run as a user would: conversion of stories260K
 // to q8_0, inspection of the result as JSON, the cost of its forwards measured then read
 // from the cost cache, clean failures on a corrupt file, and the list of the models in a
-// home's stores and a given folder.
+// home's stores and a given folder; perplexity on a text, as the engine computes it.
 #include <QDir>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -10,6 +10,9 @@
 #include <QtTest>
 
 #include "cli_run.h"
+#include "compute/backend.h"
+#include "eval/perplexity.h"
+#include "model/tokenizer.h"
 #include "shared_data.h"
 #include "small_models.h"
 
@@ -88,6 +91,41 @@ class TestCliModels : public QObject {
 
   // --cost measures (--remeasure: whatever the cache holds) and stores; the next run reads
   // the same figures back. The cache directory is the suite's (XDG_CACHE_HOME).
+  // `perplexity --json` prints what the engine's perplexity() gives on the same text and
+  // model, and a context the model does not have is a clear error (exit 2).
+  void perplexityOfAText() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const QString text_path = tmp_.filePath("story.txt");
+    const QByteArray text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.\n"
+                            "One day, she saw a big, red ball. She wanted to play with it.\n";
+    QFile f(text_path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(text);
+    f.close();
+    const QStringList model{"-m", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--device", "cpu"};
+    const CliRun run = run_cli(QStringList{"perplexity"} + model + QStringList{"-f", text_path, "--ctx", "24", "--json"});
+    QVERIFY2(run.code == 0, run.err.constData());
+    const QJsonObject got = QJsonDocument::fromJson(run.out).object();
+
+    specula::LoadOptions load;
+    load.tokenizer_path = tok;
+    const auto stories = specula::load_model(bin, load);
+    const std::vector<int> tokens = stories->tokenizer->encode(text.toStdString(), false);
+    specula::PerplexityOptions options;
+    options.context = 24;
+    const specula::PerplexityResult want = specula::perplexity(*specula::create_cpu_backend(2), *stories, tokens, options);
+    QCOMPARE(got["tokens"].toInt(), int(want.tokens));
+    QCOMPARE(got["scored"].toInt(), int(want.scored));
+    QCOMPARE(got["windows"].toInt(), want.windows);
+    QVERIFY(want.perplexity() > 1.0);
+    QVERIFY2(std::abs(got["perplexity"].toDouble() / want.perplexity() - 1) < 1e-9, run.out.constData());
+
+    const CliRun too_long = run_cli(QStringList{"perplexity"} + model + QStringList{"-f", text_path, "--ctx", "100000"});
+    QCOMPARE(too_long.code, 2);
+    QVERIFY2(too_long.err.contains("512"), too_long.err.constData());  // names the model's context
+  }
+
   void inspectCost() {
     SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
     SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");

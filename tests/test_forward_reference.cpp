@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "compute/backend.h"
+#include "eval/perplexity.h"
+#include "model/tokenizer.h"
 #include "logit_error.h"
 #include "model/random_model.h"
 #include "shared_data.h"
@@ -251,6 +253,31 @@ double worst_error(const Model& model, int n_layers, int threads, std::vector<do
   return worst;
 }
 
+// Perplexity as eval/perplexity.h defines it, from the float64 reference, one token at a
+// time: windows of `context` positions, BOS first when `bos` >= 0, every position but the
+// first scored from the reference's logits before it.
+double reference_perplexity(const Model& model, const std::vector<int>& text, int context, int bos, long* scored) {
+  const size_t per_window = static_cast<size_t>(context - (bos >= 0 ? 1 : 0));
+  double nll = 0.0;
+  *scored = 0;
+  for (size_t start = 0; start < text.size(); start += per_window) {
+    std::vector<int> window;
+    if (bos >= 0) window.push_back(bos);
+    for (size_t i = start; i < std::min(text.size(), start + per_window); ++i) window.push_back(text[i]);
+    ReferenceModel reference(model, model.config.n_layers);
+    std::vector<double> logits = reference.step(window[0]);
+    for (size_t p = 1; p < window.size(); ++p) {
+      double top = -INFINITY, sum = 0.0;
+      for (double v : logits) top = std::max(top, v);
+      for (double v : logits) sum += std::exp(v - top);
+      nll += std::log(sum) - (logits[static_cast<size_t>(window[p])] - top);
+      ++*scored;
+      logits = reference.step(window[p]);
+    }
+  }
+  return std::exp(nll / static_cast<double>(*scored));
+}
+
 }  // namespace
 
 class TestForwardReference : public QObject {
@@ -419,6 +446,45 @@ class TestForwardReference : public QObject {
           argmax_matches, kSteps, model->tokenizer->decode(generated).c_str());
     QVERIFY2(worst < 0.1, qPrintable(QString::number(worst)));
     QVERIFY(argmax_matches >= kSteps - 2);
+  }
+
+  // specula-cli perplexity's arithmetic against the float64 reference: a random model
+  // without BOS (windows of 8, the first of each unscored; forwards of 3 positions, so
+  // chunks cross nothing but windows end mid-chunk) and stories260K, whose vocabulary
+  // adds BOS (windows of BOS + 15 tokens, every text token scored once).
+  void perplexityMatchesFloat64Reference() {
+    const auto random = make_random_model(odd_config(), TensorType::F32, 11);
+    std::vector<int> text;
+    for (int i = 0; i < 30; ++i) text.push_back((i * 37 + 11) % random->config.vocab_size);
+    std::unique_ptr<Backend> backend = create_cpu_backend(2);
+    PerplexityOptions options;
+    options.context = 8;
+    options.chunk = 3;
+    PerplexityResult got = perplexity(*backend, *random, text, options);
+    long scored = 0;
+    double want = reference_perplexity(*random, text, 8, -1, &scored);
+    QCOMPARE(got.tokens, 30L);
+    QCOMPARE(got.windows, 4);       // 8 + 8 + 8 + 6 tokens
+    QCOMPARE(got.scored, 26L);      // each window's first is not scored
+    QCOMPARE(got.scored, scored);
+    qInfo("random model: perplexity %.6f, reference %.6f", got.perplexity(), want);
+    QVERIFY2(std::abs(got.perplexity() / want - 1) < 1e-4, qPrintable(QString::number(got.perplexity() / want - 1)));
+
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    LoadOptions load;
+    load.tokenizer_path = tok;
+    const auto stories = load_model(bin, load);
+    text = stories->tokenizer->encode("Once upon a time, there was a little girl named Lily. She loved to play outside.", false);
+    options.context = 16;
+    options.chunk = 5;
+    got = perplexity(*backend, *stories, text, options);
+    want = reference_perplexity(*stories, text, 16, stories->tokenizer->bos(), &scored);
+    QCOMPARE(got.scored, got.tokens);  // BOS predicts each window's first text token
+    QCOMPARE(got.scored, scored);
+    QCOMPARE(got.windows, int((text.size() + 14) / 15));
+    qInfo("stories260K: %ld tokens, perplexity %.6f, reference %.6f", got.tokens, got.perplexity(), want);
+    QVERIFY2(std::abs(got.perplexity() / want - 1) < 1e-4, qPrintable(QString::number(got.perplexity() / want - 1)));
   }
 
   void rejectsBadInput() {

@@ -37,5 +37,6 @@ void add_eval_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_bench_serve_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 
 }  // namespace specula::cli
