@@ -4,6 +4,10 @@
 // and on the qwen2 (q, k, v biases), qwen3 (per-head q/k norms, heads wider than
 // dim / n_heads, rotation of halves) and scaled-rope variants, whose reference computes
 // each frequency here from its definition.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QtTest>
 #include <algorithm>
 #include <cmath>
@@ -402,6 +406,32 @@ class TestForwardReference : public QObject {
   // move by a few percent of their range; a layout or scale mistake moves them by about all
   // of it. Each greedy token must be the reference's argmax, or within 2% of the reference
   // row's range of it (a near tie the rounding may flip), and most must be the argmax.
+  // The real SmolLM2 Q4_1 file's perplexity on a Python text against numpy's float64
+  // forward on the weights as llama.cpp's gguf package dequantizes them, with the text
+  // tokenized by Hugging Face tokenizers (tools/oracles/perplexity_oracle.py, its output in
+  // tests/data): the same ids, counts and windows, and the figure within 1 % (the engine's
+  // quantized activations move it by about 0.2 %).
+  void realSmolLM2PerplexityMatchesNumpy() {
+    SPECULA_REAL_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    QFile file(specula::test::testDataDir() + "/perplexity_oracle.json");
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QJsonObject oracle = QJsonDocument::fromJson(file.readAll()).object();
+    std::vector<int> ids;
+    for (const QJsonValue& v : oracle["ids"].toArray()) ids.push_back(v.toInt());
+    const auto model = load_model(path);
+    QCOMPARE(model->tokenizer->encode(oracle["text"].toString().toStdString(), false), ids);
+    std::unique_ptr<Backend> backend = create_cpu_backend(2);
+    PerplexityOptions options;
+    options.context = oracle["context"].toInt();
+    const PerplexityResult got = perplexity(*backend, *model, ids, options);
+    QCOMPARE(got.scored, long(oracle["scored"].toInt()));
+    QCOMPARE(got.windows, oracle["windows"].toInt());
+    const double want = oracle["perplexity"].toDouble();
+    qInfo("SmolLM2 Q4_1: perplexity %.5f, numpy float64 %.5f (%+.3f %%)", got.perplexity(), want,
+          100 * (got.perplexity() / want - 1));
+    QVERIFY2(std::abs(got.perplexity() / want - 1) < 0.01, qPrintable(QString::number(got.perplexity())));
+  }
+
   void realSmolLM2Q4_1MatchesFloat64() {
     SPECULA_REAL_MODEL(path, "SmolLM2-135M-Instruct.Q4_1.gguf");
     const auto model = load_model(path);
