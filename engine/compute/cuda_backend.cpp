@@ -10,6 +10,8 @@
 // device memory laid out by slot; the host KvCache decides which slot each token uses.
 #include "compute/cuda_backend.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -817,6 +819,15 @@ std::unique_ptr<Backend> create_cuda_backend(std::string* why_not, const CudaOpt
   int count = 0;
   if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess) {
     cudaGetLastError();  // clear it, so later runtime calls do not report it again
+    // The runtime says "driver version is insufficient" both where the driver is old and
+    // where there is none at all: on a machine without an NVIDIA GPU, the second.
+    if (status == cudaErrorNoDevice) return refuse("no CUDA device found");
+    if (status == cudaErrorInsufficientDriver) {
+      void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+      if (!driver) return refuse("no NVIDIA driver on this machine");
+      dlclose(driver);
+      return refuse("the NVIDIA driver is older than the CUDA runtime of this build: update the driver");
+    }
     return refuse(std::string("no usable CUDA device: ") + cudaGetErrorString(status));
   }
   if (count == 0) return refuse("no CUDA device found");
