@@ -4,14 +4,15 @@
 // counted after decoding, control characters, compressed bodies), then the Host and Origin
 // checks against DNS rebinding and web pages.
 #include <QtTest>
-#include <zlib.h>
 
 #include <string>
 
+#include "gzip.h"
 #include "serve/access_policy.h"
 #include "serve/http_request.h"
 
 using namespace specula::serve;
+using specula::test::gzip;
 
 namespace {
 
@@ -31,20 +32,6 @@ State feed_all(RequestParser& p, const std::string& bytes, size_t step) {
 int failure_of(const std::string& bytes, HttpLimits limits = {}) {
   RequestParser p(limits);
   return feed_all(p, bytes, bytes.size()) == State::Failed ? p.error().status : 0;
-}
-
-std::string gzip(const std::string& data) {
-  z_stream z{};
-  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, data.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 std::string gzip_request(const std::string& compressed) {

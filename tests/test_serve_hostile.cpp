@@ -6,7 +6,6 @@
 // The server's memory is read from /proc around the suite, and /health must show no KV
 // block left held. Every hostile loop is bounded in count and time.
 #include <QtTest>
-#include <zlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "gzip.h"
 #include "raw_http.h"
 #include "serve_process.h"
 #include "shared_data.h"
@@ -32,20 +32,6 @@ double resident_mib(qint64 pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   }
   return -1.0;
-}
-
-std::string gzip(const std::string& data) {
-  z_stream z{};
-  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, data.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 std::string completion_head(const std::string& extra) {

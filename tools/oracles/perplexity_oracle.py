@@ -21,7 +21,8 @@ import sys
 import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
-from tokenizers import Tokenizer, models, pre_tokenizers
+
+from smollm2_vocabulary import smollm2_tokenizer
 
 NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CONTEXT = 128
@@ -84,25 +85,13 @@ if __name__ == "__main__":
 '''
 
 
-def strings(reader, key):
-    field = reader.fields[key]
-    return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
-
-
 def number(reader, key):
     field = reader.fields[key]
     return field.parts[field.data[0]][0]
 
 
 reader = GGUFReader(os.path.join(sys.argv[1], NAME))
-tokens = strings(reader, "tokenizer.ggml.tokens")
-merges = [tuple(m.split(" ", 1)) for m in strings(reader, "tokenizer.ggml.merges")]
-tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
-tok.pre_tokenizer = pre_tokenizers.Sequence([
-    pre_tokenizers.Digits(individual_digits=True),
-    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-])
-ids = tok.encode(TEXT).ids
+ids = smollm2_tokenizer(reader).encode(TEXT).ids
 
 tensors = {t.name: t for t in reader.tensors}
 

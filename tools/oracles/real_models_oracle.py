@@ -13,7 +13,8 @@ import os
 import sys
 
 from gguf import GGUFReader
-from tokenizers import Tokenizer, models, pre_tokenizers
+
+from smollm2_vocabulary import smollm2_tokenizer
 
 NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TEXTS = [
@@ -25,19 +26,8 @@ TEXTS = [
 ]
 
 
-def strings(reader, key):
-    field = reader.fields[key]
-    return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
-
-
 reader = GGUFReader(os.path.join(sys.argv[1], NAME))
-tokens = strings(reader, "tokenizer.ggml.tokens")
-merges = [tuple(m.split(" ", 1)) for m in strings(reader, "tokenizer.ggml.merges")]
-tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
-tok.pre_tokenizer = pre_tokenizers.Sequence([
-    pre_tokenizers.Digits(individual_digits=True),
-    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-])
+tok = smollm2_tokenizer(reader)
 out = {"script": "tools/oracles/real_models_oracle.py", "file": NAME,
        "cases": [{"text": t, "ids": tok.encode(t).ids} for t in TEXTS]}
 json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
