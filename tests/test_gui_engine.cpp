@@ -286,10 +286,14 @@ class GuiEngineTest : public QObject {
     QVERIFY2(window->grid()->pane(0)->state() == CandidateState::Passed, qPrintable(note(*window, 0)));
     QVERIFY2(note(*window, 0).startsWith("passed: 1/1 asserts"), qPrintable(note(*window, 0)));
 
+    // Without it the completion would go at the prompt's end, after a function left without
+    // a body: the prompt itself does not parse, and the window says so instead of failing
+    // the candidate for it.
     fill->setChecked(false);
     window->generate();
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
-    QVERIFY2(window->grid()->pane(0)->state() == CandidateState::Failed, qPrintable(note(*window, 0)));
+    QVERIFY2(window->grid()->pane(0)->state() != CandidateState::Passed, qPrintable(note(*window, 0)));
+    QVERIFY2(window->message().contains("The prompt does not parse"), qPrintable(window->message()));
   }
 
   void badModelFileIsAMessage() {
@@ -311,6 +315,46 @@ class GuiEngineTest : public QObject {
 
   // A text file named .gguf gets GGUF's own message, as `specula-cli models` gives it, not
   // the message of the llama2.c format the loader falls back to for other files.
+  // A prompt that does not parse on its own gets one message about the prompt, at its line,
+  // instead of every candidate failing for it: a docstring left at column 0 (what Enter gave
+  // after a signature before the editor indented) and a request in plain English. A
+  // signature alone, the body left to the model, is a prompt that parses.
+  void brokenPromptIsOneMessage() {
+    auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(std::vector<std::string>{
+        "    return a + b\n"}));
+    window->show();
+    QTemporaryDir dir;
+    const QString model = dir.filePath("fake.gguf");
+    QFile file(model);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(specula::test::FakeEngine::kMagic);
+    file.close();
+    window->loadModels(model);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kTimeoutMs);
+    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);  // none: the fake has no draft model
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(3);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    const auto run = [&](const QString& prompt) {
+      window->promptEditor()->setPlainText(prompt);
+      window->generate();
+      QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    };
+    run("def add(a, b):\n\"\"\"Return a + b.\"\"\"\n");
+    QVERIFY2(window->message().contains("The prompt does not parse") && window->message().contains("IndentationError") &&
+                 window->message().contains("line 2"),
+             qPrintable(window->message()));
+    for (int i = 0; i < 3; ++i) {
+      QVERIFY2(window->grid()->pane(i)->state() != CandidateState::Failed, qPrintable(note(*window, i)));
+    }
+    run("write a function that adds two numbers\n");
+    QVERIFY2(window->message().contains("The prompt does not parse") && window->message().contains("SyntaxError"),
+             qPrintable(window->message()));
+    run("def add(a, b):\n");
+    QVERIFY2(!window->message().contains("does not parse"), qPrintable(window->message()));
+    QCOMPARE(window->grid()->pane(0)->state(), CandidateState::Passed);
+  }
+
   void textFileNamedGgufGetsTheGgufMessage() {
     QTemporaryDir dir;
     const QString path = dir.filePath("notes.gguf");

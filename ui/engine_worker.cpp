@@ -4,6 +4,7 @@
 #include <QThreadPool>
 #include <algorithm>
 #include <exception>
+#include <future>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -16,6 +17,29 @@ constexpr double kTestTimeoutSeconds = 10.0;  // per candidate, inside the sandb
 constexpr double kMinTestSeconds = 1.0;       // even a candidate finishing at the budget's edge gets tested
 constexpr int kTestThreads = 2;               // candidates tested while others still decode
 constexpr qint64 kStatsIntervalMs = 100;      // live statistics, about ten a second
+constexpr double kPromptCheckSeconds = 5.0;   // the prompt alone, parsed in the sandbox
+
+// A body for the prompt on its own: `pass` where a body would go (one level under a last
+// line that opens a block, else at that line's indentation), so that a correct prompt
+// parses whether it ends at its signature or after its docstring, and a broken one does not.
+std::string stub_body(const std::string& prompt) {
+  const size_t end = prompt.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return "pass\n";
+  const size_t newline = prompt.rfind('\n', end);
+  const size_t start = newline == std::string::npos ? 0 : newline + 1;
+  std::string indent = prompt.substr(start, prompt.find_first_not_of(" \t", start) - start);
+  if (prompt[end] == ':') indent += "    ";
+  return (prompt.ends_with('\n') ? "" : "\n") + indent + "pass\n";
+}
+
+// What the window says of a prompt that does not parse on its own.
+QString prompt_message(const std::string& reason) {
+  const std::string prefix = "does not parse: ";
+  const std::string what = reason.rfind(prefix, 0) == 0 ? reason.substr(prefix.size()) : reason;
+  return QStringLiteral("The prompt does not parse, so no candidate could: %1 (lines count from the prompt's first). "
+                        "Write a Python function: its signature, then its docstring indented under it.")
+      .arg(QString::fromStdString(what));
+}
 
 CandidateState state_after_generation(FinishReason reason) {
   switch (reason) {
@@ -233,6 +257,28 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
   QThreadPool test_pool;
   test_pool.setMaxThreadCount(kTestThreads);
 
+  // The prompt is parsed on its own (a stub for its body) while the candidates decode: a
+  // prompt that does not parse would fail every candidate for the prompt's own reason, so
+  // the run stops and says so once. Candidates wait for the answer before their tests.
+  std::promise<std::string> prompt_checked;  // why the prompt does not parse; empty: it does
+  const std::shared_future<std::string> prompt_broken = prompt_checked.get_future().share();
+  if (generation.suffix) {
+    prompt_checked.set_value({});  // a hole's prefix need not parse alone
+  } else {
+    test_pool.start([this, &generation, &prompt_checked] {
+      std::string why;
+      try {
+        const TestResult r = engine_->test(make_problem(generation.prompt, ""), stub_body(generation.prompt),
+                                           kPromptCheckSeconds);
+        if (r.checks.failure == CheckFailure::Syntax) why = r.checks.reason.empty() ? "a syntax error" : r.checks.reason;
+      } catch (const std::exception&) {
+        // no sandbox, or the harness could not start: the candidates' own tests will say
+      }
+      if (!why.empty()) stop_.store(true);
+      prompt_checked.set_value(why);
+    });
+  }
+
   auto finish = [&](const Candidate& candidate) {
     const auto i = size_t(candidate.index);
     if (i >= reported.size() || reported[i]) return;
@@ -252,7 +298,11 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
     double timeout = kTestTimeoutSeconds;
     if (request.budgetSeconds > 0)
       timeout = std::clamp(request.budgetSeconds - clock.elapsed() / 1000.0, kMinTestSeconds, kTestTimeoutSeconds);
-    test_pool.start([this, i, completion, timeout, &tests, &problem_of, &entries] {
+    test_pool.start([this, i, completion, timeout, &tests, &problem_of, &entries, prompt_broken] {
+      if (!prompt_broken.get().empty()) {
+        Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested: the prompt does not parse"));
+        return;
+      }
       if (stop_.load()) {  // stopped while queued for testing: keep the text, skip the test
         Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested"));
         return;
@@ -300,6 +350,7 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
   }
   for (const Candidate& candidate : result.candidates) finish(candidate);
   test_pool.waitForDone();
+  if (!prompt_broken.get().empty()) Q_EMIT error(prompt_message(prompt_broken.get()));
 
   // Candidates never tested (stopped, cut by the budget) hold the default result, whose
   // checks did not run: they rank after every checked one.
