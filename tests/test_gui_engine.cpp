@@ -355,6 +355,30 @@ class GuiEngineTest : public QObject {
     QCOMPARE(window->grid()->pane(0)->state(), CandidateState::Passed);
   }
 
+  // A failed comparison says in the pane what the candidate gave against what was expected.
+  void failedAssertSaysWhatItGot() {
+    auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(std::vector<std::string>{
+        "    return a - b\n"}));
+    window->show();
+    QTemporaryDir dir;
+    const QString model = dir.filePath("fake.gguf");
+    QFile file(model);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(specula::test::FakeEngine::kMagic);
+    file.close();
+    window->loadModels(model);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kTimeoutMs);
+    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(1);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    window->promptEditor()->setPlainText("def add(a, b):\n");
+    window->testsEditor()->setPlainText("assert add(4, 4) == 8\nassert add(2, 3) == 5\n");
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QCOMPARE(window->grid()->pane(0)->state(), CandidateState::Failed);
+    QVERIFY2(note(*window, 0).contains("expected 8, got 0"), qPrintable(note(*window, 0)));
+  }
+
   void textFileNamedGgufGetsTheGgufMessage() {
     QTemporaryDir dir;
     const QString path = dir.filePath("notes.gguf");

@@ -261,6 +261,8 @@ class TestSandbox : public QObject {
     QCOMPARE(partial.asserts_passed, 1);
     QCOMPARE(partial.asserts_total, 2);
     QVERIFY2(partial.detail.find("AssertionError") != std::string::npos, partial.detail.c_str());
+    // a failed `assert x == y` says what each side was
+    QVERIFY2(partial.detail.find("expected 4, got 3") != std::string::npos, partial.detail.c_str());
 
     const TestResult raised = run(*sandboxes_.full, "    raise ValueError('no sum today')\n");
     QCOMPARE(verdict_name(raised.verdict), "failed");

@@ -72,6 +72,12 @@ QString detail_of(const TestResult& result) {
   const bool check_failed = !result.checks.passed() && result.checks.failure != CheckFailure::NotRun;
   if (check_failed) summary << QString::fromStdString(result.checks.reason);
   if (result.verdict == Verdict::Untested) summary << QStringLiteral("no tests; the checks passed");
+  // The first failed comparison's values, where the harness could say them ("expected 5, got 6").
+  const std::string marker = "AssertionError: expected ";
+  if (const size_t at = result.detail.find(marker); at != std::string::npos) {
+    const size_t from = at + marker.size() - std::string("expected ").size();
+    summary << QString::fromStdString(result.detail.substr(from, result.detail.find('\n', from) - from));
+  }
   QString detail = QString::fromLatin1(verdict_name(result.verdict));
   if (!summary.isEmpty()) detail += QStringLiteral(": ") + summary.join(QStringLiteral(", "));
   const bool said = result.detail == result.checks.reason || result.verdict == Verdict::Untested;

@@ -493,7 +493,34 @@ def record(index, error):
         show(error)
 
 
+def compared(got, expected):
+    """The message of a failed `assert got == expected`: what each side was."""
+    def shown(value):
+        try:
+            return short(repr(value), 120)
+        except Exception:
+            return "<unprintable %s>" % type(value).__name__
+    return "expected %s, got %s" % (shown(expected), shown(got))
+
+
+def with_values(statement):
+    """`assert a == b` without a message gets one that says what a and b were, the sides
+    evaluated once (as assignment expressions) as the plain assert evaluates them."""
+    test = statement.test
+    if statement.msg is not None or not isinstance(test, ast.Compare) or len(test.ops) != 1 \
+            or not isinstance(test.ops[0], ast.Eq):
+        return statement
+    left = ast.NamedExpr(ast.Name("__specula_got__", ast.Store()), test.left)
+    right = ast.NamedExpr(ast.Name("__specula_expected__", ast.Store()), test.comparators[0])
+    message = ast.Call(ast.Name("__specula_compared__", ast.Load()),
+                       [ast.Name("__specula_got__", ast.Load()), ast.Name("__specula_expected__", ast.Load())], [])
+    node = ast.Assert(ast.Compare(left, [ast.Eq()], [right]), message)
+    return ast.copy_location(node, statement)
+
+
 def counted(statement, index):
+    statement = with_values(statement)
+
     def call(argument):
         return ast.Expr(ast.Call(ast.Name("__specula_assert__", ast.Load()),
                                  [ast.Constant(index), argument], []))
@@ -548,7 +575,8 @@ def execute(code, namespace, stage):
 
 
 def fresh_namespace():
-    return {"__name__": "__main__", "__builtins__": __builtins__, "__specula_assert__": record}
+    return {"__name__": "__main__", "__builtins__": __builtins__, "__specula_assert__": record,
+            "__specula_compared__": compared}
 
 
 def run_whole(source, first_line):
