@@ -824,9 +824,9 @@ std::unique_ptr<Backend> create_cuda_backend(std::string* why_not, const CudaOpt
     if (status == cudaErrorNoDevice) return refuse("no CUDA device found");
     if (status == cudaErrorInsufficientDriver) {
       void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-      if (!driver) return refuse("no NVIDIA driver on this machine");
+      if (!driver) return refuse("no CUDA device: no NVIDIA driver on this machine");
       dlclose(driver);
-      return refuse("the NVIDIA driver is older than the CUDA runtime of this build: update the driver");
+      return refuse("no usable CUDA device: the NVIDIA driver is older than the CUDA runtime of this build; update the driver");
     }
     return refuse(std::string("no usable CUDA device: ") + cudaGetErrorString(status));
   }
