@@ -79,6 +79,25 @@ QString note(const MainWindow& window, int i) {
   return window.grid()->pane(i)->findChild<QLabel*>("note")->text();
 }
 
+// A window on FixedTextsEngine giving `completions`, its fake model loaded (with
+// fill-in-the-middle tokens when `fim`), no drafter, no budget, `n` candidates.
+std::unique_ptr<MainWindow> fixedTextsWindow(std::vector<std::string> completions, const QTemporaryDir& dir, int n,
+                                             bool fim = false) {
+  auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(std::move(completions)));
+  window->show();
+  const QString model = dir.filePath(fim ? "fim.gguf" : "fake.gguf");
+  QFile file(model);
+  if (!file.open(QIODevice::WriteOnly)) return nullptr;
+  file.write(QByteArray(specula::test::FakeEngine::kMagic) + (fim ? specula::test::FakeEngine::kFimMarker : ""));
+  file.close();
+  window->loadModels(model);
+  if (!QTest::qWaitFor([&] { return window->hasModel(); }, kTimeoutMs)) return nullptr;
+  window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);  // none: the fake has no draft model
+  window->findChild<QSpinBox*>("candidatesSpin")->setValue(n);
+  window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+  return window;
+}
+
 }  // namespace
 
 class GuiEngineTest : public QObject {
@@ -208,21 +227,11 @@ class GuiEngineTest : public QObject {
   void realChecksExamplesAndGroupsInTheWindow() {
     const std::vector<std::string> texts = {"    return a + b\n", "    total = a + b\n    return total\n",
                                             "    return a - b\n", "    return a +\n"};
-    auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(texts));
-    window->show();
     QTemporaryDir dir;
-    const QString model = dir.filePath("fake.gguf");
-    QFile file(model);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write(specula::test::FakeEngine::kMagic);
-    file.close();
-    window->loadModels(model);
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kTimeoutMs);
+    auto window = fixedTextsWindow(texts, dir, 8);
+    QVERIFY(window);
     window->promptEditor()->setPlainText("def add(a, b):\n    \"\"\"Return a + b.\n    >>> add(2, 3)\n    5\n    \"\"\"\n");
     window->testsEditor()->clear();
-    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);  // none: the fake has no draft model
-    window->findChild<QSpinBox*>("candidatesSpin")->setValue(8);
-    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
     window->generate();
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
     specula::ui::CandidateGrid* grid = window->grid();
@@ -256,26 +265,15 @@ class GuiEngineTest : public QObject {
   // that code after it (Fill at cursor), it passes; with the whole box as its prompt, the
   // same text follows the helper instead and fails.
   void fillAtCursorCandidatePassesWithItsSuffix() {
-    auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(std::vector<std::string>{
-        "    return _plus(a, b)\n"}));
-    window->show();
     QTemporaryDir dir;
-    const QString model = dir.filePath("fim.gguf");
-    QFile file(model);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write(QByteArray(specula::test::FakeEngine::kMagic) + specula::test::FakeEngine::kFimMarker);
-    file.close();
-    window->loadModels(model);
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kTimeoutMs);
+    auto window = fixedTextsWindow({"    return _plus(a, b)\n"}, dir, 1, true);
+    QVERIFY(window);
     const QString prefix = "def add(a, b):\n";
     window->promptEditor()->setPlainText(prefix + "\n\ndef _plus(x, y):\n    return x + y\n");
     QTextCursor cursor = window->promptEditor()->textCursor();
     cursor.setPosition(int(prefix.size()));
     window->promptEditor()->setTextCursor(cursor);
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
-    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);
-    window->findChild<QSpinBox*>("candidatesSpin")->setValue(1);
-    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
     auto* fill = window->findChild<QCheckBox*>("fillAtCursorCheck");
     QVERIFY(fill->isEnabled());
 
@@ -320,20 +318,9 @@ class GuiEngineTest : public QObject {
   // after a signature before the editor indented) and a request in plain English. A
   // signature alone, the body left to the model, is a prompt that parses.
   void brokenPromptIsOneMessage() {
-    auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(std::vector<std::string>{
-        "    return a + b\n"}));
-    window->show();
     QTemporaryDir dir;
-    const QString model = dir.filePath("fake.gguf");
-    QFile file(model);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write(specula::test::FakeEngine::kMagic);
-    file.close();
-    window->loadModels(model);
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kTimeoutMs);
-    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);  // none: the fake has no draft model
-    window->findChild<QSpinBox*>("candidatesSpin")->setValue(3);
-    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    auto window = fixedTextsWindow({"    return a + b\n"}, dir, 3);
+    QVERIFY(window);
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     const auto run = [&](const QString& prompt) {
       window->promptEditor()->setPlainText(prompt);
@@ -357,20 +344,9 @@ class GuiEngineTest : public QObject {
 
   // A failed comparison says in the pane what the candidate gave against what was expected.
   void failedAssertSaysWhatItGot() {
-    auto window = std::make_unique<MainWindow>(std::make_unique<FixedTextsEngine>(std::vector<std::string>{
-        "    return a - b\n"}));
-    window->show();
     QTemporaryDir dir;
-    const QString model = dir.filePath("fake.gguf");
-    QFile file(model);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write(specula::test::FakeEngine::kMagic);
-    file.close();
-    window->loadModels(model);
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel(), kTimeoutMs);
-    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);
-    window->findChild<QSpinBox*>("candidatesSpin")->setValue(1);
-    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    auto window = fixedTextsWindow({"    return a - b\n"}, dir, 1);
+    QVERIFY(window);
     window->promptEditor()->setPlainText("def add(a, b):\n");
     window->testsEditor()->setPlainText("assert add(4, 4) == 8\nassert add(2, 3) == 5\n");
     window->generate();
