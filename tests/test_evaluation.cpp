@@ -185,6 +185,18 @@ class TestEvaluation : public QObject {
     QCOMPARE(set.issues[1].line, 3);
   }
 
+  // What the prompt check puts where a body goes: under a signature one level deeper,
+  // after a docstring at its indentation, after a column-0 docstring at column 0 (so that
+  // such a prompt still does not parse).
+  void body_stub_goes_where_a_body_would() {
+    QCOMPARE(body_stub("def f(x):\n"), std::string("    pass\n"));
+    QCOMPARE(body_stub("def f(x):"), std::string("\n    pass\n"));
+    QCOMPARE(body_stub("def f(x):\n    \"\"\"Doc.\"\"\"\n"), std::string("    pass\n"));
+    QCOMPARE(body_stub("class A:\n    def f(self):\n"), std::string("        pass\n"));
+    QCOMPARE(body_stub("def f(x):\n\"\"\"Doc.\"\"\"\n"), std::string("pass\n"));
+    QCOMPARE(body_stub(""), std::string("pass\n"));
+  }
+
   void plain_prompt_and_tests() {
     const Problem p = make_problem("import math\n\ndef helper(x):\n    pass\n\ndef area(r):\n    \"\"\"Area.\"\"\"\n",
                                    "def check(candidate):\n    assert candidate(1) == math.pi\n");

@@ -19,19 +19,6 @@ constexpr int kTestThreads = 2;               // candidates tested while others 
 constexpr qint64 kStatsIntervalMs = 100;      // live statistics, about ten a second
 constexpr double kPromptCheckSeconds = 5.0;   // the prompt alone, parsed in the sandbox
 
-// A body for the prompt on its own: `pass` where a body would go (one level under a last
-// line that opens a block, else at that line's indentation), so that a correct prompt
-// parses whether it ends at its signature or after its docstring, and a broken one does not.
-std::string stub_body(const std::string& prompt) {
-  const size_t end = prompt.find_last_not_of(" \t\r\n");
-  if (end == std::string::npos) return "pass\n";
-  const size_t newline = prompt.rfind('\n', end);
-  const size_t start = newline == std::string::npos ? 0 : newline + 1;
-  std::string indent = prompt.substr(start, prompt.find_first_not_of(" \t", start) - start);
-  if (prompt[end] == ':') indent += "    ";
-  return (prompt.ends_with('\n') ? "" : "\n") + indent + "pass\n";
-}
-
 // What the window says of a prompt that does not parse on its own.
 QString prompt_message(const std::string& reason) {
   const std::string prefix = "does not parse: ";
@@ -274,7 +261,7 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
     test_pool.start([this, &generation, &prompt_checked] {
       std::string why;
       try {
-        const TestResult r = engine_->test(make_problem(generation.prompt, ""), stub_body(generation.prompt),
+        const TestResult r = engine_->test(make_problem(generation.prompt, ""), body_stub(generation.prompt),
                                            kPromptCheckSeconds);
         if (r.checks.failure == CheckFailure::Syntax) why = r.checks.reason.empty() ? "a syntax error" : r.checks.reason;
       } catch (const std::exception&) {

@@ -126,6 +126,16 @@ ProblemSet load_problems(const std::string& path) {
   return set;
 }
 
+std::string body_stub(const std::string& prompt) {
+  const size_t end = prompt.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return "pass\n";
+  const size_t newline = prompt.rfind('\n', end);
+  const size_t start = newline == std::string::npos ? 0 : newline + 1;
+  std::string indent = prompt.substr(start, prompt.find_first_not_of(" \t", start) - start);
+  if (prompt[end] == ':') indent += "    ";
+  return (prompt.ends_with('\n') ? "" : "\n") + indent + "pass\n";
+}
+
 Problem make_problem(const std::string& prompt, const std::string& tests, const std::string& task_id) {
   Problem p;
   p.task_id = task_id;

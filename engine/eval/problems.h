@@ -39,6 +39,13 @@ struct ProblemSet {
 // Throws std::runtime_error when the file cannot be read.
 ProblemSet load_problems(const std::string& path);
 
+// A body for `prompt` on its own: `pass` where a body would go (one level under a last line
+// that opens a block, else at that line's indentation). prompt + body_stub(prompt) parses
+// whenever the prompt is a function a completion can finish, ending at its signature or
+// after its docstring; a prompt that cannot be finished (a docstring at column 0, prose)
+// still does not: what the app checks a prompt by before its candidates are tested.
+std::string body_stub(const std::string& prompt);
+
 // A problem from the app: a Python signature + docstring and tests (asserts, or a
 // check(candidate) function, which is then called with the last function the prompt
 // defines, its entry point). The tests may be empty: the checks, the docstring's examples

@@ -9,19 +9,13 @@ namespace specula::serve {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 bool is_ip_literal(const std::string& name) {
   unsigned char buffer[16];
   return ::inet_pton(AF_INET, name.c_str(), buffer) == 1 || ::inet_pton(AF_INET6, name.c_str(), buffer) == 1;
 }
 
 bool listed(const std::vector<std::string>& list, const std::string& value) {
-  return std::any_of(list.begin(), list.end(), [&](const std::string& item) { return item == "*" || lower(item) == value; });
+  return std::any_of(list.begin(), list.end(), [&](const std::string& item) { return item == "*" || ascii_lower(item) == value; });
 }
 
 }  // namespace
@@ -47,7 +41,7 @@ std::string host_name(std::string_view value) {
   const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [&](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' || (bracketed && c == ':');
   });
-  return valid ? lower(name) : std::string();
+  return valid ? ascii_lower(name) : std::string();
 }
 
 std::optional<AccessRefusal> check_host(const HttpRequest& head, const AccessPolicy& policy) {
@@ -56,7 +50,7 @@ std::optional<AccessRefusal> check_host(const HttpRequest& head, const AccessPol
   const std::string name = host_name(*value);
   if (name.empty()) return AccessRefusal{400, "the Host header is malformed"};
   const bool local_name = name == "localhost" || (name.size() > 10 && name.ends_with(".localhost"));
-  if (is_ip_literal(name) || local_name || name == lower(policy.bound_host) || listed(policy.allowed_hosts, name)) {
+  if (is_ip_literal(name) || local_name || name == ascii_lower(policy.bound_host) || listed(policy.allowed_hosts, name)) {
     return std::nullopt;
   }
   return AccessRefusal{403, "this server does not answer to the host name '" + name +
@@ -66,7 +60,7 @@ std::optional<AccessRefusal> check_host(const HttpRequest& head, const AccessPol
 
 std::optional<AccessRefusal> check_origin(const HttpRequest& head, const AccessPolicy& policy) {
   const std::string* origin = head.header("origin");
-  if (!origin || listed(policy.allowed_origins, lower(*origin))) return std::nullopt;
+  if (!origin || listed(policy.allowed_origins, ascii_lower(*origin))) return std::nullopt;
   return AccessRefusal{403, "requests from web pages of origin '" + *origin +
                                 "' are refused: start the server with --allowed-origin " + *origin +
                                 " to let that page use it"};
@@ -74,13 +68,13 @@ std::optional<AccessRefusal> check_origin(const HttpRequest& head, const AccessP
 
 std::string allowed_origin(const HttpRequest& head, const AccessPolicy& policy) {
   const std::string* origin = head.header("origin");
-  return origin && listed(policy.allowed_origins, lower(*origin)) ? *origin : std::string();
+  return origin && listed(policy.allowed_origins, ascii_lower(*origin)) ? *origin : std::string();
 }
 
 bool is_json_body(const HttpRequest& head) {
   const std::string* type = head.header("content-type");
   if (!type) return false;
-  std::string media = lower(type->substr(0, type->find(';')));
+  std::string media = ascii_lower(type->substr(0, type->find(';')));
   while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.pop_back();
   return media == "application/json";
 }

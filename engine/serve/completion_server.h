@@ -48,7 +48,6 @@ struct ServerStats {
   long rejected = 0;          // answered 503: the queue, the workers or the connections were full
   long failed = 0;            // generation threw: the client got an error or a cut stream
   long kv_blocks_left = 0;    // KV blocks that ended sessions still held, summed: 0 unless one leaked
-  int connections = 0;        // HTTP connections open now
 };
 
 class CompletionServer {

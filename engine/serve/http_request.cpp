@@ -17,12 +17,6 @@ bool is_token(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return is_token_char(static_cast<unsigned char>(c)); });
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -55,7 +49,7 @@ std::vector<std::string> list_elements(std::string_view value) {
   for (;;) {
     const size_t comma = value.find(',', start);
     const std::string_view element = trim(value.substr(start, comma == std::string_view::npos ? comma : comma - start));
-    if (!element.empty()) out.push_back(lower(element));
+    if (!element.empty()) out.push_back(ascii_lower(element));
     if (comma == std::string_view::npos) return out;
     start = comma + 1;
   }
@@ -94,7 +88,7 @@ bool HttpRequest::keep_alive() const {
 
 bool HttpRequest::expects_continue() const {
   const std::string* expect = header("expect");
-  return minor_version == 1 && expect && lower(*expect) == "100-continue";
+  return minor_version == 1 && expect && ascii_lower(*expect) == "100-continue";
 }
 
 RequestParser::State RequestParser::fail(int status, std::string message) {
@@ -215,7 +209,7 @@ RequestParser::State RequestParser::parse_head() {
     if (static_cast<int>(request_.headers.size()) >= limits_.max_headers) {
       return fail(431, "the request has more than " + std::to_string(limits_.max_headers) + " header fields");
     }
-    request_.headers.emplace_back(lower(field.substr(0, colon)), std::string(value));
+    request_.headers.emplace_back(ascii_lower(field.substr(0, colon)), std::string(value));
   }
   buffer_.erase(0, end_of_head);
   scanned_ = lines_ = 0;
@@ -356,6 +350,12 @@ RequestParser::State RequestParser::body_complete() {
   if (status != Z_STREAM_END) return fail(400, "the request body is not valid " + coding_ + " data");
   request_.body = std::move(out);
   return state_ = State::Complete;
+}
+
+std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 const char* http_reason(int status) {

@@ -79,8 +79,6 @@ class RequestParser {
   // Bytes buffered and not yet parsed into a request: none means the connection is idle
   // between requests.
   bool has_buffered() const { return !buffer_.empty(); }
-  // Whether any byte of the current request has come.
-  bool started() const { return state_ != State::NeedHead || !buffer_.empty(); }
 
  private:
   State fail(int status, std::string message);
@@ -104,6 +102,9 @@ class RequestParser {
   size_t chunk_left_ = 0;      // bytes of the current chunk still to come
   size_t trailer_bytes_ = 0;   // trailer bytes read, counted against the head limit
 };
+
+// ASCII lower case, as HTTP compares header names, list tokens and host names.
+std::string ascii_lower(std::string_view s);
 
 // "HTTP/1.1 STATUS REASON" text for a status code ("OK", "Bad Request", ...).
 const char* http_reason(int status);
