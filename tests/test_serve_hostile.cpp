@@ -285,6 +285,55 @@ class TestServeHostile : public QObject {
     QVERIFY(!j["choices"][0]["text"].get<std::string>().empty());
   }
 
+  // --max-connections 4: four idle keep-alive connections make room for a fifth (the
+  // oldest is closed), four connections in the middle of their requests do not (503);
+  // --max-connections-per-client bounds one address alone.
+  void connectionLimits() {
+    SPECULA_SHARED_FILE(bin, "models/stories260K/stories260K.bin");
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const QStringList model{"-m", QString::fromStdString(bin), "--tokenizer", QString::fromStdString(tok), "--device", "cpu"};
+    ServeProcess limited(model + QStringList{"--max-connections", "4"});
+    QVERIFY2(limited.started(), qPrintable(limited.errors()));
+    const std::string health_request = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    std::vector<std::unique_ptr<RawClient>> idle;
+    for (int i = 0; i < 4; ++i) {
+      idle.push_back(std::make_unique<RawClient>(limited.port()));
+      idle.back()->send(health_request);
+      QCOMPARE(final_status(idle.back()->read_some(10000)), 200);  // answered, kept alive
+    }
+    RawClient fifth(limited.port());
+    fifth.send(health_request);
+    QCOMPARE(final_status(fifth.read_some(10000)), 200);
+    QTRY_VERIFY_WITH_TIMEOUT(idle.front()->closed_by_server(), 5000);  // the oldest idle one made room
+    for (size_t i = 1; i < idle.size(); ++i) QVERIFY(!idle[i]->closed_by_server());
+
+    std::vector<std::unique_ptr<RawClient>> busy;  // four requests whose heads have not all come
+    idle.clear();
+    for (int i = 0; i < 4; ++i) {
+      busy.push_back(std::make_unique<RawClient>(limited.port()));
+      busy.back()->send("GET /health HTTP/1.1\r\n");
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(health(limited.port()).is_null(), true, 5000);  // no room, not even for /health
+    RawClient refused(limited.port());
+    refused.send(health_request);
+    const std::optional<std::string> answer = refused.read_to_close(10);
+    QVERIFY(answer);
+    QCOMPARE(final_status(*answer), 503);
+    QVERIFY(is_error_object(body_of(*answer)));
+    busy.clear();
+
+    ServeProcess per_client(model + QStringList{"--max-connections-per-client", "2"});
+    QVERIFY2(per_client.started(), qPrintable(per_client.errors()));
+    RawClient a(per_client.port()), b(per_client.port());
+    a.send("GET /health HTTP/1.1\r\n");
+    b.send("GET /health HTTP/1.1\r\n");
+    RawClient c(per_client.port());
+    c.send(health_request);
+    const std::optional<std::string> third = c.read_to_close(10);
+    QVERIFY(third);
+    QCOMPARE(final_status(*third), 503);
+  }
+
   void cleanupTestCase() {
     if (!server) return;
     checkNoBlockLeft();
