@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -181,6 +182,13 @@ class WorkerExchange : public HttpExchange {
   bool probed_ = false;
   bool gone_ = false;
 };
+
+// Whether bytes have come on `fd` that this thread has not read yet: a connection whose next
+// request is arriving is not idle, even before the poll loop has seen it.
+bool has_unread_input(int fd) {
+  int bytes = 0;
+  return ::ioctl(fd, FIONREAD, &bytes) == 0 && bytes > 0;
+}
 
 struct WorkItem {
   std::unique_ptr<Connection> connection;
@@ -402,7 +410,7 @@ void HttpServer::Impl::admit_connection(int fd, const std::string& peer) {
     Connection* oldest = nullptr;
     for (auto& c : connections) {
       if (c && !c->closed && c->phase == Connection::Phase::Reading && c->waiting && !c->parser.has_buffered() &&
-          (!oldest || c->idle_since < oldest->idle_since)) {
+          !has_unread_input(c->fd) && (!oldest || c->idle_since < oldest->idle_since)) {
         oldest = c.get();
       }
     }
