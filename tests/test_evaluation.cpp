@@ -247,7 +247,13 @@ class TestEvaluation : public QObject {
       for (const auto& [outcome, key] : outcomes) r.behaviour.push_back({"f(" + std::to_string(i++) + ")", outcome, key, key, ""});
       return r;
     };
-    const std::vector<std::string> texts = {"a", "b", "a  \n", "c", "d", "e", "f", "g", "h"};
+    auto failing = [&result](int asserts_passed) {  // 0's behaviour on the probe, not under the tests
+      TestResult r = result({{"value", "1"}, {"raise", "ValueError"}});
+      r.verdict = Verdict::Failed;
+      r.asserts_passed = asserts_passed;
+      return r;
+    };
+    const std::vector<std::string> texts = {"a", "b", "a  \n", "c", "d", "e", "f", "g", "h", "i", "j", "k"};
     const std::vector<TestResult> results = {
         result({{"value", "1"}, {"raise", "ValueError"}}),          // 0
         result({{"value", "1"}, {"raise", "ValueError"}}),          // 1: 0's behaviour
@@ -258,11 +264,14 @@ class TestEvaluation : public QObject {
         result({{"value", "1"}, {"skipped", "-"}}),                 // 6: the probe's time ran out
         result({{"value", "1"}, {"raise", "ValueError"}}, CheckFailure::Import),  // 7: a failed check
         TestResult{},                                                // 8: never tested
+        failing(1),                                                  // 9: 0's outputs, a failed test
+        failing(1),                                                  // 10: 9's behaviour and verdict
+        failing(2),                                                  // 11: as 9, one assert more passed
     };
     const CandidateGroups g = group_candidates(texts, results);
-    QCOMPARE(g.same_text, (std::vector<int>{0, 1, 0, 3, 4, 5, 6, 7, 8}));
-    QCOMPARE(g.group, (std::vector<int>{0, 0, 0, 3, 4, 4, 6, 7, 8}));
-    QCOMPARE(g.agreement, (std::vector<int>{3, 3, 0, 1, 0, 0, 1, 0, 0}));
+    QCOMPARE(g.same_text, (std::vector<int>{0, 1, 0, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+    QCOMPARE(g.group, (std::vector<int>{0, 0, 0, 3, 4, 4, 6, 7, 8, 9, 9, 11}));
+    QCOMPARE(g.agreement, (std::vector<int>{3, 3, 0, 1, 0, 0, 1, 0, 0, 2, 2, 1}));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, group_candidates({"a"}, {}));
   }
 
@@ -305,9 +314,11 @@ class TestEvaluation : public QObject {
     QCOMPARE(verdict_name(e.candidates[0].result.verdict), "failed");
     QCOMPARE(e.candidates[0].result.asserts_passed, 1);
     QCOMPARE(verdict_name(e.candidates[1].result.verdict), "passed");
-    QCOMPARE(verdict_name(e.candidates[2].result.verdict), "timeout");
+    // the loop's test was cut by the budget's end, before its own 10 s: the budget's verdict
+    QCOMPARE(verdict_name(e.candidates[2].result.verdict), "not tested");
+    QCOMPARE(e.candidates[2].result.detail, std::string("not tested: the budget ran out during its test"));
     QVERIFY(!e.candidates[3].in_budget);
-    QCOMPARE(verdict_name(e.candidates[3].result.verdict), "timeout");
+    QCOMPARE(verdict_name(e.candidates[3].result.verdict), "not tested");
     // passed first; then 1 assert passed; then the loop, whose checks passed, before the
     // candidate out of budget, never checked, despite its higher log-probability.
     QCOMPARE(e.ranking, (std::vector<int>{1, 0, 2, 3}));
@@ -315,6 +326,27 @@ class TestEvaluation : public QObject {
     QCOMPARE(e.candidates[3].result.checks.failure, CheckFailure::NotRun);
     QCOMPARE(e.pass_at_k.size(), std::size_t{1});
     QVERIFY(std::abs(e.pass_at_k[0].second - 1.0 / 3.0) < 1e-12);
+  }
+
+  // The budget holds however long tests queue: with one worker busy until the budget's end,
+  // the next candidate's test never begins, and both say so rather than fail.
+  void tests_end_by_the_budget() {
+    QVERIFY2(sandbox_, sandbox_error_.c_str());
+    SandboxLimits limits;
+    limits.wall_seconds = 10.0;
+    TestRunner runner(*sandbox_, limits, 1);
+    const Problem problem = make_problem("def add(a, b):\n", "assert add(1, 2) == 3\n");
+    const CandidateGenerator generator = [](const Problem&, double, const CandidateSink& deliver, const std::atomic<bool>&) {
+      deliver({0, "    while True:\n        pass\n", -0.1});  // holds the only worker to the end
+      deliver({1, "    return a + b\n", -0.2});               // queued behind it
+    };
+    const ProblemEvaluation e = evaluate_problem(problem, generator, runner, 1.5);
+    QCOMPARE(e.candidates.size(), std::size_t{2});
+    QVERIFY(e.candidates[0].in_budget && e.candidates[1].in_budget);
+    QCOMPARE(e.candidates[0].result.detail, std::string("not tested: the budget ran out during its test"));
+    QCOMPARE(verdict_name(e.candidates[1].result.verdict), "not tested");
+    QCOMPARE(e.candidates[1].result.detail, std::string("not tested: the budget ran out before its test began"));
+    QCOMPARE(e.c, 0);
   }
 
   void generator_failure_is_rethrown_after_its_tests() {

@@ -355,6 +355,23 @@ class GuiEngineTest : public QObject {
     QVERIFY2(note(*window, 0).contains("expected 8, got 0"), qPrintable(note(*window, 0)));
   }
 
+  // The budget holds for the tests too: tests that would outlast it are cut at its end or
+  // never begin, and each such pane says "not tested", not "timeout" or "failed".
+  void testsEndByTheBudget() {
+    QTemporaryDir dir;
+    auto window = fixedTextsWindow({"    time.sleep(3)\n    return a + b\n"}, dir, 8);
+    QVERIFY(window);
+    window->promptEditor()->setPlainText("import time\n\ndef add(a, b):\n");
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(1.0);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    for (int i = 0; i < 8; ++i) {
+      QVERIFY2(window->grid()->pane(i)->state() == CandidateState::Done, qPrintable(note(*window, i)));
+      QVERIFY2(note(*window, i).startsWith("not tested: the budget ran out"), qPrintable(note(*window, i)));
+    }
+  }
+
   void textFileNamedGgufGetsTheGgufMessage() {
     QTemporaryDir dir;
     const QString path = dir.filePath("notes.gguf");

@@ -278,7 +278,7 @@ class TestRanking : public QObject {
         "    raise ValueError('no')\n",                              // 4: raises on every input
         "    raise ValueError('another message')\n",                 // 5: the same exception type as 4
         "    while True:\n        pass\n",                           // 6: never returns
-        "    print('adding', a, b)\n    return a + b\n",             // 7: prints, returns 0's values
+        "    print('adding', a, b)\n    return a + b\n",             // 7: prints (failing the example), returns 0's values
         "    print(a + b)\n",                                        // 8: prints the sum, returns None
         "    return a + b\n\n",                                      // 9: 0's text (trailing space aside)
         "    return a +\n",                                          // 10: does not parse
@@ -311,9 +311,12 @@ class TestRanking : public QObject {
 
     const CandidateGroups g = group_candidates(candidates, results);
     QCOMPARE(g.same_text[9], 0);
-    for (int i : {1, 2, 7, 9, 11}) QCOMPARE(g.group[i], 0);
-    QCOMPARE(g.agreement[0], 6);
-    QCOMPARE(g.agreement[7], 6);
+    for (int i : {1, 2, 9}) QCOMPARE(g.group[i], 0);
+    QCOMPARE(g.agreement[0], 4);
+    // Printing fails the docstring's example: the same values, but not the same verdict.
+    QCOMPARE(verdict_name(results[7].verdict), "failed");
+    QCOMPARE(g.group[11], 7);
+    QCOMPARE(g.agreement[7], 2);
     QCOMPARE(g.group[3], 3);
     QCOMPARE(g.agreement[3], 1);
     QCOMPARE(g.group[5], 4);    // the same exception, another message
@@ -333,6 +336,40 @@ class TestRanking : public QObject {
     QCOMPARE(rank_candidates(entries, RankRule::Likelihood).front(), 3);
     QCOMPARE(rank_candidates(entries, RankRule::Agreement).front(), 0);
     QCOMPARE(rank_candidates(entries, RankRule::Agreement).back(), 10);
+  }
+
+  // The probe calls the function on the tests' own inputs first (asserts on the function, or
+  // HumanEval's check(candidate)): a leap-year rule right for every value of its own pools
+  // (0, 1, 2, 3, -1, 5, 10) but wrong for 1900 does not behave as the right one.
+  void probeCallsTheTestsInputs_data() {
+    QTest::addColumn<QString>("tests");
+    QTest::newRow("asserts") << "assert is_leap(2024) == True\nassert is_leap(1900) == False\n";
+    QTest::newRow("check(candidate)")
+        << "def check(candidate):\n    assert candidate(2024) == True\n    assert candidate(1900) == False\n";
+  }
+  void probeCallsTheTestsInputs() {
+    QFETCH(QString, tests);
+    const std::string prompt = "def is_leap(year: int) -> bool:\n    \"\"\"Whether year is a leap year.\"\"\"\n";
+    const std::vector<std::string> candidates = {
+        "    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n",  // right
+        "    return year % 4 == 0\n",                                           // wrong for 1900
+    };
+    std::vector<TestResult> results;
+    for (const std::string& c : candidates)
+      results.push_back(runner_->run(ranking_program(make_problem(prompt, tests.toStdString()), c, true)));
+    QCOMPARE(verdict_name(results[0].verdict), "passed");
+    QCOMPARE(verdict_name(results[1].verdict), "failed");
+    QVERIFY(results[0].behaviour.size() >= 2);
+    QCOMPARE(results[0].behaviour[0].input, std::string("is_leap(2024)"));
+    QCOMPARE(results[0].behaviour[1].input, std::string("is_leap(1900)"));
+    QCOMPARE(results[1].behaviour[1].shown, std::string("True"));
+    QVERIFY(results[0].behaviour[1].key != results[1].behaviour[1].key);
+    const CandidateGroups g = group_candidates(candidates, results);
+    QCOMPARE(g.group, (std::vector<int>{0, 1}));
+
+    // Without the tests, the probe's own inputs cannot tell them apart (the reason above).
+    const std::vector<TestResult> untested = run_all(prompt, candidates);
+    QCOMPARE(group_candidates(candidates, untested).group, (std::vector<int>{0, 0}));
   }
 
   // Candidates with the tests hidden from the ranker: the likeliest is wrong, the docstring

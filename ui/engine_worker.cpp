@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <exception>
 #include <future>
-#include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 namespace specula::ui {
@@ -14,7 +14,6 @@ namespace specula::ui {
 namespace {
 
 constexpr double kTestTimeoutSeconds = 10.0;  // per candidate, inside the sandbox
-constexpr double kMinTestSeconds = 1.0;       // even a candidate finishing at the budget's edge gets tested
 constexpr int kTestThreads = 2;               // candidates tested while others still decode
 constexpr qint64 kStatsIntervalMs = 100;      // live statistics, about ten a second
 constexpr double kPromptCheckSeconds = 5.0;   // the prompt alone, parsed in the sandbox
@@ -46,12 +45,14 @@ CandidateState state_of(Verdict verdict) {
     case Verdict::Timeout: return CandidateState::Timeout;
     case Verdict::Error: return CandidateState::Error;
     case Verdict::Untested: return CandidateState::Checked;
+    case Verdict::NotTested: return CandidateState::Done;  // the budget's end, not the candidate
   }
   return CandidateState::Error;
 }
 
 // A first line that sums the result up (the pane shows it), then what happened.
 QString detail_of(const TestResult& result) {
+  if (result.verdict == Verdict::NotTested) return QString::fromStdString(result.detail);
   QStringList summary;
   if (result.asserts_total > 0) summary << QStringLiteral("%1/%2 asserts").arg(result.asserts_passed).arg(result.asserts_total);
   if (result.examples_total > 0)
@@ -86,16 +87,9 @@ RunGroups run_groups(const CandidateGroups& groups, const QVector<int>& ranking,
     }
     return best;
   };
-  // Behaviour groups split by test verdict: outputs alike on the probe's inputs do not make a
-  // failing candidate "the same" as a passing one (the probe may never call it where it fails),
-  // in the panes' badges or in the behaviour view's columns.
-  std::map<std::pair<int, int>, int> first_of;
-  std::vector<int> behaviour;
-  for (int i = 0; i < n; ++i)
-    behaviour.push_back(first_of.emplace(std::pair{groups.group[size_t(i)], int(results[size_t(i)].verdict)}, i).first->second);
   RunGroups out;
   out.sameText = best_of(groups.same_text);
-  out.group = best_of(behaviour);
+  out.group = best_of(groups.group);  // the engine's groups: never across test verdicts
   for (const TestResult& r : results) {  // every candidate was probed on the same inputs
     QStringList shown;
     for (const ProbeCall& call : r.behaviour) shown << QString::fromStdString(call.shown.empty() ? call.outcome : call.shown);
@@ -234,6 +228,12 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
 
   QElapsedTimer clock;
   clock.start();
+  // Tests end by the budget's end, as evaluation's do: one that has not run by then is "not
+  // tested" (run_until), so a run with a budget ends within it.
+  const std::optional<TestClock::time_point> deadline =
+      request.budgetSeconds > 0 ? std::optional(TestClock::now() + std::chrono::duration_cast<TestClock::duration>(
+                                                                       std::chrono::duration<double>(request.budgetSeconds)))
+                                : std::nullopt;
   qint64 last_stats_ms = 0;
   LiveTotals totals{std::vector<int>(size_t(n)), std::vector<int>(size_t(n)), std::vector<int>(size_t(n))};
   const std::string tests = request.tests.trimmed().toStdString();
@@ -287,11 +287,7 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
     Q_EMIT candidateState(candidate.index, int(testable ? CandidateState::Testing : state), {});
     if (!testable) return;
     const std::string completion = candidate.text;
-    // A test may use what the budget has left, within the sandbox's own limit.
-    double timeout = kTestTimeoutSeconds;
-    if (request.budgetSeconds > 0)
-      timeout = std::clamp(request.budgetSeconds - clock.elapsed() / 1000.0, kMinTestSeconds, kTestTimeoutSeconds);
-    test_pool.start([this, i, completion, timeout, &tests, &problem_of, &entries, prompt_broken] {
+    test_pool.start([this, i, completion, &tests, &problem_of, &entries, &deadline, prompt_broken] {
       if (!prompt_broken.get().empty()) {
         Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested: the prompt does not parse"));
         return;
@@ -302,7 +298,8 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
       }
       TestResult result;
       try {
-        result = engine_->test(problem_of(), completion, timeout);
+        const auto test = [&](double wall) { return engine_->test(problem_of(), completion, wall); };
+        result = deadline ? run_until(*deadline, kTestTimeoutSeconds, test) : test(kTestTimeoutSeconds);
       } catch (const std::exception& e) {
         result.verdict = Verdict::Error;
         result.detail = e.what();

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -104,7 +105,12 @@ bool informative(const TestResult& r) {
   return std::any_of(r.behaviour.begin(), r.behaviour.end(), [](const ProbeCall& c) { return c.outcome == "value"; });
 }
 
+// Alike on every probe call, and alike under the tests: outputs alike on the probe's inputs
+// do not make a failing candidate "the same" as a passing one (the probe may never call it
+// where it fails).
 bool same_behaviour(const TestResult& a, const TestResult& b) {
+  if (a.verdict != b.verdict || a.asserts_passed != b.asserts_passed || a.examples_passed != b.examples_passed)
+    return false;
   return std::equal(a.behaviour.begin(), a.behaviour.end(), b.behaviour.begin(), b.behaviour.end(),
                     [](const ProbeCall& x, const ProbeCall& y) {
                       return x.input == y.input && x.outcome == y.outcome && x.key == y.key;
@@ -241,10 +247,12 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
     e.mean_logprob = generated.mean_logprob;
     e.finished_seconds = elapsed();
     e.in_budget = !budgeted || e.finished_seconds < budget_seconds;
-    // A test gets what the budget has left, at most the runner's limit (0: the limit itself).
-    const double wall = budgeted ? std::max(0.001, std::min(runner.limits().wall_seconds,
-                                                            budget_seconds - e.finished_seconds))
-                                 : 0.0;
+    // Tests end by the budget's end however long they queue (run_until): one that has not
+    // run by then is "not tested", never the candidate's failure.
+    const std::optional<TestClock::time_point> deadline =
+        budgeted ? std::optional(start + std::chrono::duration_cast<clock::duration>(
+                                             std::chrono::duration<double>(budget_seconds)))
+                 : std::nullopt;
     std::lock_guard lock(mutex);
     const std::size_t at = list.size();
     if (e.in_budget) {
@@ -261,11 +269,11 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
         };
       futures.push_back(runner.submit(make_test_program(problem.code_prefix, e.completion, problem.suffix.value_or(""),
                                                         problem.test, problem.entry_point),
-                                      wall, std::move(report)));
-      ranker_futures.push_back(hidden ? runner.submit(ranking_program(problem, e.completion, false), wall)
+                                      0.0, std::move(report), deadline));
+      ranker_futures.push_back(hidden ? runner.submit(ranking_program(problem, e.completion, false), 0.0, {}, deadline)
                                       : std::future<TestResult>());
     } else {
-      e.result.verdict = Verdict::Timeout;
+      e.result.verdict = Verdict::NotTested;
       e.result.detail = "finished after the budget; not tested";
       futures.emplace_back();
       ranker_futures.emplace_back();

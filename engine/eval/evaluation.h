@@ -58,8 +58,9 @@ bool ranks_before(const RankEntry& a, const RankEntry& b, RankRule rule = RankRu
 // Indices of `entries`, best first; a stable sort, so full ties keep their input order.
 std::vector<int> rank_candidates(const std::vector<RankEntry>& entries, RankRule rule = RankRule::Agreement);
 
-// Candidates that are the same text, or behave the same: the same outcome (a value tests
-// would find equal, or the same exception type) on every input of the behaviour probe.
+// Candidates that are the same text, or behave the same: the same verdict with as many
+// asserts and docstring examples passed, and the same outcome (a value tests would find
+// equal, or the same exception type) on every input of the behaviour probe.
 struct CandidateGroups {
   std::vector<int> same_text;  // per candidate: the first candidate with the same text (ignoring
                                // trailing white space), itself when it is the first
@@ -101,7 +102,8 @@ struct EvaluatedCandidate {
   double mean_logprob = 0.0;
   double finished_seconds = 0.0;  // from the problem's start to the end of its generation
   bool in_budget = false;         // finished within the budget, and so was tested
-  TestResult result;              // with the problem's tests; for a candidate out of budget: Timeout, not run
+  TestResult result;              // with the problem's tests; NotTested for a candidate out of budget,
+                                  // or whose test the budget's end cut or never began
   TestResult ranker_result;       // the run without the tests (checks, the docstring's examples, the
                                   // behaviour probe), when EvaluationOptions::hidden_test_rules asks
   int group = 0;                  // CandidateGroups::group, from ranker_result when there is one
@@ -137,8 +139,9 @@ struct EvaluationOptions {
 };
 
 // Runs `generate` and tests each candidate on `runner` as soon as it arrives. The budget
-// (0: none) covers generation and testing: `stop` is raised when it runs out, and each test
-// gets at most the time the budget has left. `on_tested` (optional) is called, from a
+// (0: none) covers generation and testing: `stop` is raised when it runs out, and every test
+// ends by then (TestRunner::submit's deadline: a test cut or never begun is NotTested), so
+// the evaluation ends within the budget and the sandbox's teardown. `on_tested` (optional) is called, from a
 // worker thread or this one, as each verdict of the tests arrives. An exception from
 // `generate` is rethrown once the candidates it handed over have been tested.
 ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate,

@@ -8,9 +8,9 @@ writes it, see engine/eval/test_runner.cpp). In order:
    as a module neither raises nor exits (a hang is the run's wall-clock limit), and it
    defines the function the prompt names;
 2. on request, the behaviour probe: that function called on inputs derived from the
-   prompt (the docstring examples' arguments, variations of them, and values that suit
-   each parameter's annotation or name), each call under a CPU-time limit; the outcome of
-   each call (a value, None, the type of an exception, or no result) is reported with a
+   tests and the prompt (the arguments of the tests' calls and of the docstring's
+   examples, variations of them, and values that suit each parameter's annotation or
+   name), each call under a CPU-time limit; the outcome of each call (a value, None, the type of an exception, or no result) is reported with a
    fingerprint that other candidates' outcomes can be compared with;
 3. on request, the docstring's `>>>` examples, run by Python's own doctest module, each
    one counted as a test;
@@ -276,14 +276,16 @@ def variants(value):
 
 
 def literal_calls(source, entry_point):
-    """The calls of the entry point with literal arguments in one example's source."""
+    """The calls of the entry point with literal arguments in a docstring example's or the
+    tests' source (where HumanEval's check(candidate) names the function `candidate`)."""
     try:
         tree = ast.parse(source, mode="exec")
     except SyntaxError:
         return []
     calls = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in (entry_point, "candidate")):
             continue
         if any(k.arg is None for k in node.keywords):
             continue
@@ -296,13 +298,14 @@ def literal_calls(source, entry_point):
     return calls
 
 
-def derive_inputs(function, examples, limit):
-    """Up to `limit` distinct (args, kwargs): the examples' own calls first, then each of
-    their arguments varied in turn, then values that suit each parameter, combined."""
+def derive_inputs(function, examples, tests, limit):
+    """Up to `limit` distinct (args, kwargs): the tests' and the examples' own calls first
+    (where a wrong candidate is most likely to show it), then each of their arguments varied
+    in turn, then values that suit each parameter, combined."""
     spec = function.args
     positional = spec.posonlyargs + spec.args
     required = len(positional) - len(spec.defaults)
-    calls = []
+    calls = literal_calls(tests, function.name)
     for example in examples:
         calls += literal_calls(example.source, function.name)
 
@@ -611,8 +614,9 @@ def split(source, first_line):
     return source[:cut], source[cut:]
 
 
-def check_and_probe(tree, namespace, options):
-    """The entry point check, then the probe and the docstring's examples when asked."""
+def check_and_probe(tree, namespace, options, tests):
+    """The entry point check, then the probe (on the inputs of `tests`, the tests' source,
+    among others) and the docstring's examples when asked."""
     entry_point = options.get("entry_point", "")
     node = prompt_function(tree, entry_point, int(options.get("prompt_lines", 0)))
     name = entry_point or (node.name if node else "")
@@ -626,7 +630,7 @@ def check_and_probe(tree, namespace, options):
     docstring = ast.get_docstring(node, clean=False) if node else None
     examples = parse_examples(docstring, name)
     if options.get("behaviour") and function is not None and node is not None:
-        inputs = derive_inputs(node, examples, int(options["max_inputs"]))
+        inputs = derive_inputs(node, examples, tests, int(options["max_inputs"]))
         report("inputs", len(inputs))
         probe(function, name, inputs, float(options["call_seconds"]), float(options["probe_seconds"]))
     if options.get("examples") and examples:
@@ -654,7 +658,7 @@ def main():
     namespace = fresh_namespace()
     execute(code, namespace, "import")
     report("check import ok")
-    check_and_probe(tree, namespace, options)
+    check_and_probe(tree, namespace, options, tests)
 
     if not test_tree.body:
         report("tests none")

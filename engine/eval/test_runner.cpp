@@ -21,6 +21,7 @@ const char* verdict_name(Verdict verdict) {
     case Verdict::Memory: return "memory";
     case Verdict::Error: return "error";
     case Verdict::Untested: return "untested";
+    case Verdict::NotTested: return "not tested";
   }
   return "error";
 }
@@ -278,10 +279,29 @@ TestRunner::~TestRunner() {
   for (std::thread& worker : workers_) worker.join();
 }
 
+TestResult run_until(TestClock::time_point deadline, double limit_seconds,
+                     const std::function<TestResult(double wall_seconds)>& run) {
+  const double left = std::chrono::duration<double>(deadline - TestClock::now()).count();
+  TestResult result;
+  if (left <= 0.0) {
+    result.verdict = Verdict::NotTested;
+    result.detail = "not tested: the budget ran out before its test began";
+    return result;
+  }
+  const bool cut_by_budget = left < limit_seconds;
+  result = run(cut_by_budget ? left : limit_seconds);
+  if (cut_by_budget && result.verdict == Verdict::Timeout) {
+    result.verdict = Verdict::NotTested;
+    result.detail = "not tested: the budget ran out during its test";
+  }
+  return result;
+}
+
 std::future<TestResult> TestRunner::submit(TestProgram program, double wall_seconds,
-                                           std::function<void(const TestResult&)> on_done) {
+                                           std::function<void(const TestResult&)> on_done,
+                                           std::optional<TestClock::time_point> deadline) {
   std::lock_guard lock(mutex_);
-  queue_.push_back(Job{std::move(program), wall_seconds, std::move(on_done), {}});
+  queue_.push_back(Job{std::move(program), wall_seconds, std::move(on_done), deadline, {}});
   std::future<TestResult> future = queue_.back().result.get_future();
   wake_.notify_one();
   return future;
@@ -327,7 +347,12 @@ void TestRunner::work() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    TestResult result = run(job.program, job.wall_seconds);
+    const double limit = job.wall_seconds > 0.0 ? job.wall_seconds : limits_.wall_seconds;
+    TestResult result = job.deadline ? run_until(*job.deadline, limit,
+                                                 [&](double wall) {  // uncut: the job's own limits
+                                                   return run(job.program, wall == limit ? job.wall_seconds : wall);
+                                                 })
+                                     : run(job.program, job.wall_seconds);
     if (job.on_done) job.on_done(result);
     job.result.set_value(std::move(result));
   }

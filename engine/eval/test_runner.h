@@ -10,11 +10,13 @@
 // before the asserts) never passes. A worker pool runs programs concurrently.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,8 +26,10 @@
 namespace specula {
 
 // Untested: there was nothing to test (no tests, no docstring examples) and the checks passed.
-enum class Verdict { Passed, Failed, Timeout, Crashed, Memory, Error, Untested };
-const char* verdict_name(Verdict verdict);  // "passed", "failed", "timeout", ..., "untested"
+// NotTested: the budget ended before the candidate's test did (it never began, or was cut):
+// the budget's verdict, not the candidate's; it ranks as a failure that passed nothing.
+enum class Verdict { Passed, Failed, Timeout, Crashed, Memory, Error, Untested, NotTested };
+const char* verdict_name(Verdict verdict);  // "passed", "failed", "timeout", ..., "untested", "not tested"
 
 // The source to run, where its tests begin (asserts before that line are the completion's
 // own and are not counted), and what to do besides the tests.
@@ -100,6 +104,15 @@ const std::string& test_harness_source();
 // entry point, the prompt's lines, the flags, and the CPU-time limits of the probe.
 std::string probe_options_json(const TestProgram& program);
 
+using TestClock = std::chrono::steady_clock;
+
+// A test that must end by `deadline` (the budget's end): `run` gets the seconds left, at
+// most `limit_seconds`, or is not called when none are left. A run that never began, or that
+// the deadline cut before its own limit would have, is NotTested with the checks it reported:
+// the budget ended it, not the candidate.
+TestResult run_until(TestClock::time_point deadline, double limit_seconds,
+                     const std::function<TestResult(double wall_seconds)>& run);
+
 class TestRunner {
  public:
   // jobs <= 0: one worker per hardware thread. The sandbox must outlive the runner.
@@ -113,8 +126,10 @@ class TestRunner {
 
   // Queues a program; wall_seconds > 0 overrides the limit for this run only. `on_done`
   // (optional) is called on the worker thread with the result before the future is ready.
+  // A `deadline` (a budget's end) bounds the run as run_until says, however long it queued.
   std::future<TestResult> submit(TestProgram program, double wall_seconds = 0.0,
-                                 std::function<void(const TestResult&)> on_done = {});
+                                 std::function<void(const TestResult&)> on_done = {},
+                                 std::optional<TestClock::time_point> deadline = {});
   // Runs one program on the calling thread.
   TestResult run(const TestProgram& program, double wall_seconds = 0.0) const;
   // Runs all, concurrently, results in input order.
@@ -125,6 +140,7 @@ class TestRunner {
     TestProgram program;
     double wall_seconds;
     std::function<void(const TestResult&)> on_done;
+    std::optional<TestClock::time_point> deadline;
     std::promise<TestResult> result;
   };
   void work();
