@@ -15,6 +15,7 @@
 #include <QTableWidget>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTextCursor>
 #include <QtTest>
@@ -370,6 +371,25 @@ class GuiEngineTest : public QObject {
       QVERIFY2(window->grid()->pane(i)->state() == CandidateState::Done, qPrintable(note(*window, i)));
       QVERIFY2(note(*window, i).startsWith("not tested: the budget ran out"), qPrintable(note(*window, i)));
     }
+  }
+
+  // A failure's line numbers are the pane's (its first line is 1), or say whose line they are.
+  void failureLinesAreThePanes() {
+    QTemporaryDir dir;
+    auto window = fixedTextsWindow({"    total = a\n    return total +\n", "    return a - b\n"}, dir, 2);
+    QVERIFY(window);
+    window->promptEditor()->setPlainText("def add(a, b):\n    \"\"\"Sum.\"\"\"\n");
+    window->testsEditor()->setPlainText("assert add(1, 1) == 2\nassert add(2, 3) == 5\n");
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QCOMPARE(window->grid()->pane(0)->state(), CandidateState::Failed);
+    QVERIFY2(note(*window, 0).contains("(line 2)"), qPrintable(note(*window, 0)));  // program.py's line 4
+    QCOMPARE(window->grid()->pane(1)->state(), CandidateState::Failed);
+    // which assert failed, in the pane's own line: the first of the tests
+    QVERIFY2(note(*window, 1).contains("line 1 of the tests: expected 2, got 0"), qPrintable(window->grid()->pane(1)->toolTip()));
+    const QString traceback = window->grid()->pane(1)->toolTip();
+    QVERIFY2(traceback.contains("line 1 of the tests"), qPrintable(traceback));
+    QVERIFY2(!traceback.contains(QRegularExpression("line [0-9]+,")), qPrintable(traceback));
   }
 
   void textFileNamedGgufGetsTheGgufMessage() {

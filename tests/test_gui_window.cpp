@@ -468,24 +468,60 @@ class GuiWindowTest : public QObject {
     QCOMPARE(window->promptEditor()->toPlainText(), QString("def crash_safe(x):\n    return x"));
   }
 
+  // A restart shows the last run as it was: texts, verdicts and their reasons, tokens, ranks,
+  // merged duplicates, behaviour badges and the behaviour view's outputs.
   void lastResultsAreRestored() {
     QTemporaryDir dir;
     const QString model = writeFile(dir, "fake.gguf", FakeEngine::kMagic);
+    struct Shown {
+      QString text, note, numbers, badge, duplicates;
+      CandidateState state;
+      bool hidden, behaviour;
+      bool operator==(const Shown&) const = default;
+    };
+    auto shown = [](const MainWindow& window) {
+      QVector<Shown> out;
+      for (int i = 0; i < window.grid()->count(); ++i) {
+        CandidatePane* pane = window.grid()->pane(i);
+        out.push_back({pane->text(), pane->findChild<QLabel*>("note")->text(),
+                       pane->findChildren<QLabel*>().first()->text() + " " + QString::number(pane->tokens()),
+                       pane->findChild<QLabel*>("groupBadge")->text(),
+                       pane->findChild<QLabel*>("duplicateCount")->text(), pane->state(), pane->isHidden(),
+                       pane->findChild<QToolButton*>("behaviourButton")->isEnabled()});
+      }
+      return out;
+    };
+    QVector<Shown> before;
     {
-      auto window = makeWindow();
+      auto window = makeWindow(std::chrono::milliseconds(5));
       window->loadModels(model);
       QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
       window->promptEditor()->setPlainText(kPrompt);
       window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
-      window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+      window->findChild<QSpinBox*>("candidatesSpin")->setValue(8);
       window->generate();
       QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+      before = shown(*window);
     }
     auto window = makeWindow();
-    QCOMPARE(window->grid()->count(), 4);
+    QCOMPARE(window->grid()->count(), 8);
     QCOMPARE(window->grid()->pane(3)->text(), QString(FakeEngine::kCompletions[3]));
     QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
     QCOMPARE(window->grid()->order().front(), 3);
+    QVERIFY(window->grid()->pane(3)->tokens() > 0);
+    QCOMPARE(window->grid()->shownCount(), 4);  // duplicates merged again
+    const QVector<Shown> after = shown(*window);
+    for (int i = 0; i < 8; ++i) {
+      QCOMPARE(after[i].text, before[i].text);
+      QCOMPARE(after[i].note, before[i].note);
+      QCOMPARE(after[i].numbers, before[i].numbers);
+      QCOMPARE(after[i].badge, before[i].badge);
+      QCOMPARE(after[i].duplicates, before[i].duplicates);
+      QCOMPARE(after[i].state, before[i].state);
+      QCOMPARE(after[i].hidden, before[i].hidden);
+      QCOMPARE(after[i].behaviour, before[i].behaviour);
+    }
+    QVERIFY(!window->grid()->pane(0)->findChild<QLabel*>("groupBadge")->text().isEmpty());
     // Copy gives the whole function, as it did before the restart
     QTest::mouseClick(window->grid()->pane(3)->findChild<QToolButton*>("copyButton"), Qt::LeftButton);
     QCOMPARE(QApplication::clipboard()->text(), kPrompt + FakeEngine::kCompletions[3]);

@@ -12,6 +12,44 @@
 
 namespace specula::ui {
 
+namespace {
+
+QJsonArray ints_json(const QVector<int>& values) {
+  QJsonArray out;
+  for (int v : values) out.append(v);
+  return out;
+}
+
+QVector<int> ints_from_json(const QJsonValue& value) {
+  QVector<int> out;
+  for (const QJsonValue& v : value.toArray()) out.push_back(v.toInt());
+  return out;
+}
+
+QJsonObject groups_json(const RunGroups& groups) {
+  QJsonArray outputs;
+  for (const QStringList& row : groups.outputs) outputs.append(QJsonArray::fromStringList(row));
+  return {{"same_text", ints_json(groups.sameText)},
+          {"group", ints_json(groups.group)},
+          {"inputs", QJsonArray::fromStringList(groups.inputs)},
+          {"outputs", outputs}};
+}
+
+RunGroups groups_from_json(const QJsonObject& object) {
+  RunGroups groups;
+  groups.sameText = ints_from_json(object["same_text"]);
+  groups.group = ints_from_json(object["group"]);
+  for (const QJsonValue& v : object["inputs"].toArray()) groups.inputs << v.toString();
+  for (const QJsonValue& row : object["outputs"].toArray()) {
+    QStringList shown;
+    for (const QJsonValue& v : row.toArray()) shown << v.toString();
+    groups.outputs.push_back(shown);
+  }
+  return groups;
+}
+
+}  // namespace
+
 QString autosavePath() {
   return QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("autosave.json");
 }
@@ -19,13 +57,20 @@ QString autosavePath() {
 bool writeAutosave(const SavedState& state, const QString& path, QString* error) {
   QJsonArray candidates;
   for (const SavedCandidate& c : state.candidates)
-    candidates.append(QJsonObject{{"text", c.text}, {"state", c.state}});
+    candidates.append(QJsonObject{{"text", c.text},
+                                  {"state", c.state},
+                                  {"detail", c.detail},
+                                  {"tokens", c.tokens},
+                                  {"accepted", c.accepted},
+                                  {"proposed", c.proposed},
+                                  {"tokens_per_second", c.tokensPerSecond}});
   QJsonArray ranking;
   for (int i : state.ranking) ranking.append(i);
   const QJsonObject root{{"prompt", state.prompt},
                          {"tests", state.tests},
                          {"candidates", candidates},
                          {"ranking", ranking},
+                         {"groups", groups_json(state.groups)},
                          {"run_prefix", state.runPrefix},
                          {"run_suffix", state.runSuffix}};
   QDir().mkpath(QFileInfo(path).absolutePath());
@@ -48,9 +93,16 @@ std::optional<SavedState> readAutosave(const QString& path) {
   state.tests = root["tests"].toString();
   for (const QJsonValue& value : root["candidates"].toArray()) {
     const QJsonObject c = value.toObject();
-    state.candidates.push_back({c["text"].toString(), c["state"].toInt()});
+    state.candidates.push_back({.text = c["text"].toString(),
+                                .state = c["state"].toInt(),
+                                .detail = c["detail"].toString(),
+                                .tokens = c["tokens"].toInt(),
+                                .accepted = c["accepted"].toInt(),
+                                .proposed = c["proposed"].toInt(),
+                                .tokensPerSecond = c["tokens_per_second"].toDouble()});
   }
   for (const QJsonValue& value : root["ranking"].toArray()) state.ranking.push_back(value.toInt());
+  state.groups = groups_from_json(root["groups"].toObject());
   // a file from before these were saved: the prompt, as a run without a suffix sent it
   state.runPrefix = root.contains("run_prefix") ? root["run_prefix"].toString()
                                                 : QString::fromStdString(code_prompt(state.prompt.toStdString()));

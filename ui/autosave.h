@@ -7,11 +7,16 @@
 #include <QVector>
 #include <optional>
 
+#include "run_types.h"
+
 namespace specula::ui {
 
 struct SavedCandidate {
   QString text;
-  int state = 0;  // CandidateState
+  int state = 0;                  // CandidateState
+  QString detail;                 // the verdict's detail, as the pane shows it
+  int tokens = 0, accepted = 0, proposed = 0;
+  double tokensPerSecond = 0.0;
 };
 
 struct SavedState {
@@ -19,6 +24,7 @@ struct SavedState {
   QString tests;
   QVector<SavedCandidate> candidates;  // the last run, in index order
   QVector<int> ranking;                // best first; empty when unranked
+  RunGroups groups;                    // duplicates, behaviour groups and the probe's outputs
   // What the last run put around its candidates, for Copy and Save: the prompt it sent and,
   // filling in the middle, the code after the hole.
   QString runPrefix, runSuffix;

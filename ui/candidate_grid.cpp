@@ -90,11 +90,8 @@ void CandidateGrid::applyGroups(const RunGroups& groups) {
     for (int j : order_) {
       if (j == i) continue;
       if (groups.sameText[j] == i) duplicates.push_back(j);
-      // Alike in the probe's outputs is not alike to the user when the tests tell them apart
-      // (the probe may never call a candidate on the inputs where it fails).
-      else if (!collapsed_[size_t(j)] && groups.group[j] == groups.group[i] &&
-               panes_[size_t(j)]->state() == panes_[size_t(i)]->state())
-        alike.push_back(j);
+      // the engine's groups never join candidates the tests tell apart (group_candidates)
+      else if (!collapsed_[size_t(j)] && groups.group[j] == groups.group[i]) alike.push_back(j);
     }
     CandidatePane* pane = panes_[size_t(i)];
     pane->setDuplicates(duplicates);

@@ -114,6 +114,7 @@ QString CandidatePane::text() const { return editor_->toPlainText(); }
 void CandidatePane::reset() {
   editor_->clear();
   state_ = CandidateState::Queued;
+  detail_.clear();
   tokens_ = accepted_ = proposed_ = 0;
   tokens_per_second_ = 0.0;
   rank_ = 0;
@@ -165,8 +166,17 @@ void CandidatePane::setText(const QString& text) {
   updateHeader();
 }
 
+void CandidatePane::setNumbers(int tokens, int accepted, int proposed, double tokens_per_second) {
+  tokens_ = tokens;
+  accepted_ = accepted;
+  proposed_ = proposed;
+  tokens_per_second_ = tokens_per_second;
+  updateHeader();
+}
+
 void CandidatePane::setState(CandidateState state, const QString& detail) {
   state_ = state;
+  detail_ = detail;
   setToolTip(detail);
   note_->setText(detail.section(QLatin1Char('\n'), 0, 0));
   note_->setVisible(!detail.isEmpty());

@@ -34,6 +34,8 @@ class CandidatePane : public QFrame {
   int tokens() const { return tokens_; }
   int accepted() const { return accepted_; }
   int proposed() const { return proposed_; }
+  double tokensPerSecond() const { return tokens_per_second_; }
+  QString detail() const { return detail_; }  // the verdict's detail (setState)
 
   void reset();
   void appendText(const QString& text, int tokens, int accepted, int proposed, double elapsed_seconds);
@@ -42,7 +44,8 @@ class CandidatePane : public QFrame {
   // rank 0: not ranked; `top`: the first shown, marked "best" when it passed, else "closest"
   void setRank(int rank, bool top);
   bool isBest() const;  // the top candidate, and it passed
-  void setText(const QString& text);   // restoring a saved run
+  void setText(const QString& text);   // restoring a saved run, with its numbers:
+  void setNumbers(int tokens, int accepted, int proposed, double tokens_per_second);
   // The other candidates (indices) with this one's text, collapsed into this pane.
   void setDuplicates(const QVector<int>& others);
   // The other shown candidates (indices) that behave as this one does: the badge.
@@ -61,6 +64,7 @@ class CandidatePane : public QFrame {
   int index_;
   QString prefix_, suffix_;
   CandidateState state_ = CandidateState::Queued;
+  QString detail_;  // what setState was told: first line under the header, all as the tooltip
   int tokens_ = 0, accepted_ = 0, proposed_ = 0;
   double tokens_per_second_ = 0.0;
   int rank_ = 0;

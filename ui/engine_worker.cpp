@@ -1,6 +1,7 @@
 #include "engine_worker.h"
 
 #include <QElapsedTimer>
+#include <QRegularExpression>
 #include <QThreadPool>
 #include <algorithm>
 #include <exception>
@@ -64,13 +65,48 @@ QString detail_of(const TestResult& result) {
   const std::string marker = "AssertionError: expected ";
   if (const size_t at = result.detail.find(marker); at != std::string::npos) {
     const size_t from = at + marker.size() - std::string("expected ").size();
-    summary << QString::fromStdString(result.detail.substr(from, result.detail.find('\n', from) - from));
+    QString values = QString::fromStdString(result.detail.substr(from, result.detail.find('\n', from) - from));
+    // the failed assert's line: the traceback's last "line N" before it (pane_lines names it)
+    const size_t line = result.detail.rfind("line ", at);
+    if (line != std::string::npos) {
+      const size_t digits = result.detail.find_first_not_of("0123456789", line + 5);
+      if (digits > line + 5) values = QString::fromStdString(result.detail.substr(line, digits - line)) + ": " + values;
+    }
+    summary << values;
   }
   QString detail = QString::fromLatin1(verdict_name(result.verdict));
   if (!summary.isEmpty()) detail += QStringLiteral(": ") + summary.join(QStringLiteral(", "));
   const bool said = result.detail == result.checks.reason || result.verdict == Verdict::Untested;
   if (!result.detail.empty() && !said) detail += QStringLiteral("\n") + QString::fromStdString(result.detail);
   return detail;
+}
+
+int lines_in(const std::string& text) { return int(std::count(text.begin(), text.end(), '\n')); }
+
+// Python numbers a result's lines as program.py's: the prompt, the candidate, the code after
+// the hole, the tests. The pane numbers the candidate's own lines from 1, so each "line N"
+// is said as the pane numbers it, or as a line of the prompt, the code after the hole or the
+// tests.
+QString pane_lines(const QString& text, const Problem& problem, const std::string& completion) {
+  const int before = lines_in(problem.code_prefix);  // the candidate begins on line before + 1
+  const int candidate_end = lines_in(problem.code_prefix + completion) + 1;  // its last line
+  const std::string suffix = problem.suffix.value_or("");
+  const int suffix_end = lines_in(problem.code_prefix + completion + suffix) + 1;
+  static const QRegularExpression line(QStringLiteral("\\bline (\\d+)"));
+  QString out;
+  qsizetype from = 0;
+  for (auto it = line.globalMatch(text); it.hasNext();) {
+    const QRegularExpressionMatch m = it.next();
+    const int n = m.captured(1).toInt();
+    QString said;
+    if (n <= before) said = QStringLiteral("line %1 of the prompt").arg(n);
+    else if (n <= candidate_end) said = QStringLiteral("line %1").arg(n - before);
+    else if (!suffix.empty() && n <= suffix_end) said = QStringLiteral("line %1 after the hole").arg(n - candidate_end);
+    else said = QStringLiteral("line %1 of the tests").arg(n - (suffix.empty() ? candidate_end : suffix_end));
+    out += text.mid(from, m.capturedStart() - from) + said;
+    from = m.capturedEnd();
+  }
+  return out + text.mid(from);
 }
 
 // The groups as the grid shows them: each named by its best-ranked member.
@@ -309,7 +345,7 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
         }
       }
       entries[i].result = result;
-      Q_EMIT candidateState(int(i), int(state_of(result.verdict)), detail_of(result));
+      Q_EMIT candidateState(int(i), int(state_of(result.verdict)), pane_lines(detail_of(result), problem_of(), completion));
     });
   };
 

@@ -749,9 +749,16 @@ void MainWindow::saveNow() {
   state.tests = tests_->toPlainText();
   for (int i = 0; i < grid_->count(); ++i) {
     const CandidatePane* pane = grid_->pane(i);
-    state.candidates.push_back({pane->text(), int(pane->state())});
+    state.candidates.push_back({.text = pane->text(),
+                                .state = int(pane->state()),
+                                .detail = pane->detail(),
+                                .tokens = pane->tokens(),
+                                .accepted = pane->accepted(),
+                                .proposed = pane->proposed(),
+                                .tokensPerSecond = pane->tokensPerSecond()});
   }
   state.ranking = last_ranking_;
+  state.groups = last_groups_;
   state.runPrefix = grid_->prefix();
   state.runSuffix = grid_->suffix();
   QString error;
@@ -773,11 +780,15 @@ void MainWindow::restoreAutosave() {
   grid_->setCount(int(saved->candidates.size()));
   grid_->setContext(saved->runPrefix, saved->runSuffix);  // Copy and Save: the whole function again
   for (int i = 0; i < saved->candidates.size(); ++i) {
-    grid_->pane(i)->setText(saved->candidates[i].text);
-    grid_->pane(i)->setState(static_cast<CandidateState>(saved->candidates[i].state));
+    const SavedCandidate& c = saved->candidates[i];
+    grid_->pane(i)->setText(c.text);
+    grid_->pane(i)->setNumbers(c.tokens, c.accepted, c.proposed, c.tokensPerSecond);
+    grid_->pane(i)->setState(static_cast<CandidateState>(c.state), c.detail);
   }
   last_ranking_ = saved->ranking;
+  last_groups_ = saved->groups;
   grid_->applyRanking(saved->ranking);
+  grid_->applyGroups(saved->groups);  // ignored when it does not fit the candidates
 }
 
 void MainWindow::readSettings() {

@@ -220,7 +220,9 @@ TestResult classify_run(const SandboxRun& run) {
   result.checks = checks_of(r, run);
   const bool memory = r.memory || run.err.find("MemoryError") != std::string::npos;
   const bool all_passed = r.done && run.exit_code == 0 && r.failures == 0;
-  std::string traceback = last_lines(run.err, 6);
+  // 12 lines: the harness prints at most three failed asserts' tracebacks of four lines
+  // each, so the first failure stays whole, with its line
+  std::string traceback = last_lines(run.err, 12);
   for (auto it = result.failed_examples.rbegin(); it != result.failed_examples.rend(); ++it)
     traceback = "docstring example " + *it + (traceback.empty() ? "" : "\n" + traceback);
 
