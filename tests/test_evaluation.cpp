@@ -188,6 +188,34 @@ class TestEvaluation : public QObject {
   // What the prompt check puts where a body goes: under a signature one level deeper,
   // after a docstring at its indentation, after a column-0 docstring at column 0 (so that
   // such a prompt still does not parse).
+  // A request in words gets the start of a function that asks for it; code gets nothing.
+  void function_for_request_reads_words_only() {
+    QCOMPARE(function_for_request("write a function that reverses the words in a sentence").value_or("none"),
+             std::string("def reverse_words_sentence(sentence: str):\n"
+                         "    \"\"\"Write a function that reverses the words in a sentence.\"\"\"\n"));
+    QCOMPARE(function_for_request("Sort a list of numbers, largest first!").value_or("none"),
+             std::string("def sort_list_numbers(numbers: list):\n    \"\"\"Sort a list of numbers, largest first!\"\"\"\n"));
+    QCOMPARE(function_for_request("check whether a year is a leap year").value_or("none"),
+             std::string("def check_year_leap(year: int):\n    \"\"\"Check whether a year is a leap year.\"\"\"\n"));
+    QCOMPARE(function_for_request("add two numbers").value_or("none"),
+             std::string("def add_two_numbers(a: int, b: int):\n    \"\"\"Add two numbers.\"\"\"\n"));
+    QCOMPARE(function_for_request("write a function that returns").value_or("none"),
+             std::string("def return_(x):\n    \"\"\"Write a function that returns.\"\"\"\n"));
+    for (const char* code : {"def add(a, b):\n", "def add(a, b):", "import math\n", "x = 1", "# reverse words in text",
+                             "\"\"\"reverse the words in a sentence\"\"\"", "print(hello world)", "class Stack:",
+                             "for word in words:", "add two"})
+      QVERIFY2(!function_for_request(code), code);
+    // what it gives parses as a prompt, quotes and backslashes in the request included
+    QVERIFY2(sandbox_, sandbox_error_.c_str());
+    TestRunner runner(*sandbox_, SandboxLimits{}, 1);
+    for (const char* words : {"write a function that reverses words in a sentence", "count the \"quoted\" words",
+                              "split a path on \\ and / separators"}) {
+      const std::string prompt = function_for_request(words).value_or("");
+      const TestResult r = runner.run(ranking_program(make_problem(prompt, ""), body_stub(prompt), false));
+      QVERIFY2(r.checks.passed(), (prompt + r.checks.reason).c_str());
+    }
+  }
+
   void body_stub_goes_where_a_body_would() {
     QCOMPARE(body_stub("def f(x):\n"), std::string("    pass\n"));
     QCOMPARE(body_stub("def f(x):"), std::string("\n    pass\n"));

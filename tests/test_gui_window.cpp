@@ -623,6 +623,33 @@ class GuiWindowTest : public QObject {
     QCOMPARE(window->promptEditor()->toPlainText(), QString("def add(a, b):"));  // the editor is the user's
   }
 
+  // A request written in words starts no run that would fail every candidate: the window
+  // offers the start of a function that asks for it, and one click puts it in the prompt.
+  void requestInWordsIsOfferedAFunction() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
+    window->show();
+    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->promptEditor()->setPlainText("write a function that reverses words in a sentence");
+    window->testsEditor()->clear();
+    window->generate();
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("reads as a request in words"), qPrintable(window->message()));
+    auto* use = window->findChild<QToolButton*>("useSuggestionButton");
+    QVERIFY(use->isVisible());
+    QTest::mouseClick(use, Qt::LeftButton);
+    const QString start = "def reverse_words_sentence(sentence: str):\n"
+                          "    \"\"\"Write a function that reverses words in a sentence.\"\"\"\n";
+    QCOMPARE(window->promptEditor()->toPlainText(), start);
+    QVERIFY(window->message().isEmpty());
+    window->generate();  // now a function: it runs
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    std::lock_guard lock(requests->mutex);
+    QCOMPARE(QString::fromStdString(requests->prompt), start);
+  }
+
   // Enter after a line ending with ':' indents one level; Enter inside a body keeps its
   // indentation, so that a docstring and the lines after it stay in the function.
   void enterIndentsAfterAColonAndKeepsIndentation() {

@@ -277,11 +277,22 @@ QWidget* MainWindow::buildResultsArea() {
   message_label_ = new QLabel;
   message_label_->setWordWrap(true);
   message_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  // A request written in words: the start of a function that asks for it, one click away.
+  use_suggestion_ = new QToolButton;
+  use_suggestion_->setObjectName("useSuggestionButton");
+  use_suggestion_->setText(tr("Use this start"));
+  use_suggestion_->hide();
+  connect(use_suggestion_, &QToolButton::clicked, this, [this] {
+    prompt_->setPlainText(suggested_prompt_);
+    message_bar_->hide();
+    prompt_->setFocus();
+  });
   auto* dismiss = new QToolButton;
   dismiss->setText(tr("Dismiss"));
   connect(dismiss, &QToolButton::clicked, message_bar_, &QWidget::hide);
   auto* message_layout = new QHBoxLayout(message_bar_);
   message_layout->addWidget(message_label_, 1);
+  message_layout->addWidget(use_suggestion_);
   message_layout->addWidget(dismiss);
   message_bar_->hide();
 
@@ -501,6 +512,16 @@ void MainWindow::generate() {
     prompt_->setFocus();
     return;
   }
+  if (!fill_at_cursor_->isChecked()) {
+    if (const auto start = function_for_request(prompt_->toPlainText().toStdString())) {
+      suggested_prompt_ = QString::fromStdString(*start);
+      showMessage(tr("This reads as a request in words. Specula completes a Python function from its signature "
+                     "and docstring; a start that asks for it:\n\n%1\nUse it, edit it, or write your own.")
+                      .arg(suggested_prompt_));
+      use_suggestion_->show();
+      return;
+    }
+  }
   if (source_->currentData().toString() == "files" && drafter_->currentData().toString() == "model" &&
       draft_picker_->path().isEmpty()) {
     showMessage(tr("The drafter \"draft model\" needs a draft model: choose one, or another drafter."));
@@ -644,6 +665,7 @@ void MainWindow::onError(const QString& message) {
 }
 
 void MainWindow::showMessage(const QString& text, bool error) {
+  use_suggestion_->hide();
   message_label_->setText(text);
   message_bar_->setStyleSheet(error ? QStringLiteral("#messageBar { background: #f8d7da; } #messageBar QLabel { color: #58151c; }")
                                     : QStringLiteral("#messageBar { background: #d1e7dd; } #messageBar QLabel { color: #0a3622; }"));

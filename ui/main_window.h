@@ -155,6 +155,8 @@ class MainWindow : public QMainWindow {
   CandidateGrid* grid_;
   QWidget* message_bar_;
   QLabel* message_label_;
+  QToolButton* use_suggestion_;  // in the message bar: puts suggested_prompt_ in the prompt box
+  QString suggested_prompt_;     // a function start for a request written in words
   QProgressBar* progress_;
   QToolButton* cancel_load_;
   QLabel* throughput_label_;

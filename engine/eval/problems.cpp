@@ -4,7 +4,12 @@
 #include <zlib.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 namespace specula {
@@ -134,6 +139,106 @@ std::string body_stub(const std::string& prompt) {
   std::string indent = prompt.substr(start, prompt.find_first_not_of(" \t", start) - start);
   if (prompt[end] == ':') indent += "    ";
   return (prompt.ends_with('\n') ? "" : "\n") + indent + "pass\n";
+}
+
+namespace {
+
+bool reads_as_code(const std::string& text) {
+  if (text.find_first_of("()[]{}=") != std::string::npos) return true;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const size_t last = line.find_last_not_of(" \t\r");
+    if (line[last] == ':' || std::string("@#\"'").find(line[first]) != std::string::npos) return true;
+    for (const char* keyword : {"def ", "class ", "import ", "from ", "async ", "return ", "if ", "for ", "while "})
+      if (line.compare(first, std::strlen(keyword), keyword) == 0) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> lower_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text + " ") {
+    if (std::isalpha(static_cast<unsigned char>(c))) {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!word.empty()) {
+      words.push_back(word);
+      word.clear();
+    }
+  }
+  return words;
+}
+
+// The verb of "reverses", "fixes", "counts" as a function name begins: "reverse", "fix", "count".
+std::string base_form(std::string verb) {
+  for (const char* ending : {"sses", "zzes", "xes", "ches", "shes"})
+    if (verb.size() > 4 && verb.ends_with(ending)) return verb.substr(0, verb.size() - 2);
+  if (verb.size() > 3 && verb.back() == 's' && !verb.ends_with("ss")) verb.pop_back();
+  return verb;
+}
+
+// The parameters a request's words suggest: "two numbers" (strings, lists) are a and b of
+// that kind; otherwise its last noun of a known kind, with that kind.
+std::string parameter_for(const std::vector<std::string>& words) {
+  static const std::map<std::string, std::string> pairs = {
+      {"numbers", "int"}, {"integers", "int"}, {"floats", "float"}, {"strings", "str"}, {"words", "str"},
+      {"lists", "list"}, {"arrays", "list"}, {"dictionaries", "dict"}};
+  for (size_t i = 0; i + 1 < words.size(); ++i)
+    if (const auto kind = pairs.find(words[i + 1]); words[i] == "two" && kind != pairs.end())
+      return "a: " + kind->second + ", b: " + kind->second;
+  static const std::map<std::string, std::string> kinds = {
+      {"sentence", "str"}, {"string", "str"}, {"text", "str"}, {"word", "str"}, {"line", "str"},
+      {"name", "str"}, {"phrase", "str"}, {"password", "str"}, {"email", "str"}, {"url", "str"},
+      {"number", "int"}, {"integer", "int"}, {"year", "int"}, {"n", "int"}, {"age", "int"},
+      {"numbers", "list"}, {"list", "list"}, {"array", "list"}, {"values", "list"}, {"items", "list"},
+      {"integers", "list"}, {"scores", "list"}, {"strings", "list"}, {"words", "list"},
+      {"dictionary", "dict"}, {"dict", "dict"}, {"mapping", "dict"}};
+  for (auto it = words.rbegin(); it != words.rend(); ++it)
+    if (const auto kind = kinds.find(*it); kind != kinds.end())
+      return (*it == "list" || *it == "array" ? "items" : *it == "dictionary" || *it == "dict" ? "mapping" : *it) +
+             ": " + kind->second;
+  return "x";
+}
+
+}  // namespace
+
+std::optional<std::string> function_for_request(const std::string& text) {
+  const std::vector<std::string> words = lower_words(text);
+  if (words.size() < 3 || reads_as_code(text)) return std::nullopt;
+  // "write a python function that ..." says nothing of what the function does
+  static const std::set<std::string> asking = {
+      "write", "create", "make", "implement", "define", "code", "give", "generate", "me", "please", "a", "an",
+      "the", "python", "function", "method", "program", "routine", "script", "that", "which", "to", "can",
+      "could", "would", "you", "i", "need", "want", "helper", "simple", "small", "new"};
+  static const std::set<std::string> filler = {"a", "an", "the", "in", "of", "to", "for", "and", "or", "with",
+                                               "from", "into", "on", "by", "each", "every", "all", "given", "its",
+                                               "it", "is", "are", "be", "as", "at", "if", "whether", "that"};
+  size_t start = 0;
+  while (start < words.size() && asking.contains(words[start])) ++start;
+  std::string name;
+  for (size_t i = start, taken = 0; i < words.size() && taken < 3; ++i) {
+    if (filler.contains(words[i])) continue;
+    name += (name.empty() ? base_form(words[i]) : "_" + words[i]);
+    ++taken;
+  }
+  if (name.empty()) name = "solve";
+  static const std::set<std::string> keywords = {"and", "as", "assert", "async", "await", "break", "class", "continue",
+                                                 "def", "del", "elif", "else", "except", "finally", "for", "from",
+                                                 "global", "if", "import", "in", "is", "lambda", "nonlocal", "not",
+                                                 "or", "pass", "raise", "return", "try", "while", "with", "yield"};
+  if (keywords.contains(name)) name += "_";
+  std::string request = text.substr(text.find_first_not_of(" \t\r\n"));
+  request = request.substr(0, request.find_last_not_of(" \t\r\n") + 1);
+  std::replace(request.begin(), request.end(), '\n', ' ');
+  std::replace(request.begin(), request.end(), '"', '\'');  // the docstring's own quotes stay its ends
+  for (size_t at = request.find('\\'); at != std::string::npos; at = request.find('\\', at + 2))
+    request.insert(at, 1, '\\');
+  request[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(request[0])));
+  if (std::string(".!?").find(request.back()) == std::string::npos) request += '.';
+  return "def " + name + "(" + parameter_for(std::vector(words.begin() + long(start), words.end())) + "):\n    \"\"\"" +
+         request + "\"\"\"\n";
 }
 
 Problem make_problem(const std::string& prompt, const std::string& tests, const std::string& task_id) {

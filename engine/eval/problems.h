@@ -46,6 +46,14 @@ ProblemSet load_problems(const std::string& path);
 // still does not: what the app checks a prompt by before its candidates are tested.
 std::string body_stub(const std::string& prompt);
 
+// A request written in words ("write a function that reverses the words in a sentence")
+// rather than the start of a Python function: the start of one that asks for it, a
+// signature whose name and parameter come from the request's words and the request as its
+// docstring, e.g. "def reverse_words_sentence(sentence: str):\n    \"\"\"Write a ...\"\"\"\n".
+// Nothing when the text reads as code: a line that starts as Python does (def, class,
+// import, a decorator, a comment, a string) or ends with ':', or brackets or '=' anywhere.
+std::optional<std::string> function_for_request(const std::string& text);
+
 // A problem from the app: a Python signature + docstring and tests (asserts, or a
 // check(candidate) function, which is then called with the last function the prompt
 // defines, its entry point). The tests may be empty: the checks, the docstring's examples
