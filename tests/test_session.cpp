@@ -71,6 +71,45 @@ class TestSession : public QObject {
     QVERIFY(r.totals.target_forwards > 1);
   }
 
+  // Token healing: "Once upon a t" ends in the piece "▁t", which longer pieces extend
+  // ("▁the", "▁time", ...). The prompt is given without it, every candidate's first token is
+  // one of those that begin with it, and the candidates' text starts after its " t".
+  void tokenHealingExtendsTheLastToken() {
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const auto model = fake_model_with_tokenizer(tok);
+    const Tokenizer& tokenizer = *model->tokenizer;
+    const std::vector<int> ids = tokenizer.encode("Once upon a t", true);
+    const HealedPrompt healed = heal_prompt(tokenizer, ids);
+    QCOMPARE(healed.ids, std::vector<int>(ids.begin(), ids.end() - 1));
+    QCOMPARE(healed.removed, std::string(" t"));
+    QVERIFY(healed.first_tokens.size() >= 2);
+    QVERIFY(std::find(healed.first_tokens.begin(), healed.first_tokens.end(), ids.back()) != healed.first_tokens.end());
+    for (int id : healed.first_tokens) QVERIFY2(tokenizer.piece(id).starts_with("\u2581t"), tokenizer.piece(id).c_str());
+    // nothing extends a byte token, nor a prompt of one token
+    QVERIFY(heal_prompt(tokenizer, tokenizer.encode("Once upon a time\n", true)).first_tokens.empty());
+    QVERIFY(heal_prompt(tokenizer, {ids.front()}).first_tokens.empty());
+
+    FakeBackend backend;
+    std::vector<std::string> greedy;
+    for (const char* drafter : {"none", "layers:2"}) {
+      GenerationRequest r = request(4, drafter);
+      r.prompt = "Once upon a t";
+      r.token_healing = true;
+      r.sampling.temperature = 0.0f;
+      const SessionResult result = run_session(backend, *model, r, {});
+      for (const Candidate& c : result.candidates) {
+        QVERIFY(!c.tokens.empty());
+        QVERIFY(std::find(healed.first_tokens.begin(), healed.first_tokens.end(), c.tokens[0]) !=
+                healed.first_tokens.end());
+        std::vector<int> all = healed.ids;
+        all.insert(all.end(), c.tokens.begin(), c.tokens.end());
+        QCOMPARE(tokenizer.decode(healed.ids) + " t" + c.text, tokenizer.decode(all));
+      }
+      greedy.push_back(result.candidates[0].text);
+    }
+    QCOMPARE(greedy[1], greedy[0]);  // speculation keeps a healed greedy output exact
+  }
+
   void sameSeedSameSession() {
     SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
     const auto model = fake_model_with_tokenizer(tok);

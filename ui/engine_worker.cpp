@@ -167,6 +167,7 @@ GenerationRequest generation_request(const RunRequest& request) {
   generation.max_new_tokens = request.maxNewTokens;
   generation.budget_seconds = request.budgetSeconds;
   generation.code_stops = true;
+  generation.token_healing = true;  // as eval does: the first token may extend the prompt's last
   generation.draft.kind = request.drafter.toStdString();
   generation.draft.policy = request.policy.toStdString();
   return generation;

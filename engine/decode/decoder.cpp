@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -162,8 +163,15 @@ void prefill(Run& run, std::span<const int> prompt) {
   }
   run.cache.release(root);
   const std::span<const float> row(run.logits.data(), static_cast<size_t>(run.target.config.vocab_size));
+  std::vector<float> allowed;  // the row with every token but the first_tokens ruled out
+  if (!run.options.first_tokens.empty()) {
+    allowed.assign(row.size(), -INFINITY);
+    for (const int t : run.options.first_tokens)
+      if (t >= 0 && t < static_cast<int>(row.size())) allowed[static_cast<size_t>(t)] = row[static_cast<size_t>(t)];
+  }
   for (int i = 0; i < n; ++i) {
-    const int t = sample(run.options.sampling, row, run.rngs[static_cast<size_t>(i)]);
+    const int t = sample(run.options.sampling, allowed.empty() ? row : std::span<const float>(allowed),
+                         run.rngs[static_cast<size_t>(i)]);
     const float lp = token_logprob(row, t);
     emit(run, i, std::span<const int>(&t, 1), std::span<const float>(&lp, 1));
   }

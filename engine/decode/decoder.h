@@ -35,6 +35,9 @@ struct DecodeOptions {
   // BENCHMARK ONLY (see accept_forced): keep each draft token with this probability
   // whatever the models say. Negative: off, the real acceptance rule is used.
   double forced_acceptance = -1.0;
+  // The tokens every sequence's first token is drawn from (token healing, see heal_prompt);
+  // empty: any. Its log-probability stays the model's own, over the whole vocabulary.
+  std::vector<int> first_tokens;
 };
 
 struct SequenceOutput {

@@ -27,6 +27,30 @@ std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const Generation
   return tokenizer.fim_prompt(request.prompt, *request.suffix);
 }
 
+HealedPrompt heal_prompt(const Tokenizer& tokenizer, std::vector<int> ids) {
+  HealedPrompt healed{.ids = std::move(ids)};
+  if (healed.ids.size() < 2) return healed;
+  const int last = healed.ids.back();
+  const Vocabulary& vocab = tokenizer.vocabulary();
+  const auto healable = [&vocab](int id) {
+    const TokenKind kind = vocab.kinds.at(static_cast<size_t>(id));
+    return kind == TokenKind::Normal || kind == TokenKind::UserDefined;
+  };
+  if (!healable(last)) return healed;
+  // Pieces that extend the last one's are texts that begin with its text: a piece is its
+  // text, bytes or "▁" spaces mapped one for one (byte tokens aside, which are not healed).
+  const std::string& piece = tokenizer.piece(last);
+  std::vector<int> first;
+  for (int id = 0; id < tokenizer.size(); ++id)
+    if (healable(id) && tokenizer.piece(id).starts_with(piece)) first.push_back(id);
+  if (first.size() < 2) return healed;  // only itself: nothing would split otherwise
+  healed.ids.pop_back();
+  IncrementalDecoder text(tokenizer, healed.ids);
+  healed.removed = text.push(std::span<const int>(&last, 1)) + text.finish();
+  healed.first_tokens = std::move(first);
+  return healed;
+}
+
 double Candidate::mean_logprob() const {
   if (logprobs.empty()) return 0.0;
   return std::accumulate(logprobs.begin(), logprobs.end(), 0.0) / static_cast<double>(logprobs.size());
@@ -70,13 +94,15 @@ void validate(const GenerationRequest& r) {
 // no longer turn out to be the start of a stop string.
 class CandidateText {
  public:
-  CandidateText(const Tokenizer& tokenizer, const std::vector<int>& prompt, const std::vector<std::string>& stops)
-      : decoder_(tokenizer, prompt), stops_(stops) {}
+  // `healed`: text the first tokens begin with that belongs to the prompt (token healing).
+  CandidateText(const Tokenizer& tokenizer, const std::vector<int>& prompt, const std::vector<std::string>& stops,
+                std::string healed = {})
+      : decoder_(tokenizer, prompt), stops_(stops), healed_(std::move(healed)) {}
 
   // Adds tokens; returns true when a stop string appeared (the text is then cut before it).
   bool push(std::span<const int> tokens) {
     const size_t before = text_.size();
-    text_ += decoder_.push(tokens);
+    text_ += without_healed(decoder_.push(tokens));
     size_t longest = 0;
     for (const auto& s : stops_) longest = std::max(longest, s.size());
     const size_t from = before >= longest ? before - longest + 1 : 0;
@@ -98,7 +124,7 @@ class CandidateText {
   }
   // The stream ended without a stop string: everything left is final.
   void flush() {
-    text_ += decoder_.finish();
+    text_ += without_healed(decoder_.finish());
     final_ = text_.size();
   }
   const std::string& text() const { return text_; }
@@ -118,8 +144,17 @@ class CandidateText {
     return hold;
   }
 
+  // `decoded` without what is left of the prompt's healed text at its front.
+  std::string without_healed(std::string decoded) {
+    size_t same = 0;
+    while (same < healed_.size() && same < decoded.size() && decoded[same] == healed_[same]) ++same;
+    healed_ = same < decoded.size() ? std::string() : healed_.substr(same);  // a mismatch ends it
+    return decoded.substr(same);
+  }
+
   IncrementalDecoder decoder_;
   const std::vector<std::string>& stops_;
+  std::string healed_;  // the prompt's healed text that the decoded text has still to begin with
   std::string text_;   // decoded so far (cut at a stop string)
   size_t final_ = 0;   // text_[0, final_) can no longer change
   size_t sent_ = 0;    // text_[0, sent_) went out as deltas
@@ -132,8 +167,10 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   validate(request);
   if (!target.tokenizer) throw std::invalid_argument("the model has no tokenizer: name one (--tokenizer)");
   const Tokenizer& tokenizer = *target.tokenizer;
-  const std::vector<int> prompt = request_prompt_ids(tokenizer, request);
-  if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens");
+  HealedPrompt healed{.ids = request_prompt_ids(tokenizer, request)};
+  if (healed.ids.empty()) throw std::invalid_argument("the prompt encodes to no tokens");
+  if (request.token_healing && !request.suffix) healed = heal_prompt(tokenizer, std::move(healed.ids));
+  const std::vector<int>& prompt = healed.ids;
 
   std::vector<std::string> stops = request.stop;
   if (request.code_stops) stops.insert(stops.end(), code_stop_strings().begin(), code_stop_strings().end());
@@ -144,6 +181,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   options.max_new_tokens = request.max_new_tokens;
   options.budget_seconds = request.budget_seconds;
   options.eos = tokenizer.end_of_generation();
+  options.first_tokens = healed.first_tokens;
 
   const int cache_tokens = decode_cache_tokens(static_cast<int>(prompt.size()), target.config.context_length, options);
   auto drafter = create_drafter(request.draft.kind, backend, target, request.draft.draft_model, request.sampling,
@@ -157,7 +195,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   std::vector<CandidateText> texts;
   texts.reserve(static_cast<size_t>(request.n_candidates));
   for (int i = 0; i < request.n_candidates; ++i) {
-    texts.emplace_back(tokenizer, prompt, stops);
+    texts.emplace_back(tokenizer, prompt, stops, healed.removed);
     result.candidates[static_cast<size_t>(i)].index = i;
   }
 

@@ -40,6 +40,8 @@ struct GenerationRequest {
   double budget_seconds = 0.0;      // 0: no budget; negative is an error
   std::vector<std::string> stop;    // stop strings; the completion is cut before them
   bool code_stops = false;          // add the default code-completion stops (code_stop_strings)
+  bool token_healing = false;       // back off the prompt's last token when others extend it
+                                    // (heal_prompt); not with a suffix
   DraftOptions draft;
 };
 
@@ -56,6 +58,20 @@ const std::vector<std::string>& code_stop_strings();
 // when missing. `def add(a, b):` without one has every candidate continue the signature line
 // instead of writing the body. An empty prompt stays empty.
 std::string code_prompt(std::string prompt);
+
+// Token healing. A prompt's last token may be one the tokenizer would not have chosen had the
+// text gone on ("):" where the body's first line would make it "):\n"): the model then
+// continues from a split it never saw in training. When other tokens extend the last one's
+// piece, the prompt is given without it, and the first token of every candidate is drawn
+// from those that begin with it (itself included); the candidates' text starts after it.
+struct HealedPrompt {
+  std::vector<int> ids;           // the prompt, without its last token when healed
+  std::string removed;            // that token's text: every candidate's first token begins with it
+  std::vector<int> first_tokens;  // the tokens the first one is drawn from; empty: any (not healed)
+};
+// Not healed: a prompt of fewer than two tokens, a last token that is not a normal or
+// user-defined one, or one that no other token extends.
+HealedPrompt heal_prompt(const Tokenizer& tokenizer, std::vector<int> ids);
 
 struct CandidateDelta {
   int index = 0;
