@@ -392,6 +392,30 @@ class GuiEngineTest : public QObject {
     QVERIFY2(!traceback.contains(QRegularExpression("line [0-9]+,")), qPrintable(traceback));
   }
 
+  // Two wrong leap-year rules that fail one test each (1900 and 2000), alike on every small
+  // number the probe would try of its own, do not read "same behaviour": the probe calls
+  // each candidate on the tests' own inputs first.
+  void wrongCandidatesApartOnTheTestsInputs() {
+    QTemporaryDir dir;
+    auto window = fixedTextsWindow({"    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n",
+                                    "    return year % 4 == 0\n",
+                                    "    return year % 4 == 0 and (year < 1000 or year % 100 != 0)\n"},
+                                   dir, 3);
+    QVERIFY(window);
+    window->promptEditor()->setPlainText("def is_leap(year: int) -> bool:\n    \"\"\"Whether year is a leap year.\"\"\"\n");
+    window->testsEditor()->setPlainText("assert is_leap(2024) == True\nassert is_leap(1900) == False\n"
+                                        "assert is_leap(2000) == True\n");
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QCOMPARE(window->grid()->pane(0)->state(), CandidateState::Passed);
+    for (int i : {1, 2}) {
+      QCOMPARE(window->grid()->pane(i)->state(), CandidateState::Failed);
+      QVERIFY2(note(*window, i).startsWith("failed: 2/3 asserts"), qPrintable(note(*window, i)));
+      const QString badge = window->grid()->pane(i)->findChild<QLabel*>("groupBadge")->text();
+      QVERIFY2(!badge.contains("same behaviour"), qPrintable(badge));
+    }
+  }
+
   // A text file named .gguf gets GGUF's own message, as `specula-cli models` gives it, not
   // the message of the llama2.c format the loader falls back to for other files.
   void textFileNamedGgufGetsTheGgufMessage() {

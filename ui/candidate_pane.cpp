@@ -146,7 +146,7 @@ void CandidatePane::setDuplicates(const QVector<int>& others) {
 
 void CandidatePane::setSameBehaviour(const QVector<int>& others) {
   badge_->setVisible(!others.isEmpty());
-  badge_->setText(tr("same behaviour as %1").arg(numbered(others)));
+  badge_->setText(others.isEmpty() ? QString() : tr("same behaviour as %1").arg(numbered(others)));
 }
 
 void CandidatePane::setBehaviourAvailable(bool available) { behaviour_->setEnabled(available); }
