@@ -200,10 +200,10 @@ class TestCliModels : public QObject {
     const CliRun convert = run_cli({"convert", QString::fromStdString(bin), q8, "--tokenizer", QString::fromStdString(tok),
                                     "--type", "q8_0"});
     QVERIFY2(convert.code == 0, convert.err.constData());
-    const QString typed = tmp_.filePath("stories-q8_1.gguf"), gemma = tmp_.filePath("stories-gemma3.gguf");
+    const QString typed = tmp_.filePath("stories-q8_1.gguf"), gpt_oss = tmp_.filePath("stories-gpt-oss.gguf");
     write_unrunnable_variant(q8.toStdString(), typed.toStdString(), "blk.0.attn_q.weight", specula::TensorType::Q8_1);
-    write_unrunnable_variant(q8.toStdString(), gemma.toStdString(), "blk.0.attn_q.weight", specula::TensorType::Q8_1,
-                             "gemma3");
+    write_unrunnable_variant(q8.toStdString(), gpt_oss.toStdString(), "blk.0.attn_q.weight", specula::TensorType::Q8_1,
+                             "gpt-oss");
 
     const CliRun json = run_cli({"inspect", typed, "--json"});
     QVERIFY2(json.code == 0, json.err.constData());
@@ -222,11 +222,11 @@ class TestCliModels : public QObject {
     QCOMPARE(j["tokenizer"].toObject()["vocab_size"].toInt(), 512);
     QCOMPARE(j["tokenizer"].toObject()["sample_ids"].toArray().first().toInt(), 1);
 
-    const CliRun text = run_cli({"inspect", gemma});
+    const CliRun text = run_cli({"inspect", gpt_oss});
     QVERIFY2(text.code == 0, text.err.constData());
-    QVERIFY2(text.out.contains("architecture gemma3") && text.out.contains("512 pieces") &&
+    QVERIFY2(text.out.contains("architecture gpt-oss") && text.out.contains("512 pieces") &&
                  text.out.contains("q8_1") && text.out.contains("not supported") &&
-                 text.out.contains("does not load") && text.out.contains("architecture 'gemma3' is not supported"),
+                 text.out.contains("does not load") && text.out.contains("architecture 'gpt-oss' is not supported"),
              text.out.constData());
 
     const CliRun cost = run_cli({"inspect", typed, "--cost", "--device", "cpu"});
@@ -238,7 +238,7 @@ class TestCliModels : public QObject {
     for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
     const CliRun models = run_cli({"models", "--dir", tmp_.path(), "--json"}, 60000, env);
     QVERIFY2(models.code == 0, models.err.constData());
-    QVERIFY2(models.out.contains("has type q8_1") && models.out.contains("architecture 'gemma3' is not supported"),
+    QVERIFY2(models.out.contains("has type q8_1") && models.out.contains("architecture 'gpt-oss' is not supported"),
              models.out.constData());
   }
 

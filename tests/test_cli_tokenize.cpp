@@ -147,9 +147,10 @@ class TestCliTokenize : public QObject {
   // The real files people download (SPECULA_REAL_MODELS_DIR): SmolLM2's byte-level BPE
   // ("smollm") gives the ids Hugging Face `tokenizers` gives from the file's own vocabulary
   // and merges (tests/data/real_models_oracle.json, tools/oracles/real_models_oracle.py);
-  // Gemma 3's 262,144-piece SentencePiece vocabulary (its <unk> typed a control token) reads
-  // and tokenizes although its architecture does not load, BOS 2 first when asked; and
-  // SmolLM2 generates greedily.
+  // Gemma 3's 262,144-piece SentencePiece vocabulary (its <unk> typed a control token, its
+  // runs of spaces stored with real spaces) gives the ids `transformers` builds from the file
+  // (tests/data/gemma3_tokenizer_oracle.json, tools/oracles/gemma3_tokenizer_oracle.py), with
+  // and without special parsing, BOS 2 first when asked; and SmolLM2 generates greedily.
   void realModels() {
     SPECULA_REAL_MODEL(smol, "SmolLM2-135M-Instruct.Q4_1.gguf");
     SPECULA_REAL_MODEL(gemma, "gemma-3-270m-q4_k_m.gguf");
@@ -169,6 +170,26 @@ class TestCliTokenize : public QObject {
       QStringList ids;
       for (const QJsonValue& id : c["ids"].toArray()) ids << QString::number(id.toInt());
       QCOMPARE(QString::fromUtf8(r.out).trimmed(), ids.join(' '));
+    }
+    QFile gemmaOracle(testDataDir() + "/gemma3_tokenizer_oracle.json");
+    QVERIFY(gemmaOracle.open(QIODevice::ReadOnly));
+    const QJsonArray gemmaCases = QJsonDocument::fromJson(gemmaOracle.readAll()).object()["cases"].toArray();
+    QVERIFY(gemmaCases.size() >= 10);
+    for (const QJsonValue& c : gemmaCases) {
+      const QString file = tmp_.filePath(QStringLiteral("gemma%1.txt").arg(i++));
+      QFile text(file);
+      QVERIFY(text.open(QIODevice::WriteOnly));
+      text.write(c["text"].toString().toUtf8());
+      text.close();
+      for (const char* key : {"ids", "special_ids"}) {
+        QStringList args{"tokenize", "-m", QString::fromStdString(gemma), "-f", file};
+        if (QByteArray(key) == "special_ids") args << "--parse-special";
+        const CliRun r = run_cli(args);
+        QVERIFY2(r.code == 0, r.err.constData());
+        QStringList ids;
+        for (const QJsonValue& id : c[key].toArray()) ids << QString::number(id.toInt());
+        QCOMPARE(QString::fromUtf8(r.out).trimmed(), ids.join(' '));
+      }
     }
     const CliRun g = run_cli({"tokenize", "-m", QString::fromStdString(gemma), "-p", "def f(x): return x", "--add-special",
                               "--json"});

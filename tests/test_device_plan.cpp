@@ -343,6 +343,28 @@ class TestDevicePlan : public QObject {
     l.bv = view(TensorType::F32, 1, 4, bv.data());
     QCOMPARE(qkv_bias_row(l), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, -1, -2, -3, -4}));
   }
+
+  // A model with a stage the device kernels lack is refused with every such stage named
+  // (gemma3's); the stages the kernels have (qwen3's q/k norms, llama) pass.
+  void deviceRefusesWhatItCannotCompute() {
+    Model m;
+    m.config.architecture = "qwen3";
+    m.weights.layers.resize(2);
+    QCOMPARE(device_refusal(m), std::string());
+    m.config.architecture = "gemma3";
+    m.config.sliding_window = 512;
+    const float one = 1.0f;
+    m.weights.layers[1].ffn_post_norm = view(TensorType::F32, 1, 1, &one);
+    m.config.activation = Activation::GeluTanh;
+    m.config.embedding_scale = 25.3f;
+    const std::string why = device_refusal(m);
+    for (const char* stage : {"gemma3", "sliding-window attention", "norms of attention's and the feed-forward's outputs",
+                              "GELU-tanh", "scaled embedding", "--device cpu"}) {
+      QVERIFY2(why.find(stage) != std::string::npos, why.c_str());
+    }
+    m.config = ModelConfig{};
+    QVERIFY(device_refusal(m).find("norms of attention's") != std::string::npos);  // the weights alone say so
+  }
 };
 
 QTEST_GUILESS_MAIN(TestDevicePlan)

@@ -78,12 +78,17 @@ nlohmann::json describe(const Model& model) {
   j["attention"] = {{"q_dim", c.q_dim()},
                     {"qkv_biases", first && !first->bq.empty()},
                     {"output_bias", first && !first->bo.empty()},
-                    {"qk_norms", first && !first->q_norm.empty()}};
+                    {"qk_norms", first && !first->q_norm.empty()},
+                    {"post_norms", first && !first->attn_post_norm.empty()},
+                    {"sliding_window", c.sliding_window},
+                    {"global_layer_period", c.global_layer_period},
+                    {"sliding_rope_theta", c.sliding_rope_theta}};
   j["tied_output"] = model.tied_output();
   j["weight_bytes"] = model.weight_bytes();
   // a GPU keeps Q8_0/Q4_0/Q4_K/Q6_K matrices quantized and the others in its compute type
   j["device_weights"] = {{"type", std::string(type_traits(device_compute_type(model.weights)).name)},
-                         {"bytes", device_weight_bytes(model)}};
+                         {"bytes", device_weight_bytes(model)},
+                         {"refusal", device_refusal(model)}};
   for (const auto& [type, t] : tally_by_type(model)) j["tensor_types"][type] = {{"tensors", t.tensors}, {"bytes", t.bytes}};
   // the types above are the ones computed with; a GGUF's tensors of a type without a kernel
   // of its own were converted at load, every value kept (kernel_type)
@@ -125,6 +130,11 @@ void print_text(const nlohmann::json& j) {
               attention["qkv_biases"].get<bool>() ? ", q/k/v biases" : "",
               attention["output_bias"].get<bool>() ? ", output bias" : "",
               attention["qk_norms"].get<bool>() ? ", per-head q/k norms" : "");
+  if (attention["post_norms"].get<bool>()) std::printf("              norms of attention's and the feed-forward's outputs\n");
+  if (const int window = attention["sliding_window"].get<int>(); window > 0) {
+    std::printf("              sliding window of %d positions, one layer in %d global; sliding layers rope_theta %g\n",
+                window, attention["global_layer_period"].get<int>(), attention["sliding_rope_theta"].get<double>());
+  }
   std::printf("output        %s\n", j["tied_output"].get<bool>() ? "tied to the token embedding" : "separate matrix");
   std::printf("weights       %zu bytes (%.2f MiB)\n", j["weight_bytes"].get<size_t>(),
               static_cast<double>(j["weight_bytes"].get<size_t>()) / (1 << 20));
@@ -138,8 +148,12 @@ void print_text(const nlohmann::json& j) {
     }
   }
   const auto& device = j["device_weights"];
-  std::printf("on a GPU      %zu bytes (%.2f MiB), computing in %s\n", device["bytes"].get<size_t>(),
-              static_cast<double>(device["bytes"].get<size_t>()) / (1 << 20), device["type"].get<std::string>().c_str());
+  if (!device["refusal"].get<std::string>().empty()) {
+    std::printf("on a GPU      not run: %s\n", device["refusal"].get<std::string>().c_str());
+  } else {
+    std::printf("on a GPU      %zu bytes (%.2f MiB), computing in %s\n", device["bytes"].get<size_t>(),
+                static_cast<double>(device["bytes"].get<size_t>()) / (1 << 20), device["type"].get<std::string>().c_str());
+  }
   print_tokenizer(j["tokenizer"]);
 }
 

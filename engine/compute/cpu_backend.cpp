@@ -1,5 +1,6 @@
-// The CPU backend: the forward pass of llama, qwen2 and qwen3 over a ragged batch, reading
-// top to bottom (biases, q/k norms and the rope style are stages a model may or may not use).
+// The CPU backend: the forward pass of llama, qwen2, qwen3 and gemma3 over a ragged batch,
+// reading top to bottom (biases, q/k norms, post-norms, the rope style, the activation and
+// sliding windows are stages a model may or may not use).
 //
 // All tokens of the batch go through each weight matrix together (one pass over the
 // weights per layer, whatever the number of sequences); attention is per token over its
@@ -78,6 +79,28 @@ void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) 
   for (int i = 0; i < n; ++i) ss += x[i] * x[i];
   const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
   for (int i = 0; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
+}
+
+// Each of n rows of `dim` values RMS-normed in place (gemma3's norms of attention's and the
+// feed-forward's outputs); nothing when the model has no such norm.
+void post_norm(float* rows, int n, int dim, const TensorView& weight, float eps, const char* what) {
+  if (weight.empty()) return;
+  const float* w = norm_weights(weight, what);
+  for (int t = 0; t < n; ++t) rmsnorm(rows + static_cast<size_t>(t) * dim, rows + static_cast<size_t>(t) * dim, w, dim, eps);
+}
+
+// gate[i] <- act(gate[i]) * up[i]: SiLU, or GELU with the tanh approximation (in float, as
+// transformers' gelu_pytorch_tanh computes in the activations' type).
+void gated_activation(float* gate, const float* up, int64_t begin, int64_t end, Activation activation) {
+  if (activation == Activation::Silu) {
+    for (int64_t i = begin; i < end; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    return;
+  }
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = gate[i];
+    gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
 }
 
 // rows[t][i] += bias[i] for n rows of `width` values; nothing when the model has no bias.
@@ -160,6 +183,21 @@ class PackedWeights {
   std::unordered_map<const void*, PackedMatrix> packed_;
   std::vector<ModelPin> pins_;
 };
+
+// cos and sin of every token's rotary angles: position * frequency of each pair, in double.
+void rotary_angles(const std::vector<double>& frequencies, const BatchPlan& plan, std::vector<float>& cos,
+                   std::vector<float>& sin) {
+  const size_t half = frequencies.size();
+  cos.resize(static_cast<size_t>(plan.n_tokens) * half);
+  sin.resize(cos.size());
+  for (int t = 0; t < plan.n_tokens; ++t) {
+    for (size_t i = 0; i < half; ++i) {
+      const double angle = plan.positions[t] * frequencies[i];
+      cos[t * half + i] = static_cast<float>(std::cos(angle));
+      sin[t * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
 
 class CpuBackend : public Backend {
  public:
@@ -282,28 +320,23 @@ class CpuBackend : public Backend {
     gate_.resize(static_cast<size_t>(n) * hidden);
     up_.resize(static_cast<size_t>(n) * hidden);
 
-    // token embeddings
+    // token embeddings (gemma3: times sqrt(dim))
     for (int t = 0; t < n; ++t) {
-      dequantize_row(w.token_embedding.type, w.token_embedding.row(batch.tokens[t]),
-                     x_.data() + static_cast<size_t>(t) * dim, dim);
-    }
-
-    // rotary angles per token: position * frequency of each pair (theta^(-2i / head_dim)
-    // with the model's scaling), in double
-    const int half = head_dim / 2;
-    const std::vector<double> frequencies = c.rope_frequencies();
-    cos_.resize(static_cast<size_t>(n) * half);
-    sin_.resize(static_cast<size_t>(n) * half);
-    for (int t = 0; t < n; ++t) {
-      for (int i = 0; i < half; ++i) {
-        const double angle = plan.positions[t] * frequencies[i];
-        cos_[t * half + i] = static_cast<float>(std::cos(angle));
-        sin_[t * half + i] = static_cast<float>(std::sin(angle));
+      float* row = x_.data() + static_cast<size_t>(t) * dim;
+      dequantize_row(w.token_embedding.type, w.token_embedding.row(batch.tokens[t]), row, dim);
+      if (c.embedding_scale != 1.0f) {
+        for (int i = 0; i < dim; ++i) row[i] *= c.embedding_scale;
       }
     }
 
+    // rotary angles per token: position * frequency of each pair (theta^(-2i / head_dim)
+    // with the model's scaling), in double; sliding layers have their own base
+    const int half = head_dim / 2;
+    rotary_angles(c.rope_frequencies(), plan, cos_, sin_);
+    if (c.sliding_window > 0) rotary_angles(c.rope_frequencies(true), plan, sliding_cos_, sliding_sin_);
+
     const int block_size = cache.block_size();
-    const float attn_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const float attn_scale = c.attention_score_scale();
     // attention's cost to one thread, per layer: every position a token attends to is its
     // key and value read and a multiply-add per query value for each
     int64_t attention_work = 0;
@@ -315,6 +348,9 @@ class CpuBackend : public Backend {
 
     for (int l = 0; l < n_layers; ++l) {
       const LayerWeights& lw = w.layers[l];
+      const bool sliding = c.sliding_layer(l);
+      const float* layer_cos = sliding ? sliding_cos_.data() : cos_.data();
+      const float* layer_sin = sliding ? sliding_sin_.data() : sin_.data();
 
       // attention: q, k, v projections of every token
       const float* attn_norm = norm_weights(lw.attn_norm, "attention norm");
@@ -328,7 +364,7 @@ class CpuBackend : public Backend {
       add_bias(k_.data(), n, kv_dim, lw.bk);
       add_bias(v_.data(), n, kv_dim, lw.bv);
 
-      // qwen3: RMSNorm of every head of q and k, before the rotation
+      // qwen3, gemma3: RMSNorm of every head of q and k, before the rotation
       if (!lw.q_norm.empty()) {
         const float* q_norm = norm_weights(lw.q_norm, "q norm");
         const float* k_norm = norm_weights(lw.k_norm, "k norm");
@@ -348,17 +384,17 @@ class CpuBackend : public Backend {
       float* keys = kv->keys(l);
       float* values = kv->values(l);
       for (int t = 0; t < n; ++t) {
-        rope(q_.data() + t * q_dim, n_heads, head_dim, c.rope_style, cos_.data() + t * half,
-             sin_.data() + t * half);
-        rope(k_.data() + t * kv_dim, c.n_kv_heads, head_dim, c.rope_style, cos_.data() + t * half,
-             sin_.data() + t * half);
+        rope(q_.data() + t * q_dim, n_heads, head_dim, c.rope_style, layer_cos + t * half, layer_sin + t * half);
+        rope(k_.data() + t * kv_dim, c.n_kv_heads, head_dim, c.rope_style, layer_cos + t * half,
+             layer_sin + t * half);
         const size_t slot = static_cast<size_t>(plan.cache_slots[t]);
         std::memcpy(keys + slot * kv_dim, k_.data() + t * kv_dim, kv_dim * sizeof(float));
         std::memcpy(values + slot * kv_dim, v_.data() + t * kv_dim, kv_dim * sizeof(float));
       }
 
       // each token's query heads attend, one KV head's group at a time, over its
-      // sequence's positions 0..its own
+      // sequence's positions 0..its own (a sliding layer: the window's last ones; the cache
+      // keeps every position, the older ones are only masked)
       pool_.parallel_for(
           static_cast<int64_t>(n) * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
             AttentionArgs args;
@@ -379,6 +415,7 @@ class CpuBackend : public Backend {
               args.out = attn_.data() + first;
               args.kv_offset = g * head_dim;
               args.block_table = plan.block_tables.data() + plan.table_offsets[plan.token_seq[t]];
+              args.start = c.first_attended(l, plan.positions[t]);
               args.length = plan.positions[t] + 1;
               attend(args, simd_);
             }
@@ -386,9 +423,10 @@ class CpuBackend : public Backend {
           1, attention_work);
       matmul(lw.wo, attn_.data(), n, xb_.data());
       add_bias(xb_.data(), n, dim, lw.bo);
+      post_norm(xb_.data(), n, dim, lw.attn_post_norm, c.norm_eps, "post-attention norm");
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
 
-      // feed-forward: down(silu(gate(x)) * up(x))
+      // feed-forward: down(act(gate(x)) * up(x)), act SiLU or GELU-tanh
       const float* ffn_norm = norm_weights(lw.ffn_norm, "feed-forward norm");
       for (int t = 0; t < n; ++t) {
         rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, ffn_norm, dim, c.norm_eps);
@@ -396,14 +434,10 @@ class CpuBackend : public Backend {
       matmuls({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xb_.data(), n);
       pool_.parallel_for(
           static_cast<int64_t>(gate_.size()),
-          [&](int64_t begin, int64_t end, int) {
-            for (int64_t i = begin; i < end; ++i) {
-              const float g = gate_[i];
-              gate_[i] = g / (1.0f + std::exp(-g)) * up_[i];
-            }
-          },
+          [&](int64_t begin, int64_t end, int) { gated_activation(gate_.data(), up_.data(), begin, end, c.activation); },
           1024);
       matmul(lw.w_down, gate_.data(), n, xb_.data());
+      post_norm(xb_.data(), n, dim, lw.ffn_post_norm, c.norm_eps, "post-feed-forward norm");
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
     }
 
@@ -434,6 +468,8 @@ class CpuBackend : public Backend {
   std::vector<float> up_;      // (n_tokens, hidden_dim)
   std::vector<float> cos_;     // (n_tokens, head_dim / 2)
   std::vector<float> sin_;     // (n_tokens, head_dim / 2)
+  std::vector<float> sliding_cos_;  // (n_tokens, head_dim / 2): sliding layers' angles; empty without
+  std::vector<float> sliding_sin_;  // (n_tokens, head_dim / 2)
   std::vector<float> scores_;  // (threads, heads per KV head, max_context)
   std::vector<const float*> attention_rows_;  // (threads, 2, max_context): cache rows attended
   std::vector<MatrixProduct> group_;          // the products of one input run as one job

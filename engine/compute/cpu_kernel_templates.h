@@ -886,18 +886,22 @@ inline void value_tile(const AttentionArgs& a, const float* const* values, int h
 }
 
 template <class V>
-void attend(const AttentionArgs& a) {
+void attend(const AttentionArgs& args) {
   static_assert(V::kLanes == 8);
+  // The attended positions [start, length) become rows 0 .. length - start of their own.
+  AttentionArgs a = args;
+  a.length = args.length - args.start;
   const int heads = a.heads, dim = a.head_dim, length = a.length;
   const int whole = dim / 8 * 8;
   // The key and value rows of every position, found once through the block table.
   const float** keys = a.rows;
   const float** values = a.rows + length;
-  for (int p = 0, block = 0; p < length; ++block) {
-    const size_t first = static_cast<size_t>(a.block_table[block]) * a.block_size * a.kv_dim + a.kv_offset;
-    for (int o = 0; o < a.block_size && p < length; ++o, ++p) {
-      keys[p] = a.keys + first + static_cast<size_t>(o) * a.kv_dim;
-      values[p] = a.values + first + static_cast<size_t>(o) * a.kv_dim;
+  for (int p = args.start, i = 0; p < args.length;) {
+    const size_t first =
+        static_cast<size_t>(a.block_table[p / a.block_size]) * a.block_size * a.kv_dim + a.kv_offset;
+    for (int o = p % a.block_size; o < a.block_size && p < args.length; ++o, ++p, ++i) {
+      keys[i] = a.keys + first + static_cast<size_t>(o) * a.kv_dim;
+      values[i] = a.values + first + static_cast<size_t>(o) * a.kv_dim;
     }
   }
 

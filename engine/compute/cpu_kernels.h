@@ -112,12 +112,13 @@ struct AttentionArgs {
   int kv_offset = 0;                     // the KV head's first float within a slot
   const int32_t* block_table = nullptr;  // the sequence's cache blocks (position / block_size)
   int block_size = 0;                    // positions per cache block
-  int length = 0;                        // positions attended
+  int start = 0;                         // first position attended (a sliding window's oldest key)
+  int length = 0;                        // positions [start, length) are attended
   int heads = 0;                         // query heads sharing the KV head
   int head_dim = 0;                      // floats per head
   float scale = 0.0f;                    // score scale, 1 / sqrt(head_dim)
-  float* scores = nullptr;               // scratch of heads · length floats
-  const float** rows = nullptr;          // scratch of 2 · length pointers
+  float* scores = nullptr;               // scratch of heads · (length - start) floats
+  const float** rows = nullptr;          // scratch of 2 · (length - start) pointers
   float* out = nullptr;                  // (heads, head_dim) results
 };
 void attend(const AttentionArgs& args, SimdLevel level);

@@ -786,6 +786,9 @@ class CudaBackend : public Backend {
   const DeviceModel& device_model(const Model& model, const std::function<bool(double)>& progress) {
     auto it = models_.find(&model);
     if (it != models_.end() && it->second->source == model.weights.token_embedding.data) return *it->second;
+    if (const std::string refusal = device_refusal(model); !refusal.empty()) {
+      throw ModelError((model.path.empty() ? std::string() : model.path + ": ") + refusal);
+    }
     auto m = registry().get(device_, model, stream_, progress);
     models_[&model] = m;
     return *m;

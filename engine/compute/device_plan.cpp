@@ -459,6 +459,29 @@ DeviceModelPlan plan_device_model(const Model& model) {
   return plan;
 }
 
+std::string device_refusal(const Model& model) {
+  const ModelConfig& c = model.config;
+  const auto any_layer = [&](TensorView LayerWeights::*norm) {
+    return std::any_of(model.weights.layers.begin(), model.weights.layers.end(),
+                       [&](const LayerWeights& l) { return !(l.*norm).empty(); });
+  };
+  std::vector<std::string> missing;
+  if (c.sliding_window > 0) missing.push_back("sliding-window attention");
+  if (any_layer(&LayerWeights::attn_post_norm) || any_layer(&LayerWeights::ffn_post_norm)) {
+    missing.push_back("norms of attention's and the feed-forward's outputs");
+  }
+  if (c.activation != Activation::Silu) missing.push_back("the GELU-tanh feed-forward");
+  if (c.embedding_scale != 1.0f) missing.push_back("the scaled embedding");
+  if (c.attention_scale != 0.0f) missing.push_back("a query scale other than 1/sqrt(head_dim)");
+  if (missing.empty()) return {};
+  std::string list;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
+  }
+  return "the GPU backend does not run " + c.architecture + " models yet: its kernels lack " + list +
+         "; run this model on the CPU (--device cpu)";
+}
+
 size_t device_weight_bytes(const Model& model) {
   const DeviceModelPlan plan = plan_device_model(model);
   size_t bytes = plan.embedding.layout.bytes() + plan.final_norm_bytes;

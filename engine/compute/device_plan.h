@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "compute/batch.h"
@@ -170,6 +171,12 @@ struct DeviceModelPlan {
   size_t final_norm_bytes = 0;  // f32
 };
 DeviceModelPlan plan_device_model(const Model& model);
+
+// Why a device backend cannot run `model`, naming every stage of its forward the device
+// kernels lack (gemma3's sliding-window attention, post-norms, GELU-tanh, scaled embedding,
+// query scale), or "" when they run all of it: a device refuses such a model (ModelError)
+// rather than compute a different one.
+std::string device_refusal(const Model& model);
 
 // Bytes of the device copy of the weights: every matrix in its device layout (a tied output
 // once), norms, biases and q/k norms in f32.

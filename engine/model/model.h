@@ -6,13 +6,15 @@
 //
 // Rotary embedding convention: each architecture keeps the layout its GGUF files have, so
 // a GGUF is used as stored. `llama` rotates adjacent pairs (x[2i], x[2i+1]), as llama2.c
-// and llama.cpp's converter lay it out; `qwen2` and `qwen3` rotate halves (x[i],
+// and llama.cpp's converter lay it out; `qwen2`, `qwen3` and `gemma3` rotate halves (x[i],
 // x[i + head_dim/2]), as transformers and llama.cpp's "neox" rope do. Loaders of Hugging
 // Face llama weights (which rotate halves) permute the rows of wq and wk (and their
 // biases) at load, exactly as llama.cpp's converter does; Qwen weights need no permutation.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -34,18 +36,24 @@ struct ModelError : std::runtime_error {
 // Which dimensions of a head the rotary embedding turns together.
 enum class RopeStyle {
   Adjacent,  // (x[2i], x[2i+1]): llama (llama.cpp's "norm" rope)
-  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3 (llama.cpp's "neox" rope, transformers)
+  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3, gemma3 (llama.cpp's "neox" rope, transformers)
 };
 std::string_view rope_style_name(RopeStyle style);  // "adjacent", "halves"
 
 // The architectures the engine runs, and the rope style of each one's GGUF layout;
 // std::nullopt for any other name.
 std::optional<RopeStyle> architecture_rope_style(std::string_view architecture);
-// "llama, qwen2, qwen3", for messages.
+// "llama, qwen2, qwen3, gemma3", for messages.
 std::string supported_architectures();
 
+// The feed-forward's gate activation: down(act(gate(x)) * up(x)).
+enum class Activation {
+  Silu,      // x * sigmoid(x): llama, qwen2, qwen3
+  GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): gemma3 (gelu_pytorch_tanh)
+};
+
 struct ModelConfig {
-  std::string architecture = "llama";  // "llama", "qwen2" or "qwen3"
+  std::string architecture = "llama";  // "llama", "qwen2", "qwen3" or "gemma3"
   std::string name;
   int dim = 0;             // residual stream width
   int hidden_dim = 0;      // feed-forward width
@@ -66,14 +74,39 @@ struct ModelConfig {
   // (head_dim / 2) per-pair frequency divisors, llama3 scaling (GGUF rope_freqs.weight, or
   // computed from HF rope_scaling by llama3_rope_factors); empty when there are none.
   std::vector<float> rope_freq_factors;
+  Activation activation = Activation::Silu;
+  // The token embedding is multiplied by this (gemma3: sqrt(dim), in float as transformers
+  // multiplies in the activations' type).
+  float embedding_scale = 1.0f;
+  // Scale of the attention scores; 0: 1 / sqrt(head_dim).
+  float attention_scale = 0.0f;
+  // Sliding-window attention (gemma3): on a sliding layer a query at position p sees keys at
+  // positions p - sliding_window < k <= p; 0: every layer sees every earlier position.
+  int sliding_window = 0;
+  // With a sliding window, every global_layer_period-th layer is global (layer l is when
+  // (l + 1) % period == 0: gemma3's 6), the others slide; 0: every layer slides.
+  int global_layer_period = 0;
+  // RoPE base of sliding layers (gemma3: 10 000, llama.cpp's rope_freq_base_train_swa); they
+  // take no rope scaling. Global layers use rope_theta and the scaling.
+  float sliding_rope_theta = 10000.0f;
 
   int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
+  bool sliding_layer(int layer) const {
+    return sliding_window > 0 && (global_layer_period == 0 || (layer + 1) % global_layer_period != 0);
+  }
+  // The first position a query at `position` attends to on `layer`.
+  int first_attended(int layer, int position) const {
+    return sliding_layer(layer) ? std::max(0, position - sliding_window + 1) : 0;
+  }
+  float attention_score_scale() const {
+    return attention_scale > 0.0f ? attention_scale : 1.0f / std::sqrt(static_cast<float>(head_dim()));
+  }
   int q_dim() const { return head_dim() * n_heads; }  // width of q and of attention's output
   int kv_dim() const { return head_dim() * n_kv_heads; }
   // (head_dim / 2) angle per position of each rotary pair i: rope_theta^(-2i / head_dim),
   // divided by rope_linear_factor and rope_freq_factors[i], in double (the angle of
-  // position p is p * frequency).
-  std::vector<double> rope_frequencies() const;
+  // position p is p * frequency). For a sliding layer: sliding_rope_theta^(-2i / head_dim).
+  std::vector<double> rope_frequencies(bool sliding = false) const;
 };
 
 // Llama 3.1's rope scaling as per-pair divisors of the frequencies (1 for wavelengths
@@ -96,10 +129,12 @@ struct LayerWeights {
   TensorView k_norm;     // (head_dim) f32 or empty: the same for k
   TensorView wo;         // (dim rows, q_dim cols)
   TensorView bo;         // (dim) f32 or empty: llama with attention biases
+  TensorView attn_post_norm;  // (dim) f32 or empty: gemma3's RMSNorm of attention's output before the residual
   TensorView ffn_norm;   // (dim) f32
   TensorView w_gate;     // (hidden_dim rows, dim cols)
   TensorView w_up;       // (hidden_dim rows, dim cols)
   TensorView w_down;     // (dim rows, hidden_dim cols)
+  TensorView ffn_post_norm;  // (dim) f32 or empty: gemma3's RMSNorm of the feed-forward's output
 
   // The seven weight matrices, in the order a forward multiplies by them.
   std::array<const TensorView*, 7> matrices() const { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
@@ -108,8 +143,8 @@ struct LayerWeights {
   // Every tensor the layer has, in the order above (empty ones left out).
   std::vector<const TensorView*> tensors() const {
     std::vector<const TensorView*> all;
-    for (const TensorView* v : {&attn_norm, &wq, &wk, &wv, &bq, &bk, &bv, &q_norm, &k_norm, &wo, &bo, &ffn_norm,
-                                &w_gate, &w_up, &w_down}) {
+    for (const TensorView* v : {&attn_norm, &wq, &wk, &wv, &bq, &bk, &bv, &q_norm, &k_norm, &wo, &bo,
+                                &attn_post_norm, &ffn_norm, &w_gate, &w_up, &w_down, &ffn_post_norm}) {
       if (!v->empty()) all.push_back(v);
     }
     return all;

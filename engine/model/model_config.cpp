@@ -17,6 +17,7 @@ constexpr Architecture kArchitectures[] = {
     {"llama", RopeStyle::Adjacent},
     {"qwen2", RopeStyle::Halves},
     {"qwen3", RopeStyle::Halves},
+    {"gemma3", RopeStyle::Halves},
 };
 
 }  // namespace
@@ -38,10 +39,14 @@ std::string supported_architectures() {
   return names;
 }
 
-std::vector<double> ModelConfig::rope_frequencies() const {
+std::vector<double> ModelConfig::rope_frequencies(bool sliding) const {
   const int d = head_dim();
   std::vector<double> frequencies(static_cast<size_t>(d / 2));
   for (int i = 0; i < d / 2; ++i) {
+    if (sliding) {  // llama.cpp scales no sliding layer's frequencies (freq_scale_swa 1)
+      frequencies[static_cast<size_t>(i)] = std::pow(static_cast<double>(sliding_rope_theta), -2.0 * i / d);
+      continue;
+    }
     double f = std::pow(static_cast<double>(rope_theta), -2.0 * i / d);
     if (rope_linear_factor != 1.0f) f /= rope_linear_factor;
     if (!rope_freq_factors.empty()) f /= rope_freq_factors[static_cast<size_t>(i)];

@@ -102,7 +102,7 @@ std::shared_ptr<const Tokenizer> tokenizer_from_file(const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------------------
-// GGUF, architectures llama, qwen2 and qwen3, keys and tensor names as llama.cpp writes them.
+// GGUF, architectures llama, qwen2, qwen3 and gemma3, keys and tensor names as llama.cpp writes them.
 
 // RoPE scaling from `<arch>.rope.scaling.*` (or the older `<arch>.rope.scale_linear`) and
 // llama3's per-pair divisors from the rope_freqs.weight tensor, as llama.cpp reads them.
@@ -125,6 +125,21 @@ void read_gguf_rope_scaling(const GgufFile& gguf, const std::string& arch, Model
       dequantize_row(t->type, element, &c.rope_freq_factors[static_cast<size_t>(i)], 1);
     }
   }
+}
+
+// What gemma3 adds to the llama block, read as llama.cpp's gemma3 model reads it: the
+// embedding scaled by sqrt(dim), GELU-tanh, sliding layers (attention.sliding_window) with
+// every sixth layer global, their RoPE base 10 000, and the query scale 1/sqrt(key_length)
+// but for the 27B (62 layers: 1/sqrt(dim / heads), transformers' query_pre_attn_scalar; the
+// GGUF has no key for it).
+void read_gemma3(const GgufFile& gguf, ModelConfig& c) {
+  c.activation = Activation::GeluTanh;
+  c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+  c.sliding_window = static_cast<int>(gguf.get_int("gemma3.attention.sliding_window"));
+  if (c.sliding_window <= 0) throw ModelError(gguf.path + ": gemma3.attention.sliding_window must be positive");
+  c.global_layer_period = 6;
+  c.sliding_rope_theta = 10000.0f;
+  if (c.n_layers == 62 && c.n_heads > 0) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
 }
 
 std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options) {
@@ -178,6 +193,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     }
   }
   if (c.n_layers > 4096) throw ModelError(path + ": " + a + "block_count " + std::to_string(c.n_layers) + " is absurd");
+  if (c.architecture == "gemma3") read_gemma3(gguf, c);
 
   const auto tensor = [&](const std::string& name) {
     const GgufTensorInfo* t = gguf.tensor(name);
@@ -211,15 +227,21 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     L.k_norm = optional_vector(p + "attn_k_norm.weight");
     L.wo = tensor(p + "attn_output.weight");
     L.bo = optional_vector(p + "attn_output.bias");
+    L.attn_post_norm = optional_vector(p + "post_attention_norm.weight");
     L.ffn_norm = norm_as_f32(*model, tensor(p + "ffn_norm.weight"));
     L.w_gate = tensor(p + "ffn_gate.weight");
     L.w_up = tensor(p + "ffn_up.weight");
     L.w_down = tensor(p + "ffn_down.weight");
+    L.ffn_post_norm = optional_vector(p + "post_ffw_norm.weight");
     if (c.architecture == "qwen2" && (L.bq.empty() || L.bk.empty() || L.bv.empty())) {
       throw ModelError(path + ": qwen2 layer " + std::to_string(l) + " lacks its q, k, v biases");
     }
-    if (c.architecture == "qwen3" && (L.q_norm.empty() || L.k_norm.empty())) {
-      throw ModelError(path + ": qwen3 layer " + std::to_string(l) + " lacks its q, k norms");
+    if ((c.architecture == "qwen3" || c.architecture == "gemma3") && (L.q_norm.empty() || L.k_norm.empty())) {
+      throw ModelError(path + ": " + c.architecture + " layer " + std::to_string(l) + " lacks its q, k norms");
+    }
+    if (c.architecture == "gemma3" && (L.attn_post_norm.empty() || L.ffn_post_norm.empty())) {
+      throw ModelError(path + ": gemma3 layer " + std::to_string(l) +
+                       " lacks its post-attention or post-feed-forward norm");
     }
     report_progress(options, path, 0.9 * (l + 1) / c.n_layers);
   }
@@ -596,6 +618,10 @@ void validate_model(const Model& model) {
   if (!(c.norm_eps > 0.0f) || !(c.rope_theta > 0.0f) || !(c.rope_linear_factor > 0.0f)) {
     throw fail("norm_eps, rope_theta and the rope scaling factor must be positive");
   }
+  if (c.sliding_window < 0 || c.global_layer_period < 0 || !(c.sliding_rope_theta > 0.0f) ||
+      !(c.embedding_scale > 0.0f) || c.attention_scale < 0.0f) {
+    throw fail("the sliding window, its RoPE base and the embedding and attention scales must not be negative");
+  }
   if (!c.rope_freq_factors.empty()) {
     if (c.rope_freq_factors.size() != static_cast<size_t>(c.head_dim() / 2)) {
       throw fail("rope_freqs has " + std::to_string(c.rope_freq_factors.size()) + " factors for " +
@@ -626,6 +652,8 @@ void validate_model(const Model& model) {
     if (L.q_norm.empty() != L.k_norm.empty()) throw fail("layer " + std::to_string(l) + " has a norm for only one of q, k");
     check_view(model, "wo", l, L.wo, c.dim, q_dim, false);
     optional("bo", L.bo, c.dim);
+    optional("attn_post_norm", L.attn_post_norm, c.dim);
+    optional("ffn_post_norm", L.ffn_post_norm, c.dim);
     check_view(model, "ffn_norm", l, L.ffn_norm, 1, c.dim, true);
     check_view(model, "w_gate", l, L.w_gate, c.hidden_dim, c.dim, false);
     check_view(model, "w_up", l, L.w_up, c.hidden_dim, c.dim, false);

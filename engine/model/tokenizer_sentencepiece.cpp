@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "model/tokenizer_internal.h"
 
@@ -169,6 +171,61 @@ std::string without_dummy_prefix(std::string_view model) {
   return out;
 }
 
+// A piece of spaces alone (Gemma's user-defined pieces of 2-31 spaces, stored in GGUF with
+// real spaces): SentencePiece turns every space of the text into "▁" before matching, so as
+// stored such a piece could never match.
+bool spaces_only(const std::string& piece) {
+  return piece.find_first_not_of(' ') == std::string::npos;
+}
+
+// How a piece goes into the ModelProto: spelled, typed and scored for SentencePiece.
+struct ProtoPiece {
+  std::string piece;
+  float score;
+  TokenKind kind;
+};
+
+// The pieces as SentencePiece must see them to tokenize as Hugging Face does. Pieces of spaces
+// alone are respelled with "▁" and made normal pieces that merge before every other: transformers'
+// GGUF builder for Gemma (GemmaTokenizer) respells them so and ranks its BPE merges by vocabulary
+// order, where they come before every normal piece (whose scores fall with the id), so a run of
+// spaces merges first ("    return" is "    " + "return", 40 spaces are 16 + 24). A respelling
+// that another piece already has is left as stored. The unknown id's piece is typed UNKNOWN, as
+// SentencePiece needs: Gemma's GGUF files type their <unk> (tokenizer.ggml.unknown_token_id 3)
+// as a control token, as llama.cpp accepts.
+std::vector<ProtoPiece> proto_pieces(const Vocabulary& vocab) {
+  std::vector<ProtoPiece> out;
+  out.reserve(vocab.pieces.size());
+  float top_normal = -std::numeric_limits<float>::infinity();
+  std::unordered_set<std::string_view> spellings;
+  for (size_t i = 0; i < vocab.pieces.size(); ++i) {
+    spellings.insert(vocab.pieces[i]);
+    if (vocab.kinds[i] == TokenKind::Normal) top_normal = std::max(top_normal, vocab.scores[i]);
+  }
+  std::vector<size_t> respelled;
+  for (int id = 0; id < vocab.size(); ++id) {
+    const size_t i = static_cast<size_t>(id);
+    ProtoPiece p{.piece = vocab.pieces[i],
+                 .score = vocab.scores[i],
+                 .kind = id == vocab.unk ? TokenKind::Unknown : vocab.kinds[i]};
+    if (spaces_only(p.piece) && p.kind != TokenKind::Unknown) {
+      std::string escaped;
+      for (size_t c = 0; c < p.piece.size(); ++c) escaped += "\xE2\x96\x81";  // ▁
+      if (!spellings.contains(escaped)) {
+        p.piece = std::move(escaped);
+        p.kind = TokenKind::Normal;
+        respelled.push_back(i);
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  if (top_normal == -std::numeric_limits<float>::infinity()) top_normal = 0.0f;
+  for (size_t k = 0; k < respelled.size(); ++k) {  // above every normal piece, in id order
+    out[respelled[k]].score = top_normal + static_cast<float>(respelled.size() - k);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string serialize_sentencepiece_model(const Vocabulary& vocab) {
@@ -184,15 +241,11 @@ std::string serialize_sentencepiece_model(const Vocabulary& vocab) {
                                std::to_string(id));
 
   std::string model;
-  for (int id = 0; id < vocab.size(); ++id) {
-    const size_t i = static_cast<size_t>(id);
+  for (const ProtoPiece& p : proto_pieces(vocab)) {
     std::string piece;
-    put_bytes(piece, proto::kPiecePiece, vocab.pieces[i]);
-    put_float(piece, proto::kPieceScore, vocab.scores[i]);
-    // SentencePiece needs the unknown id's piece typed UNKNOWN; Gemma's GGUF files type their
-    // <unk> (tokenizer.ggml.unknown_token_id 3) as a control token, as llama.cpp accepts
-    const TokenKind kind = id == vocab.unk ? TokenKind::Unknown : vocab.kinds[i];
-    put_int(piece, proto::kPieceType, static_cast<int32_t>(kind));
+    put_bytes(piece, proto::kPiecePiece, p.piece);
+    put_float(piece, proto::kPieceScore, p.score);
+    put_int(piece, proto::kPieceType, static_cast<int32_t>(p.kind));
     put_bytes(model, proto::kModelPieces, piece);
   }
 
