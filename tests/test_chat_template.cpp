@@ -157,6 +157,17 @@ class TestChatTemplate : public QObject {
     expect_limit(t, "macro calls nest deeper than 50");
   }
 
+  // Deep nesting within the parser's limit, recursed through a macro: the evaluation depth
+  // stops it before the stack does.
+  void nestedRecursionStopsAtTheRenderDepth() {
+    const std::string nested = "{{ f(n + 1) if n < 1000 else '' }}";
+    std::string body = nested;
+    for (int i = 0; i < 60; ++i) body = "{% if true %}" + body + "{% endif %}";
+    const ChatTemplate t("{% macro f(n) %}" + body + "{% endmacro %}{{ f(0) }}",
+                         ChatTemplateLimits{.max_call_depth = 1000, .max_render_depth = 500});
+    expect_limit(t, "evaluates deeper than 500");
+  }
+
   void deeplyNestedSourceStopsAtTheNestingLimit() {
     const std::string deep = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
     try {

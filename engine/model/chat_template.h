@@ -33,6 +33,9 @@ class ChatTemplateError : public std::runtime_error {
 struct ChatTemplateLimits {
   int max_call_depth = 100;                // macro calls inside macro calls
   int max_nesting = 200;                   // brackets, operators and blocks nested in the source
+  int max_render_depth = 1000;             // expressions and statements evaluating inside each other,
+                                           // across macro calls: what the C++ stack holds at once
+                                           // (under 1 MiB of stack at this default)
   size_t max_loop_iterations = 1'000'000;  // all loop iterations of one render together
   size_t max_output_bytes = 64u << 20;     // the output, and any one string or list built on the way
 };

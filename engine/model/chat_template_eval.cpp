@@ -41,6 +41,14 @@ void Evaluator::count_iteration() {
   }
 }
 
+Evaluator::Deeper::Deeper(Evaluator& evaluator) : e(evaluator) {
+  if (++e.render_depth_ > e.limits_.max_render_depth) {
+    --e.render_depth_;
+    raise("TemplateLimitError", "the template evaluates deeper than " + std::to_string(e.limits_.max_render_depth) +
+                                    " levels (recursion through macros)");
+  }
+}
+
 Value Evaluator::lookup(const std::string& name) const {
   for (const Scope* s = scope_; s; s = s->parent) {
     const auto it = s->vars.find(name);
@@ -60,6 +68,7 @@ Evaluator::Flow Evaluator::execute(const Body& body, std::string& out) {
 }
 
 Evaluator::Flow Evaluator::execute(const Node& node, std::string& out) {
+  const Deeper deeper(*this);
   switch (node.kind) {
     case Node::Kind::Text: append(out, node.text); return Flow::Normal;
     case Node::Kind::Output: append(out, eval(*node.expr).str()); return Flow::Normal;
@@ -232,6 +241,7 @@ Value Evaluator::call_macro(const Node& macro, Arguments& args) {
 // ---- expressions ----
 
 Value Evaluator::eval(const Expr& e) {
+  const Deeper deeper(*this);
   switch (e.kind) {
     case Expr::Kind::Literal: return e.value;
     case Expr::Kind::Name: return lookup(e.name);

@@ -33,6 +33,14 @@ class Evaluator {
   Scope root_;
   Scope* scope_ = &root_;
   int call_depth_ = 0;
+  int render_depth_ = 0;
+
+  // Counts one level of evaluation for as long as it lives (max_render_depth).
+  struct Deeper {
+    Evaluator& e;
+    explicit Deeper(Evaluator& evaluator);
+    ~Deeper() { --e.render_depth_; }
+  };
   size_t iterations_ = 0;
 
   Value lookup(const std::string& name) const;

@@ -44,8 +44,14 @@ void append_utf8(std::string& out, uint32_t cp) {
 
 class Lexer {
  public:
-  explicit Lexer(const std::string& source) : src_(source) {
-    // jinja2 drops one newline at the very end (keep_trailing_newline is off)
+  // jinja2 reads \r\n and \r as \n everywhere, and drops one newline at the very end
+  // (keep_trailing_newline is off).
+  explicit Lexer(const std::string& source) {
+    src_.reserve(source.size());
+    for (size_t i = 0; i < source.size(); ++i) {
+      if (source[i] != '\r') src_ += source[i];
+      else if (i + 1 >= source.size() || source[i + 1] != '\n') src_ += '\n';
+    }
     if (!src_.empty() && src_.back() == '\n') src_.pop_back();
   }
 

@@ -63,6 +63,9 @@ CONSTRUCTS = [
     ("{{- '  a  ' -}}  \n{{ 'b' }} {{- 'c' }}", {}),
     ("{% raw %}{{ not evaluated }}{% endraw %} after", {}),
     ("\t{% if true %}tab{% endif %}\n", {}),
+    ("a\r\nb {% if true %}\r\nc{% endif %}\r\n{{ 'd\r\ne' }}\r\n", {}),
+    ("  {% for m in l %}  x  {% endfor %}  \n", {"l": [1, 2]}),
+    ("{{ 'a' }}  {% if true %}\n  y{% endif %}", {}),
     ("{{ 'a' }}\n{% if true %}\n  {{ 'b' }}\n{% endif %}\n", {}),
     # literals and operators
     ("{{ 'a\\tb\\n' ~ \"q\\\"\" ~ 'x\\x41\\u00e9' }}", {}),
