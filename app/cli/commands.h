@@ -38,5 +38,6 @@ void add_tokenize_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_bench_serve_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
+void add_template_command(CLI::App& app);
 
 }  // namespace specula::cli

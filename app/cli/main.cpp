@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   specula::cli::add_serve_command(app);
   specula::cli::add_bench_serve_command(app);
   specula::cli::add_perplexity_command(app);
+  specula::cli::add_template_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
