@@ -150,6 +150,17 @@ class RecordingEngine : public FakeEngine {
   std::shared_ptr<Requests> requests_;
 };
 
+// A window on a RecordingEngine with a fake model made of `model` (in `dir`) loaded; null
+// when it does not load.
+std::unique_ptr<MainWindow> recordingWindow(const std::shared_ptr<Requests>& requests, const QTemporaryDir& dir,
+                                            const QByteArray& model = FakeEngine::kMagic) {
+  auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
+  window->show();
+  window->loadModels(writeFile(dir, model.contains(FakeEngine::kFimMarker) ? "fim.gguf" : "fake.gguf", model));
+  if (!QTest::qWaitFor([&] { return window->hasModel() && !window->isLoading(); }, kRunTimeoutMs)) return nullptr;
+  return window;
+}
+
 // FakeEngine whose tests fail a completion marked "# wrong" while its behaviour probe still
 // gives what a right one gives: the probe did not call it where it goes wrong.
 class ProbeMissesEngine : public FakeEngine {
@@ -535,10 +546,8 @@ class GuiWindowTest : public QObject {
   void fillAtCursorSendsPrefixAndSuffix() {
     QTemporaryDir dir;
     auto requests = std::make_shared<Requests>();
-    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
-    window->show();
-    window->loadModels(writeFile(dir, "fim.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    auto window = recordingWindow(requests, dir, QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker);
+    QVERIFY(window);
     auto* fill = window->findChild<QCheckBox*>("fillAtCursorCheck");
     QVERIFY(fill->isEnabled());
 
@@ -609,10 +618,8 @@ class GuiWindowTest : public QObject {
   void promptGetsItsFinalNewline() {
     QTemporaryDir dir;
     auto requests = std::make_shared<Requests>();
-    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
-    window->show();
-    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    auto window = recordingWindow(requests, dir);
+    QVERIFY(window);
     window->promptEditor()->setPlainText("def add(a, b):");
     window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
     window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
@@ -629,10 +636,8 @@ class GuiWindowTest : public QObject {
   void requestInWordsIsOfferedAFunction() {
     QTemporaryDir dir;
     auto requests = std::make_shared<Requests>();
-    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
-    window->show();
-    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    auto window = recordingWindow(requests, dir);
+    QVERIFY(window);
     window->promptEditor()->setPlainText("write a function that reverses words in a sentence");
     window->testsEditor()->clear();
     window->generate();
@@ -742,10 +747,8 @@ class GuiWindowTest : public QObject {
   void serverSourceNeverFallsBackToLocal() {
     QTemporaryDir dir;
     auto requests = std::make_shared<Requests>();
-    auto window = std::make_unique<MainWindow>(std::make_unique<RecordingEngine>(requests));
-    window->show();
-    window->loadModels(writeFile(dir, "fake.gguf", FakeEngine::kMagic));
-    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    auto window = recordingWindow(requests, dir);
+    QVERIFY(window);
     auto* source = window->findChild<QComboBox*>("sourceCombo");
     source->setCurrentIndex(source->findData("server"));
     Q_EMIT source->activated(source->currentIndex());

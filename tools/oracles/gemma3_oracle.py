@@ -31,6 +31,7 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 from gemma3_vocabulary import gemma3_tokenizer
+from python_text import PYTHON_TEXT_START
 
 NAME = "gemma-3-270m-q4_k_m.gguf"
 GREEDY_TOKENS = 16
@@ -46,45 +47,7 @@ GREEDY_PROMPTS = [
     "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y",
     "for (int i = 0; i < n; ++i) {\n    sum +=",
 ]
-PERPLEXITY_TEXT = '''import os
-import sys
-
-
-def read_lines(path):
-    """Return the lines of the file at path, without their line ends."""
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\\n") for line in f]
-
-
-def count_words(lines):
-    """Count how often each word occurs in lines."""
-    counts = {}
-    for line in lines:
-        for word in line.split():
-            counts[word] = counts.get(word, 0) + 1
-    return counts
-
-
-def most_common(counts, n=10):
-    """The n most common words, most common first."""
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
-
-
-class Stack:
-    """A last-in, first-out stack."""
-
-    def __init__(self):
-        self.items = []
-
-    def push(self, item):
-        self.items.append(item)
-
-    def pop(self):
-        if not self.items:
-            raise IndexError("pop from an empty stack")
-        return self.items.pop()
-
-    def peek(self):
+PERPLEXITY_TEXT = PYTHON_TEXT_START + '''peek(self):
         if not self.items:
             raise IndexError("peek at an empty stack")
         return self.items[-1]
