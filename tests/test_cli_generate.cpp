@@ -7,6 +7,7 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QStandardPaths>
+#include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -87,6 +88,19 @@ class TestCliGenerate : public QObject {
     const qsizetype text_at = terminal.indexOf(piped.out.left(20));
     QVERIFY2(text_at > 0, terminal.constData());
     QVERIFY(terminal.lastIndexOf("\r\033[K", text_at) == text_at - 4);
+  }
+
+  // The loader the app, the commands and serve share: a text file named .gguf gets GGUF's
+  // own message, not that of the llama2.c format tried for other files.
+  void textFileNamedGgufGetsTheGgufMessage() {
+    QTemporaryDir dir;
+    QFile file(dir.filePath("notes.gguf"));
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("a text file, not a model\n");
+    file.close();
+    const CliRun r = run_cli({"generate", "-m", file.fileName(), "-p", "def f():"});
+    QVERIFY(r.code != 0);
+    QVERIFY2(r.err.contains("invalid GGUF file: wrong magic"), r.err.constData());
   }
 
   void jsonOutput() {

@@ -1,18 +1,15 @@
 // The real engine behind the window: load_model + create_backend or a server, a Generator,
 // and the sandboxed test runner. A thin layer: every decision lives in the engine.
-#include <algorithm>
-#include <cctype>
-#include <fstream>
 #include <memory>
 #include <stdexcept>
 
 #include "decode/generator.h"
+#include "decode/model_set.h"
 #include "engine_port.h"
 #include "eval/evaluation.h"
 #include "eval/problems.h"
 #include "eval/sandbox.h"
 #include "eval/test_runner.h"
-#include "model/gguf.h"
 #include "model/tokenizer.h"
 
 namespace specula::ui {
@@ -28,56 +25,21 @@ std::string describe(const Model& model) {
          std::to_string(c.dim) + ", vocab " + std::to_string(c.vocab_size) + ", " + model.format + ")";
 }
 
-// A file named *.gguf that does not start with GGUF's magic (a text file, a download that
-// was an error page) gets GGUF's own message, as `specula-cli models` gives it, rather than
-// the message of the format the loader tries for anything else (llama2.c's).
-void check_gguf_name(const std::string& path) {
-  std::string lower = path;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  if (!lower.ends_with(".gguf")) return;
-  char magic[4] = {};
-  std::ifstream(path, std::ios::binary).read(magic, sizeof magic);
-  if (std::string_view(magic, sizeof magic) != "GGUF") GgufFile::read_header(path);  // throws its message
-}
-
 class SpeculaEngine final : public EnginePort {
  public:
   LoadedModels load(const ModelPaths& paths, const std::function<bool(double)>& progress) override {
     std::string note;
-    std::unique_ptr<Backend> backend = create_backend(paths.device, &note);
-    const double target_share = paths.draft.empty() ? 1.0 : 0.8;  // the draft is the small one
-    // reading and preparing the weights take the bar to 90 %, measuring what a forward costs
-    // the rest (seconds for a large model, when no cost file holds it yet)
-    constexpr double kWeightsShare = 0.9;
-    const auto weights_progress = [&](double f) { return progress(kWeightsShare * f); };
-    // a GPU backend spends half of each model's share copying its weights to the device
-    const double read_share = backend->uploads_weights() ? 0.5 : 1.0;
-    const auto read = [&](const std::string& path, double from, double share) {
-      check_gguf_name(path);
-      LoadOptions options;
-      options.tokenizer_path = paths.tokenizer;
-      options.progress = [&](double f) { return weights_progress(from + f * share * read_share); };
-      return load_model(path, options);
-    };
-    const auto upload = [&](const Model& model, double from, double share) {
-      backend->prepare(model, [&](double f) { return weights_progress(from + share * (read_share + f * (1.0 - read_share))); });
-    };
-    std::shared_ptr<const Model> target = read(paths.target, 0.0, target_share);
-    if (!target->tokenizer)
-      throw ModelError(paths.target + " has no vocabulary: choose its tokenizer file too");
-    upload(*target, 0.0, target_share);
-    std::shared_ptr<const Model> draft;
-    if (!paths.draft.empty()) {
-      draft = read(paths.draft, target_share, 1.0 - target_share);
-      upload(*draft, target_share, 1.0 - target_share);
-    }
-    // the goodput policy's cost model: measured now (or read from the cost cache) rather
-    // than at the first generation
-    const auto cost_progress = [&](double from, double share) {
-      return [&progress, from, share](double f) { progress(kWeightsShare + (1.0 - kWeightsShare) * (from + share * f)); };
-    };
-    backend->forward_cost(*target, cost_progress(0.0, target_share));
-    if (draft) backend->forward_cost(*draft, cost_progress(target_share, 1.0 - target_share));
+    // the drafter is chosen per run, so every forward's cost is measured now (or read from
+    // the cost cache) rather than at the first generation; a layers:K draft is narrowed then
+    ModelSet set = load_model_set(create_backend(paths.device, &note),
+                                  {.target = paths.target,
+                                   .tokenizer = paths.tokenizer,
+                                   .draft_model = paths.draft,
+                                   .measure_cost = true},
+                                  [&progress](const std::string&, double, double overall) { return progress(overall); });
+    std::shared_ptr<const Model> target = std::move(set.target);
+    std::shared_ptr<const Model> draft = std::move(set.draft);
+    std::unique_ptr<Backend> backend = std::move(set.backend);
     std::string summary = describe(*target);
     if (draft) summary += "; draft " + describe(*draft);
     const bool fills_middle = target->tokenizer->fim().complete();

@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "compute/simd_level.h"
-#include "decode/drafter.h"
+#include "decode/model_set.h"
 #include "model/demo_models.h"
 
 namespace specula::cli {
@@ -64,8 +64,6 @@ class LoadProgress {
   int percent_ = -1;
 };
 
-std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
-
 }  // namespace
 
 DeviceChoice device_choice(const std::string& name) {
@@ -119,45 +117,29 @@ LoadedModels load_models(const ModelOptions& o) {
   if (!draft_path.empty() && loaded.draft.kind != "model") {
     throw CommandFailed("-d names a draft model; use it with --draft model", 2);
   }
-  LoadProgress progress;
-  LoadOptions load;
-  load.tokenizer_path = o.tokenizer_path;
-  load.progress = progress.stage("reading " + file_name(target_path));
-  loaded.target = load_model(target_path, load);
-  if (!loaded.target->tokenizer) throw CommandFailed("the model file carries no tokenizer: name one with --tokenizer", 2);
-  if (!draft_path.empty()) {
-    load.progress = progress.stage("reading " + file_name(draft_path));
-    loaded.draft.draft_model = load_model(draft_path, load);
-  }
   if (o.threads > 0 && o.device != "cpu") throw CommandFailed("--threads chooses the CPU's threads: use it with --device cpu", 2);
+  std::unique_ptr<Backend> backend;
   if (o.threads > 0) {
-    loaded.backend = create_cpu_backend(o.threads);
-    loaded.backend_note = "using " + loaded.backend->name();
+    backend = create_cpu_backend(o.threads);
+    loaded.backend_note = "using " + backend->name();
   } else {
-    loaded.backend = create_backend(device_choice(o.device), &loaded.backend_note);
+    backend = create_backend(device_choice(o.device), &loaded.backend_note);
   }
-  // the weights go to the device now, so that no generation or benchmark times the upload
-  loaded.backend->prepare(*loaded.target, progress.stage("preparing " + file_name(target_path)));
-  if (loaded.draft.draft_model) {
-    loaded.backend->prepare(*loaded.draft.draft_model, progress.stage("preparing " + file_name(draft_path)));
-  }
-  // a layers:K draft's narrowed copy of the target's first layers, made and repacked now
-  const Model* self_draft = nullptr;
-  if (loaded.draft.kind.starts_with("layers:")) {
-    progress.stage("narrowing the draft's layers of " + file_name(target_path))(0.0);
-    self_draft = self_draft_weights(*loaded.backend, *loaded.target, loaded.draft.kind);
-    if (self_draft) loaded.backend->prepare(*self_draft, progress.stage("preparing the draft's layers"));
-  }
-  // and what a forward costs, which the goodput policy weighs drafts by: measured now
+  // what a forward costs, which the goodput policy weighs drafts by, is measured now
   // (seconds, the first time a model file is used) rather than inside the first generation
-  if (loaded.draft.kind != "none" && loaded.draft.policy == "goodput") {
-    loaded.backend->forward_cost(*loaded.target, progress.stage("measuring the forward of " + file_name(target_path)));
-    if (loaded.draft.draft_model) {
-      loaded.backend->forward_cost(*loaded.draft.draft_model,
-                                   progress.stage("measuring the forward of " + file_name(draft_path)));
-    }
-    if (self_draft) loaded.backend->forward_cost(*self_draft, progress.stage("measuring the draft's forward"));
-  }
+  LoadProgress progress;
+  ModelSet set = load_model_set(std::move(backend),
+                                {.target = target_path,
+                                 .tokenizer = o.tokenizer_path,
+                                 .draft_model = draft_path,
+                                 .drafter = loaded.draft.kind,
+                                 .measure_cost = loaded.draft.kind != "none" && loaded.draft.policy == "goodput"},
+                                [&progress](const std::string& what, double fraction, double) {
+                                  return progress.stage(what)(fraction);
+                                });
+  loaded.target = std::move(set.target);
+  loaded.draft.draft_model = std::move(set.draft);
+  loaded.backend = std::move(set.backend);
   return loaded;
 }
 
