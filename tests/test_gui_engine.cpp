@@ -66,9 +66,8 @@ class FixedTextsEngine : public specula::test::FakeEngine {
       : FakeEngine(std::chrono::milliseconds(2), std::chrono::milliseconds(0), std::move(completions)),
         runner_(sandbox_, specula::SandboxLimits{}, 2) {}
 
-  specula::TestResult test(const specula::Problem& problem, const std::string& completion,
-                           double timeout_seconds) override {
-    return runner_.run(specula::ranking_program(problem, completion, true), timeout_seconds);
+  specula::TestResult test(const specula::CandidateTest& candidate, double timeout_seconds) override {
+    return runner_.run(candidate.program, timeout_seconds);
   }
 
  private:
@@ -414,6 +413,48 @@ class GuiEngineTest : public QObject {
       const QString badge = window->grid()->pane(i)->findChild<QLabel*>("groupBadge")->text();
       QVERIFY2(!badge.contains("same behaviour"), qPrintable(badge));
     }
+  }
+
+  // One pipeline: the window ranks a run as evaluate_problem ranks the same candidates with
+  // the window's options (tests with the checks, the docstring's examples and the probe):
+  // the engine's function decides, the window only shows.
+  void windowRanksAsTheEngineDoes() {
+    const std::vector<std::string> texts = {
+        "    return a - b\n",                              // fails both
+        "    return a + b\n",                              // passes
+        "    return 5\n",                                  // passes one assert and the example
+        "    raise ValueError('no')\n",                    // raises
+        "    total = a\n    total += b\n    return total\n",  // passes, behaves as #2
+        "    return a + b if a else b\n",                  // passes, differs from #2 at a = 0
+    };
+    const std::string prompt = "def add(a: int, b: int) -> int:\n    \"\"\"Sum.\n    >>> add(2, 3)\n    5\n    \"\"\"\n";
+    const std::string tests = "assert add(2, 3) == 5\nassert add(1, 1) == 2\n";
+    QTemporaryDir dir;
+    auto window = fixedTextsWindow(texts, dir, int(texts.size()));
+    QVERIFY(window);
+    window->promptEditor()->setPlainText(QString::fromStdString(prompt));
+    window->testsEditor()->setPlainText(QString::fromStdString(tests));
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+
+    FixedTextsEngine engine(texts);
+    specula::GenerationRequest request;
+    request.prompt = prompt;
+    request.n_candidates = int(texts.size());
+    const specula::CandidateGenerator generate = [&](const specula::Problem&, double, const specula::CandidateSink& emit, const std::atomic<bool>&) {
+      specula::SessionCallbacks callbacks;
+      callbacks.on_finished = [&](const specula::Candidate& c) { emit({c.index, c.text, c.mean_logprob()}); };
+      engine.generate(request, callbacks, nullptr);
+    };
+    const specula::CandidateTesting testing{
+        .test = [&](const specula::CandidateTest& c, double wall) { return engine.test(c, wall); }, .jobs = 2, .limit_seconds = 10};
+    const specula::ProblemEvaluation e = specula::evaluate_problem(specula::make_problem(prompt, tests), generate, testing, 0.0, {},
+                                                 {.checks_with_tests = true});
+    QVector<int> expected;
+    for (int position : e.ranking) expected.push_back(e.candidates[size_t(position)].index);
+    QCOMPARE(window->grid()->order(), expected);
+    QCOMPARE(expected.front(), 1);  // passed, with the larger group
+    QCOMPARE(window->grid()->pane(1)->state(), CandidateState::Passed);
   }
 
   // A text file named .gguf gets GGUF's own message, as `specula-cli models` gives it, not

@@ -136,14 +136,14 @@ class RecordingEngine : public FakeEngine {
     return FakeEngine::generate(request, callbacks, stop);
   }
 
-  specula::TestResult test(const specula::Problem& problem, const std::string& completion, double timeout) override {
+  specula::TestResult test(const specula::CandidateTest& candidate, double timeout) override {
     {
       std::lock_guard lock(requests_->mutex);
-      requests_->tested_prefix = problem.code_prefix;
-      requests_->tested_suffix = problem.suffix;
+      requests_->tested_prefix = candidate.problem.code_prefix;
+      requests_->tested_suffix = candidate.problem.suffix;
       ++requests_->tests;
     }
-    return FakeEngine::test(problem, completion, timeout);
+    return FakeEngine::test(candidate, timeout);
   }
 
  private:
@@ -169,9 +169,9 @@ class ProbeMissesEngine : public FakeEngine {
       : FakeEngine(std::chrono::milliseconds(2), std::chrono::milliseconds(0),
                    {"    return a + b\n", "    return a + b  # wrong\n"}) {}
 
-  specula::TestResult test(const specula::Problem& problem, const std::string& completion, double timeout) override {
-    specula::TestResult result = FakeEngine::test(problem, completion, timeout);
-    if (completion.find("# wrong") != std::string::npos) {
+  specula::TestResult test(const specula::CandidateTest& candidate, double timeout) override {
+    specula::TestResult result = FakeEngine::test(candidate, timeout);
+    if (candidate.completion.find("# wrong") != std::string::npos) {
       result.verdict = specula::Verdict::Failed;
       result.detail = "AssertionError: add(1900, 0) == 1900";
     }

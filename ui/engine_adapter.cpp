@@ -69,8 +69,8 @@ class SpeculaEngine final : public EnginePort {
     return generator_->generate(request, callbacks, stop);
   }
 
-  TestResult test(const Problem& problem, const std::string& completion, double timeout_seconds) override {
-    return runner().submit(ranking_program(problem, completion, true), timeout_seconds).get();
+  TestResult test(const CandidateTest& candidate, double timeout_seconds) override {
+    return runner().submit(candidate.program, timeout_seconds).get();
   }
 
   ProblemEvaluation evaluate(const Problem& problem, const GenerationRequest& request,

@@ -56,11 +56,11 @@ class EnginePort {
   virtual SessionResult generate(const GenerationRequest& request, const SessionCallbacks& callbacks,
                                  const std::atomic<bool>* stop) = 0;
 
-  // Runs problem.test (asserts or check(candidate); may be empty) against code_prefix +
-  // completion (+ suffix, for fill in the middle) in the sandbox, with the checks, the
-  // docstring's examples and the behaviour probe (ranking_program). Thread-safe: called from
-  // the worker's test pool.
-  virtual TestResult test(const Problem& problem, const std::string& completion, double timeout_seconds) = 0;
+  // Runs candidate.program (the evaluation's choice: the problem's tests with the checks, the
+  // docstring's examples and the behaviour probe, for the window's runs) in the sandbox
+  // within `timeout_seconds` (0: the sandbox's own limit). Thread-safe: evaluate_problem's
+  // test threads call it.
+  virtual TestResult test(const CandidateTest& candidate, double timeout_seconds) = 0;
 
   // Generates request.n_candidates completions of `problem` and tests each as it finishes,
   // all within request.budget_seconds (evaluate_problem's contract); `stop` ends it early.

@@ -2,12 +2,9 @@
 
 #include <QElapsedTimer>
 #include <QRegularExpression>
-#include <QThreadPool>
 #include <algorithm>
 #include <exception>
 #include <future>
-#include <mutex>
-#include <optional>
 #include <utility>
 
 namespace specula::ui {
@@ -136,6 +133,29 @@ RunGroups run_groups(const CandidateGroups& groups, const QVector<int>& ranking,
   return out;
 }
 
+// The evaluation's ranking and groups by candidate index, as the window shows them; a
+// candidate the evaluation never saw (generation failed before it ended) ranks last, alone.
+std::pair<QVector<int>, RunGroups> window_order(const ProblemEvaluation& evaluation, int n) {
+  CandidateGroups groups;  // by candidate index, each naming candidates by index
+  for (int i = 0; i < n; ++i) {
+    groups.same_text.push_back(i);
+    groups.group.push_back(i);
+  }
+  std::vector<TestResult> results(static_cast<size_t>(n));
+  const auto index_at = [&evaluation](int position) { return evaluation.candidates[size_t(position)].index; };
+  for (const EvaluatedCandidate& c : evaluation.candidates) {
+    if (c.index < 0 || c.index >= n) continue;
+    groups.same_text[size_t(c.index)] = index_at(c.same_text);
+    groups.group[size_t(c.index)] = index_at(c.group);
+    results[size_t(c.index)] = c.result;
+  }
+  QVector<int> ranking;
+  for (int position : evaluation.ranking) ranking.push_back(index_at(position));
+  for (int i = 0; i < n; ++i)
+    if (!ranking.contains(i)) ranking.push_back(i);
+  return {ranking, run_groups(groups, ranking, results)};
+}
+
 // Running totals across candidates, fed by the session's callbacks.
 struct LiveTotals {
   std::vector<int> tokens, accepted, proposed;  // (n) per candidate
@@ -257,140 +277,110 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
     Q_EMIT runFinished({}, empty);
     return;
   }
-
   const GenerationRequest generation = generation_request(request);
+  Problem problem;
+  try {
+    problem = make_problem(generation.prompt, request.tests.trimmed().toStdString());
+    problem.suffix = generation.suffix;
+  } catch (const std::invalid_argument& e) {  // check(candidate) tests, a prompt without a function
+    Q_EMIT error(QStringLiteral("The tests cannot run: %1.").arg(QString::fromStdString(e.what())));
+    Q_EMIT runFinished({}, empty);
+    return;
+  }
 
   Q_EMIT runStarted(n, request.budgetSeconds);
   for (int i = 0; i < n; ++i) Q_EMIT candidateState(i, int(CandidateState::Generating), {});
-
   QElapsedTimer clock;
   clock.start();
-  // Tests end by the budget's end, as evaluation's do: one that has not run by then is "not
-  // tested" (run_until), so a run with a budget ends within it.
-  const std::optional<TestClock::time_point> deadline =
-      request.budgetSeconds > 0 ? std::optional(TestClock::now() + std::chrono::duration_cast<TestClock::duration>(
-                                                                       std::chrono::duration<double>(request.budgetSeconds)))
-                                : std::nullopt;
-  qint64 last_stats_ms = 0;
   LiveTotals totals{std::vector<int>(size_t(n)), std::vector<int>(size_t(n)), std::vector<int>(size_t(n))};
-  const std::string tests = request.tests.trimmed().toStdString();
-  // What each candidate is tested as: made in the test pool, where a prompt the tests cannot
-  // use (check() without a function) becomes that candidate's error rather than the run's.
-  auto problem_of = [&generation, &tests] {
-    Problem problem = make_problem(generation.prompt, tests);
-    problem.suffix = generation.suffix;
-    return problem;
-  };
-  std::vector<RankEntry> entries(static_cast<size_t>(n));  // verdicts, filled by the test pool
-  std::vector<std::string> texts(static_cast<size_t>(n));
-  std::vector<bool> reported(size_t(n), false);
-  QThreadPool test_pool;
-  test_pool.setMaxThreadCount(kTestThreads);
 
   // The prompt is parsed on its own (a stub for its body) while the candidates decode: a
   // prompt that does not parse would fail every candidate for the prompt's own reason, so
   // the run stops and says so once. Candidates wait for the answer before their tests.
-  std::promise<std::string> prompt_checked;  // why the prompt does not parse; empty: it does
-  const std::shared_future<std::string> prompt_broken = prompt_checked.get_future().share();
-  if (generation.suffix) {
-    prompt_checked.set_value({});  // a hole's prefix need not parse alone
-  } else {
-    test_pool.start([this, &generation, &prompt_checked] {
-      std::string why;
-      try {
-        const TestResult r = engine_->test(make_problem(generation.prompt, ""), body_stub(generation.prompt),
-                                           kPromptCheckSeconds);
-        if (r.checks.failure == CheckFailure::Syntax) why = r.checks.reason.empty() ? "a syntax error" : r.checks.reason;
-      } catch (const std::exception&) {
-        // no sandbox, or the harness could not start: the candidates' own tests will say
-      }
-      if (!why.empty()) stop_.store(true);
-      prompt_checked.set_value(why);
-    });
-  }
+  const std::shared_future<std::string> prompt_broken =
+      std::async(std::launch::async, [this, &generation] { return checkPrompt(generation); }).share();
 
-  auto finish = [&](const Candidate& candidate) {
-    const auto i = size_t(candidate.index);
-    if (i >= reported.size() || reported[i]) return;
-    reported[i] = true;
-    texts[i] = candidate.text;
-    totals.tokens[i] = int(candidate.tokens.size());
-    entries[i].mean_logprob = candidate.mean_logprob();
-    entries[i].finished_seconds = candidate.seconds;
-    const CandidateState state = state_after_generation(candidate.finish);
-    // Stopped and budget-cut candidates are unfinished code: shown as such, never tested.
-    // Without tests, a run still makes the checks, the docstring's examples and the probe.
-    const bool testable = state == CandidateState::Done;
-    Q_EMIT candidateState(candidate.index, int(testable ? CandidateState::Testing : state), {});
-    if (!testable) return;
-    const std::string completion = candidate.text;
-    test_pool.start([this, i, completion, &tests, &problem_of, &entries, &deadline, prompt_broken] {
-      if (!prompt_broken.get().empty()) {
-        Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested: the prompt does not parse"));
-        return;
+  // Generation, as evaluate_problem drives it: every candidate is handed over (one the budget
+  // or Stop cut as incomplete, never tested), the panes updated as it streams and ends.
+  const CandidateGenerator generate = [&](const Problem&, double, const CandidateSink& emit, const std::atomic<bool>&) {
+    qint64 last_stats_ms = 0;
+    SessionCallbacks callbacks;
+    callbacks.on_delta = [&](const CandidateDelta& delta) {
+      const auto i = size_t(delta.index);
+      if (i >= totals.tokens.size()) return;
+      totals.tokens[i] = delta.tokens;
+      totals.accepted[i] = delta.accepted;
+      totals.proposed[i] = delta.proposed;
+      Q_EMIT candidateDelta(delta.index, QString::fromStdString(delta.text), delta.tokens, delta.accepted,
+                            delta.proposed);
+      if (clock.elapsed() - last_stats_ms >= kStatsIntervalMs) {
+        last_stats_ms = clock.elapsed();
+        Q_EMIT stats(totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
       }
-      if (stop_.load()) {  // stopped while queued for testing: keep the text, skip the test
-        Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not tested"));
-        return;
-      }
-      TestResult result;
-      try {
-        const auto test = [&](double wall) { return engine_->test(problem_of(), completion, wall); };
-        result = deadline ? run_until(*deadline, kTestTimeoutSeconds, test) : test(kTestTimeoutSeconds);
-      } catch (const std::exception& e) {
-        result.verdict = Verdict::Error;
-        result.detail = e.what();
-        if (tests.empty()) {  // nothing the user asked for went wrong: the text stands unchecked
-          Q_EMIT candidateState(int(i), int(CandidateState::Done), QStringLiteral("not checked: %1").arg(e.what()));
-          return;
+    };
+    callbacks.on_finished = [&](const Candidate& c) {
+      if (size_t(c.index) < totals.tokens.size()) totals.tokens[size_t(c.index)] = int(c.tokens.size());
+      const CandidateState state = state_after_generation(c.finish);
+      // Stopped and budget-cut candidates are unfinished code: shown as such, never tested.
+      Q_EMIT candidateState(c.index, int(state == CandidateState::Done ? CandidateState::Testing : state), {});
+      emit({.index = c.index, .completion = c.text, .mean_logprob = c.mean_logprob(),
+            .complete = state == CandidateState::Done});
+    };
+    engine_->generate(generation, callbacks, &stop_);  // the session keeps the budget itself
+  };
+
+  // The tests: the window's runs check the docstring's examples and the probe with them.
+  const CandidateTesting testing{
+      .test = [this, &prompt_broken](const CandidateTest& candidate, double wall) {
+        TestResult result;
+        if (!prompt_broken.get().empty()) {
+          result.verdict = Verdict::NotTested;
+          result.detail = "not tested: the prompt does not parse";
+        } else if (stop_.load()) {  // stopped while queued for testing: keep the text, skip the test
+          result.verdict = Verdict::NotTested;
+          result.detail = "not tested";
+        } else {
+          result = engine_->test(candidate, wall);
         }
-      }
-      entries[i].result = result;
-      Q_EMIT candidateState(int(i), int(state_of(result.verdict)), pane_lines(detail_of(result), problem_of(), completion));
-    });
+        return result;
+      },
+      .jobs = kTestThreads,
+      .limit_seconds = kTestTimeoutSeconds};
+  const auto on_tested = [&](const EvaluatedCandidate& e) {
+    Q_EMIT candidateState(e.index, int(state_of(e.result.verdict)),
+                          pane_lines(detail_of(e.result), problem, e.completion));
   };
 
-  SessionCallbacks callbacks;
-  callbacks.on_delta = [&](const CandidateDelta& delta) {
-    const auto i = size_t(delta.index);
-    if (i >= totals.tokens.size()) return;
-    totals.tokens[i] = delta.tokens;
-    totals.accepted[i] = delta.accepted;
-    totals.proposed[i] = delta.proposed;
-    Q_EMIT candidateDelta(delta.index, QString::fromStdString(delta.text), delta.tokens, delta.accepted,
-                        delta.proposed);
-    if (clock.elapsed() - last_stats_ms >= kStatsIntervalMs) {
-      last_stats_ms = clock.elapsed();
-      Q_EMIT stats(totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
-    }
-  };
-  callbacks.on_finished = finish;
-
-  SessionResult result;
+  ProblemEvaluation evaluation;
   try {
-    result = engine_->generate(generation, callbacks, &stop_);
+    evaluation = evaluate_problem(problem, generate, testing, request.budgetSeconds, on_tested,
+                                  {.checks_with_tests = true});
   } catch (const std::exception& e) {
     const QString message = QString::fromStdString(e.what());
     Q_EMIT error(QStringLiteral("Generation failed: %1").arg(message));
-    for (int i = 0; i < n; ++i)
-      if (!reported[size_t(i)]) Q_EMIT candidateState(i, int(CandidateState::Error), message);
+    for (int i = 0; i < n; ++i) Q_EMIT candidateState(i, int(CandidateState::Error), message);
+    Q_EMIT runFinished({}, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
+    return;
   }
-  for (const Candidate& candidate : result.candidates) finish(candidate);
-  test_pool.waitForDone();
   if (!prompt_broken.get().empty()) Q_EMIT error(prompt_message(prompt_broken.get()));
-
-  // Candidates never tested (stopped, cut by the budget) hold the default result, whose
-  // checks did not run: they rank after every checked one.
-  QVector<int> ranking;
-  if (!result.candidates.empty()) {
-    std::vector<TestResult> results;
-    for (const RankEntry& entry : entries) results.push_back(entry.result);
-    const CandidateGroups groups = group_candidates(texts, results);
-    for (size_t i = 0; i < entries.size(); ++i) entries[i].agreement = groups.agreement[i];
-    for (int i : rank_candidates(entries)) ranking.push_back(i);
-    Q_EMIT groupsFound(run_groups(groups, ranking, results));
-  }
+  const auto [ranking, groups] = window_order(evaluation, n);
+  if (!evaluation.candidates.empty()) Q_EMIT groupsFound(groups);
   Q_EMIT runFinished(ranking, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
+}
+
+std::string EngineWorker::checkPrompt(const GenerationRequest& generation) {
+  if (generation.suffix) return {};  // a hole's prefix need not parse alone
+  try {
+    const Problem alone = make_problem(generation.prompt, "");
+    const std::string stub = body_stub(generation.prompt);
+    const TestResult r = engine_->test({.problem = alone, .completion = stub, .program = ranking_program(alone, stub, false)},
+                                       kPromptCheckSeconds);
+    if (r.checks.failure != CheckFailure::Syntax) return {};
+    stop_.store(true);
+    return r.checks.reason.empty() ? "a syntax error" : r.checks.reason;
+  } catch (const std::exception&) {
+    return {};  // no sandbox, or the harness could not start: the candidates' own tests will say
+  }
 }
 
 void EngineWorker::evaluateProblems(const std::vector<Problem>& problems, const RunRequest& request, int ticket) {

@@ -67,6 +67,9 @@ class EngineWorker : public QObject {
   bool loaded_ = false;
   // Sets stop_ for the request `ticket`; returns false when the worker is shut down.
   bool begin(int ticket);
+  // Why the run's prompt does not parse on its own, with a stub for its body (and then stop_
+  // is set); empty when it does, with a suffix, or when the sandbox cannot say.
+  std::string checkPrompt(const GenerationRequest& generation);
 
   std::atomic<bool> stop_{false};       // the current request's stop flag
   std::atomic<int> issued_{0};          // the last ticket handed out

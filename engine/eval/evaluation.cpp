@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
+#include <future>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -188,6 +190,7 @@ void rank_and_count(ProblemEvaluation& out, const EvaluationOptions& options) {
   std::vector<int> in_budget;  // indices of the candidates within the budget
   for (std::size_t i = 0; i < out.candidates.size(); ++i) {
     EvaluatedCandidate& e = out.candidates[i];
+    e.same_text = groups.same_text[i];
     e.group = groups.group[i];
     e.agreement = groups.agreement[i];
     entries.push_back(
@@ -220,10 +223,71 @@ void rank_and_count(ProblemEvaluation& out, const EvaluationOptions& options) {
   if (out.n > 0) out.pass_at_k = pass_at_ks(out.n, out.c);
 }
 
+// The tests of one evaluation, `jobs` at once, in the order they came: a small pool that
+// lives as long as the evaluation, so that a test may wait on the evaluation's own state.
+class TestQueue {
+ public:
+  explicit TestQueue(int jobs) {
+    for (int i = 0; i < std::max(1, jobs); ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~TestQueue() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& w : workers_) w.join();
+  }
+  TestQueue(const TestQueue&) = delete;
+  TestQueue& operator=(const TestQueue&) = delete;
+
+  std::future<TestResult> submit(std::function<TestResult()> job) {
+    std::packaged_task<TestResult()> task(std::move(job));
+    std::future<TestResult> future = task.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+    return future;
+  }
+
+ private:
+  void work() {
+    while (true) {
+      std::packaged_task<TestResult()> task;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::deque<std::packaged_task<TestResult()>> queue_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool closing_ = false;
+};
+
 }  // namespace
 
+ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate, TestRunner& runner,
+                                   double budget_seconds, const std::function<void(const EvaluatedCandidate&)>& on_tested,
+                                   const EvaluationOptions& options) {
+  const CandidateTesting testing{
+      .test = [&runner](const CandidateTest& c, double wall) { return runner.run(c.program, wall); },
+      .jobs = runner.jobs(),
+      .limit_seconds = runner.limits().wall_seconds};
+  return evaluate_problem(problem, generate, testing, budget_seconds, on_tested, options);
+}
+
 ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate,
-                                   TestRunner& runner, double budget_seconds,
+                                   const CandidateTesting& testing, double budget_seconds,
                                    const std::function<void(const EvaluatedCandidate&)>& on_tested,
                                    const EvaluationOptions& options) {
   using clock = std::chrono::steady_clock;
@@ -231,6 +295,12 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
   const bool budgeted = budget_seconds > 0.0;
   const bool hidden = !options.hidden_test_rules.empty();
   auto elapsed = [start] { return std::chrono::duration<double>(clock::now() - start).count(); };
+  // Tests end by the budget's end however long they queue (run_until): one that has not run
+  // by then is "not tested", never the candidate's failure.
+  const std::optional<TestClock::time_point> deadline =
+      budgeted ? std::optional(start + std::chrono::duration_cast<clock::duration>(
+                                           std::chrono::duration<double>(budget_seconds)))
+               : std::nullopt;
 
   std::mutex mutex;
   std::condition_variable generation_ended;
@@ -239,6 +309,18 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
   std::vector<std::future<TestResult>> futures;         // parallel to list; invalid when not tested
   std::vector<std::future<TestResult>> ranker_futures;  // likewise, the runs without the tests
   std::atomic<bool> stop{false};
+  TestQueue queue(testing.jobs);  // after what its tests use: it is joined first
+
+  // One test of `completion`: the program, run by `testing` within what the budget leaves.
+  const auto test_of = [&](std::string completion, TestProgram program, std::function<void(const TestResult&)> report) {
+    return [&, completion = std::move(completion), program = std::move(program), report = std::move(report)] {
+      const CandidateTest candidate{.problem = problem, .completion = completion, .program = program};
+      const auto run = [&](double wall) { return testing.test(candidate, wall == testing.limit_seconds ? 0.0 : wall); };
+      TestResult result = deadline ? run_until(*deadline, testing.limit_seconds, run) : run(testing.limit_seconds);
+      if (report) report(result);
+      return result;
+    };
+  };
 
   const CandidateSink emit = [&](GeneratedCandidate generated) {
     EvaluatedCandidate e;
@@ -246,13 +328,7 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
     e.completion = std::move(generated.completion);
     e.mean_logprob = generated.mean_logprob;
     e.finished_seconds = elapsed();
-    e.in_budget = !budgeted || e.finished_seconds < budget_seconds;
-    // Tests end by the budget's end however long they queue (run_until): one that has not
-    // run by then is "not tested", never the candidate's failure.
-    const std::optional<TestClock::time_point> deadline =
-        budgeted ? std::optional(start + std::chrono::duration_cast<clock::duration>(
-                                             std::chrono::duration<double>(budget_seconds)))
-                 : std::nullopt;
+    e.in_budget = generated.complete && (!budgeted || e.finished_seconds < budget_seconds);
     std::lock_guard lock(mutex);
     const std::size_t at = list.size();
     if (e.in_budget) {
@@ -267,14 +343,16 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
           copy.result = result;
           on_tested(copy);
         };
-      futures.push_back(runner.submit(make_test_program(problem.code_prefix, e.completion, problem.suffix.value_or(""),
-                                                        problem.test, problem.entry_point),
-                                      0.0, std::move(report), deadline));
-      ranker_futures.push_back(hidden ? runner.submit(ranking_program(problem, e.completion, false), 0.0, {}, deadline)
+      TestProgram program = options.checks_with_tests
+                                ? ranking_program(problem, e.completion, true)
+                                : make_test_program(problem.code_prefix, e.completion, problem.suffix.value_or(""),
+                                                    problem.test, problem.entry_point);
+      futures.push_back(queue.submit(test_of(e.completion, std::move(program), std::move(report))));
+      ranker_futures.push_back(hidden ? queue.submit(test_of(e.completion, ranking_program(problem, e.completion, false), {}))
                                       : std::future<TestResult>());
     } else {
       e.result.verdict = Verdict::NotTested;
-      e.result.detail = "finished after the budget; not tested";
+      e.result.detail = generated.complete ? "finished after the budget; not tested" : "cut before it ended; not tested";
       futures.emplace_back();
       ranker_futures.emplace_back();
     }

@@ -85,6 +85,8 @@ struct GeneratedCandidate {
   int index = 0;                 // the candidate's number within the problem
   std::string completion;
   double mean_logprob = 0.0;
+  bool complete = true;          // false: cut by the budget or a stop before it ended; kept and
+                                 // ranked with the rest, never tested (the app shows every pane)
 };
 
 using CandidateSink = std::function<void(GeneratedCandidate)>;
@@ -106,6 +108,7 @@ struct EvaluatedCandidate {
                                   // or whose test the budget's end cut or never began
   TestResult ranker_result;       // the run without the tests (checks, the docstring's examples, the
                                   // behaviour probe), when EvaluationOptions::hidden_test_rules asks
+  int same_text = 0;              // CandidateGroups::same_text (positions in the candidates' list)
   int group = 0;                  // CandidateGroups::group, from ranker_result when there is one
   int agreement = 0;              // CandidateGroups::agreement, likewise
 };
@@ -136,14 +139,41 @@ struct EvaluationOptions {
   // then gets a second run, without the tests, for the ranker (the checks, the docstring's
   // examples, the behaviour probe), within the same budget.
   std::vector<RankRule> hidden_test_rules;
+  // The tests' run also runs the docstring's examples (as tests) and the behaviour probe
+  // (ranking_program with the tests), as the app's runs do: the user's docstring is part of
+  // the specification there. Off for benchmarks, whose score is their tests alone.
+  bool checks_with_tests = false;
 };
 
-// Runs `generate` and tests each candidate on `runner` as soon as it arrives. The budget
-// (0: none) covers generation and testing: `stop` is raised when it runs out, and every test
-// ends by then (TestRunner::submit's deadline: a test cut or never begun is NotTested), so
-// the evaluation ends within the budget and the sandbox's teardown. `on_tested` (optional) is called, from a
-// worker thread or this one, as each verdict of the tests arrives. An exception from
-// `generate` is rethrown once the candidates it handed over have been tested.
+// One candidate to test: the problem, its completion and the program the evaluation chose
+// for it (make_test_program, or ranking_program).
+struct CandidateTest {
+  const Problem& problem;
+  const std::string& completion;
+  TestProgram program;
+};
+
+// What tests candidates for an evaluation: `test` runs one program within `wall_seconds`
+// (0: its own limit of `limit_seconds`), called on `jobs` threads at once; the sandbox's
+// TestRunner, or a controlled fake in tests.
+struct CandidateTesting {
+  std::function<TestResult(const CandidateTest& candidate, double wall_seconds)> test;
+  int jobs = 1;
+  double limit_seconds = 10.0;
+};
+
+// The one pipeline of the app's Generate, its Run all and `specula-cli eval`: runs
+// `generate`, tests each complete candidate with `testing` the moment it arrives, then groups
+// and ranks them all. The budget (0: none) covers generation and testing: `stop` is raised
+// when it runs out, and every test ends by then (run_until: a test cut or never begun is
+// NotTested), so the evaluation ends within the budget and the sandbox's teardown.
+// `on_tested` (optional) is called, from a test thread, as each verdict arrives. An
+// exception from `generate` is rethrown once the candidates it handed over have been tested.
+ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate,
+                                   const CandidateTesting& testing, double budget_seconds,
+                                   const std::function<void(const EvaluatedCandidate&)>& on_tested = {},
+                                   const EvaluationOptions& options = {});
+// The same on `runner`: its workers' count and its limit, each program through TestRunner::run.
 ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate,
                                    TestRunner& runner, double budget_seconds,
                                    const std::function<void(const EvaluatedCandidate&)>& on_tested = {},

@@ -118,7 +118,8 @@ class FakeEngine : public ui::EnginePort {
     return result;
   }
 
-  TestResult test(const Problem&, const std::string& completion, double) override {
+  TestResult test(const CandidateTest& candidate, double) override {
+    const std::string& completion = candidate.completion;
     TestResult result;
     result.verdict = completion.find("while True") != std::string::npos ? Verdict::Timeout
                      : completion.find("a + b") != std::string::npos    ? Verdict::Passed
@@ -141,7 +142,7 @@ class FakeEngine : public ui::EnginePort {
     std::vector<RankEntry> entries;
     for (const Candidate& c : session.candidates) {
       EvaluatedCandidate e{c.index, c.text, 0.0, c.seconds, c.finish == FinishReason::Eos, {}};
-      e.result = test(problem, c.text, 0.0);
+      e.result = test({.problem = problem, .completion = c.text, .program = {}}, 0.0);
       entries.push_back({e.result, 0.0, c.seconds});
       evaluation.n += e.in_budget;
       evaluation.c += e.in_budget && e.result.verdict == Verdict::Passed;
