@@ -15,6 +15,7 @@
 
 #include "cli_run.h"
 #include "model/gguf.h"
+#include "model/model.h"
 #include "model/model_export.h"
 #include "model/random_model.h"
 #include "model/tokenizer.h"
@@ -204,6 +205,91 @@ class TestCliGenerate : public QObject {
     const CliRun missing = run_cli(args.mid(0, 7) + QStringList{"--suffix", dir.filePath("nope.py")});
     QCOMPARE(missing.code, 2);
     QVERIFY2(QString(missing.err).contains("nope.py"), missing.err.constData());
+  }
+
+  // The chat prompt style on the real SmolLM2-135M-Instruct: the model reads the chat that
+  // asks for the function, rendered as jinja2 renders the GGUF's template (the shared
+  // render.py, the template read by the gguf package), the assistant's turn opened with a
+  // fence and the code; candidates continue the code and end before the closing fence, and
+  // each is shown as prompt + completion. Raw and the demo pair (no template) stay raw.
+  void chatPromptStyle() {
+    SPECULA_REAL_MODEL(smol, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    SPECULA_SHARED_FILE(render, "chat-templates/render.py");
+    const std::string prompt = "def add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n";
+    const char* reference =
+        "import sys, os, gguf\n"
+        "sys.path.insert(0, os.path.dirname(sys.argv[1])); import render\n"
+        "f = gguf.GGUFReader(sys.argv[2]).fields['tokenizer.chat_template']\n"
+        "template = bytes(f.parts[f.data[0]]).decode()\n"
+        "ask = 'Complete the following Python function:\\n```python\\n' + sys.argv[3] + '```'\n"
+        "bos, eos = render.SPECIAL['SmolLM2']\n"
+        "text = render.render(template, [{'role': 'user', 'content': ask}], True, bos, eos) + '```python\\n'\n"
+        "sys.stdout.buffer.write(text.encode())\n";
+    QProcess python;
+    python.start("python3", {"-c", reference, QString::fromStdString(render), QString::fromStdString(smol),
+                             QString::fromStdString(prompt)});
+    QVERIFY(python.waitForFinished(60000));
+    if (python.exitCode() != 0) {
+      const QByteArray why = "jinja2 or gguf not importable: " + python.readAllStandardError();
+      if (runningInCi()) QFAIL(why.constData());
+      QSKIP(why.constData());
+    }
+    const QString expected_prefix = QString::fromUtf8(python.readAllStandardOutput());
+    QVERIFY(expected_prefix.contains("<|im_start|>assistant\n```python\n"));
+
+    const QStringList base = {"generate", "-m", QString::fromStdString(smol), "--device", "cpu", "-p",
+                              QString::fromStdString(prompt), "--code-stops", "--seed", "2"};
+    const CliRun chat = run_cli(base + QStringList{"-n", "3", "--max-tokens", "64", "--temp", "0.3", "--json"});
+    QVERIFY2(chat.code == 0, chat.err.constData());
+    const QJsonObject o = QJsonDocument::fromJson(chat.out).object();
+    QCOMPARE(o["prompt_style"].toString(), QString("chat"));
+    QCOMPARE(o["prompt"].toString(), QString::fromStdString(prompt));
+    QCOMPARE(o["chat_prefix"].toString(), expected_prefix);
+    specula::LoadOptions metadata;
+    metadata.metadata_only = true;
+    const auto tokenizer = specula::load_model(smol, metadata)->tokenizer;
+    int fenced = 0, written = 0;
+    for (const QJsonValue& v : o["candidates"].toArray()) {
+      const QString text = v.toObject()["text"].toString();
+      qInfo("chat candidate (%s): %s", qPrintable(v.toObject()["finish"].toString()), qPrintable(text));
+      QVERIFY2(!text.contains("```"), qPrintable(text));        // cut before the closing fence
+      QVERIFY2(!text.startsWith("def add"), qPrintable(text));  // the body, not the code again
+      fenced += v.toObject()["finish"].toString() == "stop" ? 1 : 0;
+      written += text.trimmed().isEmpty() ? 0 : 1;
+    }
+    QVERIFY2(fenced > 0, "no candidate reached a stop (the fence or a code stop)");
+    QVERIFY2(written > 0, "every candidate is empty");
+    // the model read the chat and the code, as apply_chat_template's tokens (token healing
+    // off: it would give the prompt's last token back to the candidates)
+    const CliRun read = run_cli(base + QStringList{"--max-tokens", "1", "--json", "--no-token-healing"});
+    QCOMPARE(read.code, 0);
+    const std::string whole = expected_prefix.toStdString() + prompt;
+    QCOMPARE(QJsonDocument::fromJson(read.out).object()["totals"].toObject()["prompt_tokens"].toInt(),
+             static_cast<int>(tokenizer->encode(whole, false, true).size()));
+
+    const QStringList greedy = {"--max-tokens", "64", "--temp", "0"};
+    const CliRun shown = run_cli(base + greedy);  // one candidate, as text
+    const CliRun shown_json = run_cli(base + greedy + QStringList{"--json"});
+    QCOMPARE(shown.code, 0);
+    const QString text = QJsonDocument::fromJson(shown_json.out).object()["candidates"].toArray()[0].toObject()["text"].toString();
+    QCOMPARE(shown.out, QByteArray::fromStdString(prompt) + text.toUtf8() + "\n");
+
+    const CliRun raw =
+        run_cli(base + QStringList{"--prompt-style", "raw", "--max-tokens", "2", "--json", "--no-token-healing"});
+    QCOMPARE(raw.code, 0);
+    const QJsonObject r = QJsonDocument::fromJson(raw.out).object();
+    QCOMPARE(r["prompt_style"].toString(), QString("raw"));
+    QVERIFY(r["chat_prefix"].isNull());
+    QCOMPARE(r["totals"].toObject()["prompt_tokens"].toInt(), static_cast<int>(tokenizer->encode(prompt, true).size()));
+
+    // the demo pair has no template: auto is raw, chat is refused
+    const QStringList demo = {"generate", "--device", "cpu", "-p", "def f():\n", "--code-stops", "--max-tokens", "2"};
+    const CliRun demo_auto = run_cli(demo + QStringList{"--json"});
+    QCOMPARE(demo_auto.code, 0);
+    QCOMPARE(QJsonDocument::fromJson(demo_auto.out).object()["prompt_style"].toString(), QString("raw"));
+    const CliRun demo_chat = run_cli(demo + QStringList{"--prompt-style", "chat"});
+    QCOMPARE(demo_chat.code, 2);
+    QVERIFY2(QString(demo_chat.err).contains("chat template"), demo_chat.err.constData());
   }
 
   void promptBeyondContext() {

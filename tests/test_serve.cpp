@@ -155,9 +155,11 @@ class TestServe : public QObject {
     QCOMPARE(models["data"][0]["max_model_len"].get<int>(), 512);
     QCOMPARE(health(stories->port())["status"].get<std::string>(), std::string("ok"));
 
-    res = client.Post("/v1/chat/completions", R"({"messages":[]})", kJson);
-    QVERIFY(res && res->status == 404);
-    QVERIFY(json::parse(res->body)["error"]["message"].get<std::string>().find("chat") != std::string::npos);
+    // a model without a chat template cannot take messages (test_serve_chat: one with a template)
+    res = client.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}]})", kJson);
+    QVERIFY(res && res->status == 400);
+    QCOMPARE(json::parse(res->body)["error"]["code"].get<std::string>(), std::string("chat_template_missing"));
+    QVERIFY(json::parse(res->body)["error"]["message"].get<std::string>().find("chat template") != std::string::npos);
     res = client.Get("/v1/nothing");
     QVERIFY(res && res->status == 404 && is_error_object(json::parse(res->body)));
 

@@ -136,6 +136,72 @@ class TestServeProtocol : public QObject {
     QCOMPARE(QString::fromStdString(got), param);
   }
 
+  // Chat requests: messages kept in order with their other keys, content parts joined, the
+  // shared fields read as for completions, max_completion_tokens, logprobs as a boolean.
+  void chatRequestFieldsAreRead() {
+    const ChatRequest c = parse_chat_request(
+        R"({"model":"m","messages":[{"role":"system","content":"Be brief."},
+            {"role":"user","name":"ann","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+            "n":2,"max_completion_tokens":30,"temperature":0,"seed":4,"stop":["```"],"stream":true,
+            "logprobs":true,"top_logprobs":0})",
+        RequestLimits{});
+    QCOMPARE(c.messages.size(), size_t(2));
+    QCOMPARE(c.messages[0]["role"].get<std::string>(), std::string("system"));
+    QCOMPARE(c.messages[1]["content"].get<std::string>(), std::string("a\nb"));
+    QCOMPARE(c.messages[1]["name"].get<std::string>(), std::string("ann"));
+    QCOMPARE(c.messages[1].begin().key(), std::string("role"));
+    QCOMPARE(c.completion.model, std::string("m"));
+    QCOMPARE(c.completion.n, 2);
+    QCOMPARE(c.completion.max_tokens, 30);
+    QCOMPARE(c.completion.temperature, 0.0f);
+    QCOMPARE(*c.completion.seed, uint64_t(4));
+    QCOMPARE(c.completion.stop, std::vector<std::string>{"```"});
+    QVERIFY(c.completion.stream);
+    QCOMPARE(*c.completion.logprobs, 0);
+    const ChatRequest defaults = parse_chat_request(R"({"messages":[{"role":"x","content":""}]})", RequestLimits{});
+    QCOMPARE(defaults.completion.max_tokens, 0);  // the server gives what the context leaves
+    QVERIFY(!defaults.completion.logprobs);
+    QCOMPARE(parse_chat_request(R"({"messages":[{"role":"u","content":"x"}],"max_tokens":7})", RequestLimits{})
+                 .completion.max_tokens,
+             7);
+  }
+
+  void badChatRequestsAre400NamingTheField_data() {
+    QTest::addColumn<QString>("body");
+    QTest::addColumn<QString>("param");
+    QTest::newRow("malformed JSON") << R"({"messages": [)" << "";
+    QTest::newRow("no messages") << R"({"prompt": "x"})" << "messages";
+    QTest::newRow("messages an object") << R"({"messages": {"role": "user", "content": "x"}})" << "messages";
+    QTest::newRow("no message") << R"({"messages": []})" << "messages";
+    QTest::newRow("message a string") << R"({"messages": ["hi"]})" << "messages";
+    QTest::newRow("no role") << R"({"messages": [{"content": "hi"}]})" << "messages";
+    QTest::newRow("role null") << R"({"messages": [{"role": null, "content": "hi"}]})" << "messages";
+    QTest::newRow("no content") << R"({"messages": [{"role": "user"}]})" << "messages";
+    QTest::newRow("content a number") << R"({"messages": [{"role": "user", "content": 1}]})" << "messages";
+    QTest::newRow("image part") << R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})" << "messages";
+    QTest::newRow("text part without text") << R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})"
+                                            << "messages";
+    QTest::newRow("n zero") << R"({"messages": [{"role": "user", "content": "x"}], "n": 0})" << "n";
+    QTest::newRow("max_completion_tokens zero") << R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})"
+                                                << "max_completion_tokens";
+    QTest::newRow("logprobs a number") << R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})" << "logprobs";
+    QTest::newRow("top_logprobs") << R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2})"
+                                  << "top_logprobs";
+    QTest::newRow("tools") << R"({"messages": [{"role": "user", "content": "x"}], "tools": []})" << "tools";
+  }
+  void badChatRequestsAre400NamingTheField() {
+    QFETCH(QString, body);
+    QFETCH(QString, param);
+    try {
+      parse_chat_request(body.toStdString(), RequestLimits{});
+      QFAIL("accepted");
+    } catch (const ApiError& e) {
+      QCOMPARE(e.status, 400);
+      QCOMPARE(QString::fromStdString(e.param), param);
+      QVERIFY(std::string(e.what()).size() > 10);
+    }
+  }
+
   void errorObjectIsOpenAIs() {
     const json e = error_json(ApiError(401, "the API key is not valid", {}, "invalid_api_key"))["error"];
     QCOMPARE(e["message"].get<std::string>(), std::string("the API key is not valid"));

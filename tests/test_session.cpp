@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "fake_backend.h"
+#include "decode/prompt_style.h"
 #include "decode/session.h"
 #include "model/gguf.h"
 #include "shared_data.h"
@@ -173,6 +174,45 @@ class TestSession : public QObject {
       QCOMPARE(c.finish, FinishReason::Cancelled);
       QVERIFY(static_cast<int>(c.tokens.size()) < 300);
     }
+  }
+
+  // The chat prompt style: which style each request gets, the chat prefix made of the
+  // template's rendering of the request for the function, and the ids the model reads (the
+  // chat's special-token texts parsed, no BOS), while the prompt stays the code.
+  void chatPromptStyle() {
+    QCOMPARE(parse_prompt_style("chat"), PromptStyle::Chat);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_prompt_style("instruct"));
+    QCOMPARE(resolve_prompt_style(PromptStyle::Auto, true, false), PromptStyle::Chat);
+    QCOMPARE(resolve_prompt_style(PromptStyle::Auto, true, true), PromptStyle::Raw);
+    QCOMPARE(resolve_prompt_style(PromptStyle::Auto, false, false), PromptStyle::Raw);
+    QCOMPARE(resolve_prompt_style(PromptStyle::Raw, true, false), PromptStyle::Raw);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, resolve_prompt_style(PromptStyle::Chat, false, false));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, resolve_prompt_style(PromptStyle::Chat, true, true));
+
+    SPECULA_SHARED_FILE(starcoder, "tokenizers/bpe-vocab/ggml-vocab-starcoder.gguf");
+    Vocabulary vocab = gguf_vocabulary(GgufFile::open(starcoder));
+    auto model = make_fake_model("target", vocab.size(), 4, 512);
+    model->tokenizer = create_tokenizer(std::move(vocab));
+    const Tokenizer& tokenizer = *model->tokenizer;
+    const ModelChatTemplate chat{.source = "{% for m in messages %}<|endoftext|>{{ m.role }}: {{ m.content }}\n{% endfor %}"
+                                           "{% if add_generation_prompt %}<|endoftext|>assistant: {% endif %}"};
+    GenerationRequest r = request(2, "ngram");
+    r.prompt = "def add(a, b):\n";
+    r.sampling.temperature = 0;
+    r.max_new_tokens = 8;
+    use_chat_prompt(r, chat);
+    QCOMPARE(r.prompt, std::string("def add(a, b):\n"));
+    const nlohmann::ordered_json ask = nlohmann::ordered_json::array(
+        {{{"role", "user"}, {"content", "Complete the following Python function:\n```python\ndef add(a, b):\n```"}}});
+    QCOMPARE(*r.chat_prefix, render_chat(chat, ask, true) + "```python\n");
+    QVERIFY(std::find(r.stop.begin(), r.stop.end(), std::string(kChatCodeStop)) != r.stop.end());
+    const std::vector<int> ids = request_prompt_ids(tokenizer, r);
+    QCOMPARE(ids, tokenizer.encode(*r.chat_prefix + r.prompt, false, true));
+    QVERIFY(ids != tokenizer.encode(*r.chat_prefix + r.prompt, false, false));  // <|endoftext|> is one token
+    FakeBackend backend;
+    QCOMPARE(run_session(backend, *model, r).totals.prompt_tokens, static_cast<int>(ids.size()));
+    r.suffix = "\n";
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, request_prompt_ids(tokenizer, r));
   }
 
   // With a suffix the model is given the fill-in-the-middle prompt of its family, and the

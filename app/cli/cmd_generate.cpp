@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "model_options.h"
 #include "model/model.h"
+#include "decode/prompt_style.h"
 #include "decode/session.h"
 #include "serve/openai_api.h"
 
@@ -39,10 +40,14 @@ struct GenerateArgs {
   bool code_stops = false;
   bool token_healing = true;  // for code prompts (--code-stops); --no-token-healing: off
   bool json = false;
+  std::string prompt_style = "auto";  // for code (--code-stops); auto without --code-stops: raw
 };
 
-nlohmann::json to_json(const SessionResult& r, int n) {
+nlohmann::json to_json(const SessionResult& r, int n, const GenerationRequest& request, PromptStyle style) {
   nlohmann::json out;
+  out["prompt"] = request.prompt;
+  out["prompt_style"] = prompt_style_name(style);
+  out["chat_prefix"] = request.chat_prefix ? nlohmann::json(*request.chat_prefix) : nlohmann::json(nullptr);
   out["candidates"] = nlohmann::json::array();
   for (const Candidate& c : r.candidates) {
     out["candidates"].push_back({{"text", c.text},
@@ -75,6 +80,9 @@ void run(const GenerateArgs& a) {
 
   const OpenedGenerator opened = open_generator(a.models, a.remote);
   request.draft = opened.draft;
+  // The chat style asks for a function to complete: auto chooses it for code (--code-stops) only.
+  const PromptStyle style =
+      apply_prompt_style(request, a.prompt_style == "auto" && !request.code_stops ? "raw" : a.prompt_style, opened);
 
   if (a.steps > 0) {
     const Model* model = opened.target;
@@ -118,7 +126,7 @@ void run(const GenerateArgs& a) {
   }
 
   if (a.json) {
-    std::puts(to_json(result, a.candidates).dump(2).c_str());
+    std::puts(to_json(result, a.candidates, request, style).dump(2).c_str());
     return;
   }
   // each candidate is shown in place: prompt, completion, and the suffix after it
@@ -163,6 +171,7 @@ void add_generate_command(CLI::App& app) {
                 "healing), and generation also stops at a new top-level def / class / if __name__ / print( line");
   cmd->add_flag("!--no-token-healing", args->token_healing,
                 "With --code-stops: give the prompt's last token as it is, even where other tokens extend it");
+  add_prompt_style_option(cmd, args->prompt_style);
   cmd->add_flag("--json", args->json, "Print one JSON object with every candidate and the totals");
   cmd->callback([args] {
     try {

@@ -24,6 +24,7 @@ struct ServeArgs {
   ModelOptions models;
   serve::ServerOptions server;
   std::string name;
+  std::string chat_template_file;  // empty: the model's own template
 };
 
 // The id clients ask for: --name, else the model file's name without its extension.
@@ -46,6 +47,7 @@ void run(ServeArgs& a) {
 
   LoadedModels loaded = load_models(a.models);
   a.server.model_name = model_name(a);
+  if (!a.chat_template_file.empty()) a.server.chat_template = read_input_file(a.chat_template_file);
   a.server.draft = loaded.draft;
   LocalGenerator generator(std::move(loaded.backend), std::move(loaded.target), std::move(loaded.draft.draft_model));
   serve::CompletionServer server(generator, a.server);
@@ -72,7 +74,7 @@ void run(ServeArgs& a) {
 
 void add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over OpenAI's completions API (HTTP)");
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over OpenAI's completions and chat completions API (HTTP)");
   add_model_options(cmd, a->models);
   cmd->add_option("--host", a->server.host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", a->server.port, "Port (default 8080; 0: any free port, printed on stdout)")
@@ -104,6 +106,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-kv-tokens", a->server.max_kv_tokens,
                   "KV positions one request may need (n, prompt and max_tokens); more get 400 (default 131072)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--chat-template", a->chat_template_file,
+                  "Jinja chat template file for /v1/chat/completions instead of the model's own");
   cmd->add_option("--name", a->name, "Model id the server lists and answers to (default: the model file's name)");
   cmd->callback([a] {
     try {

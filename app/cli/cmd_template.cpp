@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "model/chat_template.h"
-#include "model/gguf.h"
+#include "model/model_chat.h"
 
 namespace specula::cli {
 
@@ -26,66 +26,20 @@ struct Options {
   std::optional<std::string> eos_token;
 };
 
-// A model's chat template and its BOS / EOS texts.
-struct ModelTemplate {
-  std::string source;
-  std::string bos_token;
-  std::string eos_token;
-};
-
-std::string piece_or_empty(const Vocabulary& vocab, int id) {
-  return id >= 0 && id < vocab.size() ? vocab.pieces[static_cast<size_t>(id)] : std::string();
-}
-
-// GGUF: tokenizer.chat_template and the BOS / EOS pieces, from the metadata alone.
-ModelTemplate gguf_template(const std::string& path) {
-  const GgufFile gguf = GgufFile::read_header(path, GgufPart::Metadata);
-  ModelTemplate t{.source = gguf.get_string("tokenizer.chat_template", "")};
-  if (t.source.empty()) throw CommandFailed(path + ": the model carries no chat template (tokenizer.chat_template)", 2);
-  const Vocabulary vocab = gguf_vocabulary(gguf);
-  t.bos_token = piece_or_empty(vocab, vocab.bos);
-  t.eos_token = piece_or_empty(vocab, vocab.eos);
-  return t;
-}
-
-// tokenizer_config.json's bos_token / eos_token: a string or {"content": ...}.
-std::string special_token_text(const Json& config, const char* key) {
-  if (!config.contains(key)) return "";
-  const Json& v = config[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return "";
-}
-
-// A Hugging Face directory: chat_template.jinja, else tokenizer_config.json's chat_template
-// (a string, or a list of named templates of which "default" is the one used).
-ModelTemplate directory_template(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const fs::path config_path = fs::path(dir) / "tokenizer_config.json";
-  const Json config = fs::exists(config_path) ? Json::parse(read_input_file(config_path.string())) : Json::object();
-  ModelTemplate t{.bos_token = special_token_text(config, "bos_token"), .eos_token = special_token_text(config, "eos_token")};
-  const fs::path jinja_path = fs::path(dir) / "chat_template.jinja";
-  if (fs::exists(jinja_path)) {
-    t.source = read_input_file(jinja_path.string());
-  } else if (config.contains("chat_template") && config["chat_template"].is_string()) {
-    t.source = config["chat_template"].get<std::string>();
-  } else if (config.contains("chat_template") && config["chat_template"].is_array()) {
-    for (const Json& named : config["chat_template"]) {
-      if (named.value("name", "") == "default") t.source = named.value("template", "");
-    }
-  }
-  if (t.source.empty()) throw CommandFailed(dir + ": the model carries no chat template (tokenizer_config.json)", 2);
-  return t;
-}
-
-ModelTemplate model_template(const std::string& model) {
+// The model's template, BOS and EOS (model/model_chat.h); exit 2 when it carries none.
+ModelChatTemplate model_template(const std::string& model) {
+  std::optional<ModelChatTemplate> t;
   try {
-    return std::filesystem::is_directory(model) ? directory_template(model) : gguf_template(model);
-  } catch (const CommandFailed&) {
-    throw;
+    t = read_model_chat_template(model);
   } catch (const std::exception& e) {
     throw CommandFailed(e.what(), 2);
   }
+  if (!t) {
+    throw CommandFailed(model + ": the model carries no chat template (" +
+                            (std::filesystem::is_directory(model) ? "tokenizer_config.json" : "tokenizer.chat_template") + ")",
+                        2);
+  }
+  return *t;
 }
 
 // --messages: a JSON array of objects, each with a string "role".
@@ -107,7 +61,7 @@ Json read_messages(const std::string& path) {
 
 void run(const Options& o) {
   if (o.model.empty() == o.template_file.empty()) throw CommandFailed("give the template with exactly one of -m and --template", 2);
-  ModelTemplate t = o.model.empty() ? ModelTemplate{.source = read_input_file(o.template_file)} : model_template(o.model);
+  ModelChatTemplate t = o.model.empty() ? ModelChatTemplate{.source = read_input_file(o.template_file)} : model_template(o.model);
   const ChatTemplateInput input{.messages = read_messages(o.messages_file),
                                 .add_generation_prompt = !o.no_generation_prompt,
                                 .bos_token = o.bos_token.value_or(t.bos_token),

@@ -159,6 +159,11 @@ OpenedGenerator open_generator(const ModelOptions& models, const serve::RemoteOp
     opened.draft = loaded.draft;
     opened.target = loaded.target.get();
     opened.note = loaded.backend_note;
+    try {
+      opened.chat_template = model_chat_template(*loaded.target);
+    } catch (const std::exception& e) {
+      throw CommandFailed(e.what(), 2);
+    }
     opened.generator = std::make_unique<LocalGenerator>(std::move(loaded.backend), std::move(loaded.target),
                                                         std::move(loaded.draft.draft_model));
     return opened;
@@ -177,6 +182,31 @@ OpenedGenerator open_generator(const ModelOptions& models, const serve::RemoteOp
     throw CommandFailed(e.what(), kExitRemote);
   }
   return opened;
+}
+
+void add_prompt_style_option(CLI::App* command, std::string& style) {
+  command->add_option("--prompt-style", style,
+                      "How code is put to the model: raw (the code as it is), chat (a user turn asking to complete the "
+                      "function, the assistant's turn opened with the code in a fence, stopping at the closing fence) "
+                      "or auto: chat for a model with a chat template unless filling in the middle (default auto)")
+      ->check(CLI::IsMember({"auto", "raw", "chat"}));
+}
+
+PromptStyle apply_prompt_style(GenerationRequest& request, const std::string& style, const OpenedGenerator& opened) {
+  PromptStyle used = PromptStyle::Raw;
+  try {
+    const PromptStyle asked = parse_prompt_style(style);
+    if (asked == PromptStyle::Chat && !opened.target) {
+      throw std::invalid_argument("the chat prompt style is for local models: a server is prompted raw");
+    }
+    used = resolve_prompt_style(asked, opened.chat_template.has_value(), request.suffix.has_value());
+    if (used == PromptStyle::Chat) use_chat_prompt(request, *opened.chat_template);
+  } catch (const std::invalid_argument& e) {
+    throw CommandFailed(e.what(), 2);
+  } catch (const ChatTemplateError& e) {
+    throw CommandFailed("the model's chat template failed: " + e.kind() + ": " + e.what(), 2);
+  }
+  return used;
 }
 
 }  // namespace specula::cli

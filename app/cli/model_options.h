@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -9,7 +10,9 @@
 #include "compute/backend.h"
 #include "model/model.h"
 #include "decode/generator.h"
+#include "decode/prompt_style.h"
 #include "decode/session.h"
+#include "model/model_chat.h"
 #include "serve/remote_generator.h"
 
 namespace specula::cli {
@@ -57,11 +60,21 @@ struct OpenedGenerator {
   std::unique_ptr<Generator> generator;
   DraftOptions draft;             // kind and policy for a request (a server chooses its own)
   const Model* target = nullptr;  // the local target model; null for a server
+  std::optional<ModelChatTemplate> chat_template;  // the local target's; none for a server
   std::string note;               // where generation runs, and why there
 };
 
 // A server's generator when remote.url is set (local model options are then an error, exit
 // 2), else the local models loaded as load_models() does.
 OpenedGenerator open_generator(const ModelOptions& models, const serve::RemoteOptions& remote);
+
+// --prompt-style auto|raw|chat, of the commands that complete code (generate, eval).
+void add_prompt_style_option(CLI::App* command, std::string& style);
+
+// Puts a code request (its prompt the code before the body, code_prompt's) to the model in
+// `style` (decode/prompt_style.h): chat adds the chat prefix of the model's template and the
+// closing fence as a stop. Returns the style used, Raw or Chat. Throws CommandFailed (exit 2)
+// for a style that cannot be: chat without a template, with a suffix, or with a server.
+PromptStyle apply_prompt_style(GenerationRequest& request, const std::string& style, const OpenedGenerator& opened);
 
 }  // namespace specula::cli

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/model_chat.h"
 #include "model/tokenizer.h"
 
 namespace specula {
@@ -21,6 +22,10 @@ std::string code_prompt(std::string prompt) {
 }
 
 std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const GenerationRequest& request) {
+  if (request.chat_prefix && request.suffix) {
+    throw std::invalid_argument("a chat prompt cannot fill in the middle: give the suffix with the raw prompt style");
+  }
+  if (request.chat_prefix) return encode_chat(tokenizer, *request.chat_prefix + request.prompt);
   if (!request.suffix) return tokenizer.encode(request.prompt, true);
   if (!tokenizer.fim().complete())
     throw std::invalid_argument("the model has no fill-in-the-middle tokens, so it cannot take a suffix");
@@ -71,7 +76,7 @@ double SessionTotals::acceptance_rate() const { return proposed > 0 ? static_cas
 namespace {
 
 void validate(const GenerationRequest& r) {
-  if (r.prompt.empty() && !r.suffix && !r.allow_empty_prompt) throw std::invalid_argument("the prompt is empty");
+  if (r.prompt.empty() && !r.suffix && !r.chat_prefix && !r.allow_empty_prompt) throw std::invalid_argument("the prompt is empty");
   if (r.n_candidates < 1 || r.n_candidates > kMaxCandidates) {
     throw std::invalid_argument("the number of candidates must be between 1 and " + std::to_string(kMaxCandidates) +
                                 ", got " + std::to_string(r.n_candidates));

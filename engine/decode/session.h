@@ -32,6 +32,10 @@ struct GenerationRequest {
   std::optional<std::string> suffix;  // set: fill in the middle, the completion goes between
                                       // prompt and suffix (which may be empty); the model
                                       // needs FIM tokens (Tokenizer::fim_prompt's layout)
+  std::optional<std::string> chat_prefix;  // set: a rendered chat that the prompt follows (empty when
+                                           // the prompt is the whole chat); chat_prefix + prompt is
+                                           // encoded as apply_chat_template's text is (encode_chat:
+                                           // special tokens' texts parsed, no BOS added). Not with a suffix.
   bool allow_empty_prompt = false;  // generate from BOS alone (llama2.c without a prompt); a
                                     // fill-in-the-middle prompt may always be empty
   int n_candidates = 1;             // 1 .. kMaxCandidates
@@ -46,8 +50,10 @@ struct GenerationRequest {
 };
 
 // The ids the model is given for `request`: its prompt with BOS where the vocabulary adds
-// one, or, with a suffix, the fill-in-the-middle prompt in the layout of the model's family.
-// Throws std::invalid_argument when a suffix is given to a model without FIM tokens.
+// one, or, with a suffix, the fill-in-the-middle prompt in the layout of the model's family,
+// or, with a chat prefix, the chat's text and the prompt as encode_chat encodes them.
+// Throws std::invalid_argument when a suffix is given to a model without FIM tokens, or
+// together with a chat prefix.
 std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const GenerationRequest& request);
 
 // The default stops for completing a Python function: a new top-level def, class,

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/model_chat.h"
 #include "model/tokenizer.h"
 #include "serve/access_policy.h"
 #include "serve/http_server.h"
@@ -36,10 +37,11 @@ constexpr const char* kStreamProbe = ": keep-alive\n\n";  // an SSE comment: cha
 // One accepted request, shared by the HTTP thread that answers it and the engine thread
 // that generates it.
 struct Job {
+  bool chat = false;                    // /v1/chat/completions: OpenAI's chat shapes
   CompletionRequest request;
   GenerationRequest generation;
   std::vector<int> prompt_ids;          // the encoded prompt, BOS included (for token texts)
-  std::string id;                       // "cmpl-..."
+  std::string id;                       // "cmpl-..." or "chatcmpl-..."
   long long created = 0;                // Unix time
   Clock::time_point queued;
   std::atomic<bool> cancel{false};      // the session's stop flag: the client went away
@@ -79,6 +81,19 @@ json logprobs_json(const Tokenizer& tokenizer, const Job& job, const Candidate& 
   return {{"tokens", texts}, {"token_logprobs", c.logprobs}, {"top_logprobs", nullptr}, {"text_offset", offsets}};
 }
 
+// The chat format: per token its text, log-probability and bytes (no alternatives).
+json chat_logprobs_json(const Tokenizer& tokenizer, const Job& job, const Candidate& c) {
+  if (!job.request.logprobs) return nullptr;
+  const std::vector<std::string> texts = token_texts(tokenizer, job.prompt_ids, c.tokens);
+  json content = json::array();
+  for (size_t i = 0; i < texts.size() && i < c.logprobs.size(); ++i) {
+    std::vector<int> bytes(texts[i].begin(), texts[i].end());
+    for (int& b : bytes) b &= 0xff;
+    content.push_back({{"token", texts[i]}, {"logprob", c.logprobs[i]}, {"bytes", bytes}, {"top_logprobs", json::array()}});
+  }
+  return {{"content", content}};
+}
+
 // Specula's per-choice extension for a candidate that has ended.
 json finished_extension(const Candidate& c) {
   return {{"finish", finish_reason_name(c.finish)},
@@ -89,6 +104,19 @@ json finished_extension(const Candidate& c) {
 }
 
 json choice_json(const Tokenizer& tokenizer, const Job& job, const Candidate& c, bool whole_text) {
+  if (job.chat) {
+    // a response carries the message, a stream's last chunk for the choice an empty delta
+    json choice = {{"index", c.index}};
+    if (whole_text) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["delta"] = json::object();
+    }
+    choice["logprobs"] = chat_logprobs_json(tokenizer, job, c);
+    choice["finish_reason"] = openai_finish_reason(c.finish);
+    choice["specula"] = finished_extension(c);
+    return choice;
+  }
   return {{"index", c.index},
           {"text", whole_text ? c.text : std::string()},
           {"logprobs", logprobs_json(tokenizer, job, c)},
@@ -96,7 +124,14 @@ json choice_json(const Tokenizer& tokenizer, const Job& job, const Candidate& c,
           {"specula", finished_extension(c)}};
 }
 
-json delta_choice_json(const CandidateDelta& d) {
+json delta_choice_json(const Job& job, const CandidateDelta& d) {
+  if (job.chat) {
+    return {{"index", d.index},
+            {"delta", {{"content", d.text}}},
+            {"logprobs", nullptr},
+            {"finish_reason", nullptr},
+            {"specula", {{"tokens", d.tokens}, {"accepted", d.accepted}, {"proposed", d.proposed}}}};
+  }
   return {{"index", d.index},
           {"text", d.text},
           {"logprobs", nullptr},
@@ -155,6 +190,21 @@ size_t longest_token_bytes(const Tokenizer& tokenizer) {
   return 2 * longest;
 }
 
+// The template chat requests are rendered with: the one the server was given (with the
+// model's BOS and EOS texts), else the model's own.
+std::optional<ModelChatTemplate> served_chat_template(const Model& model, const std::string& given) {
+  std::optional<ModelChatTemplate> own = model_chat_template(model);
+  if (given.empty()) return own;
+  ModelChatTemplate t = own.value_or(ModelChatTemplate{});
+  if (!own && model.tokenizer) {
+    const Tokenizer& tok = *model.tokenizer;
+    if (tok.bos() >= 0 && tok.bos() < tok.size()) t.bos_token = tok.piece(tok.bos());
+    if (tok.eos() >= 0 && tok.eos() < tok.size()) t.eos_token = tok.piece(tok.eos());
+  }
+  t.source = given;
+  return t;
+}
+
 uint64_t random_seed() {
   std::random_device device;
   return (static_cast<uint64_t>(device()) << 32) ^ device();
@@ -166,13 +216,15 @@ struct CompletionServer::Impl {
   Impl(LocalGenerator& g, ServerOptions o)
       : generator(g), options(std::move(o)), started(std::time(nullptr)),
         access{.bound_host = options.host, .allowed_hosts = options.allowed_hosts, .allowed_origins = options.allowed_origins},
-        token_bytes(g.target().tokenizer ? longest_token_bytes(*g.target().tokenizer) : 1), http(http_options(), service()) {}
+        token_bytes(g.target().tokenizer ? longest_token_bytes(*g.target().tokenizer) : 1),
+        chat_template(served_chat_template(g.target(), options.chat_template)), http(http_options(), service()) {}
 
   LocalGenerator& generator;
   const ServerOptions options;
   const long long started;
   const AccessPolicy access;
   const size_t token_bytes;                // longest_token_bytes of the model's tokenizer
+  const std::optional<ModelChatTemplate> chat_template;  // options.chat_template, else the model's; none: chat gets 400
   HttpServer http;
   std::atomic<long> next_id{1};
 
@@ -196,6 +248,10 @@ struct CompletionServer::Impl {
   HttpResponse refusal(int status, const std::string& message);
   std::vector<std::pair<std::string, std::string>> cors_headers(const HttpRequest& request) const;
   std::shared_ptr<Job> accept(const std::string& body);
+  std::shared_ptr<Job> accept_chat(const std::string& body);
+  void check_model(const CompletionRequest& request) const;
+  size_t max_prompt_bytes() const;
+  void prepare(Job& job, const char* id_prefix);
   void enqueue(const std::shared_ptr<Job>& job);
   void abandon(const std::shared_ptr<Job>& job);
   void engine_loop();
@@ -308,7 +364,7 @@ std::vector<std::pair<std::string, std::string>> CompletionServer::Impl::cors_he
   return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
 }
 
-// What the I/O thread answers at once: descriptions, preflights and the chat endpoint's 404.
+// What the I/O thread answers at once: descriptions and preflights.
 std::optional<HttpResponse> CompletionServer::Impl::quick(const HttpRequest& request) const {
   std::optional<HttpResponse> res;
   if (request.method == "OPTIONS") {
@@ -322,12 +378,6 @@ std::optional<HttpResponse> CompletionServer::Impl::quick(const HttpRequest& req
     const json model = {{"id", options.model_name}, {"object", "model"},       {"created", started},
                         {"owned_by", "specula"},    {"max_model_len", context()}};
     res = json_response(json{{"object", "list"}, {"data", json::array({model})}});
-  } else if (request.path == "/v1/chat/completions") {
-    res = error_response(ApiError(404,
-                                  "this server has no chat endpoint: applying the model's chat template would need a "
-                                  "template engine, which Specula does not have; use /v1/completions with the prompt "
-                                  "written out",
-                                  {}, "chat_not_supported"));
   }
   if (res) {
     for (auto& h : cors_headers(request)) res->headers.push_back(std::move(h));
@@ -335,11 +385,12 @@ std::optional<HttpResponse> CompletionServer::Impl::quick(const HttpRequest& req
   return res;
 }
 
-// POST /v1/completions, on a worker: accepted into the queue, then streamed or answered whole.
+// POST /v1/completions and /v1/chat/completions, on a worker: accepted into the queue, then
+// streamed or answered whole.
 void CompletionServer::Impl::work(const HttpRequest& request, HttpExchange& exchange) {
   std::shared_ptr<Job> job;
   try {
-    job = accept(request.body);
+    job = request.path == "/v1/chat/completions" ? accept_chat(request.body) : accept(request.body);
     enqueue(job);
   } catch (const ApiError& e) {
     HttpResponse res = error_response(e);
@@ -360,35 +411,86 @@ std::shared_ptr<Job> CompletionServer::Impl::accept(const std::string& body) {
   RequestLimits limits;
   limits.max_tokens = context();
   auto job = std::make_shared<Job>();
-  CompletionRequest& r = job->request;
-  r = parse_completion_request(body, limits);
+  job->request = parse_completion_request(body, limits);
+  check_model(job->request);
+  GenerationRequest& g = job->generation;
+  g.prompt = job->request.prompt;
+  if (!job->request.suffix.empty()) g.suffix = job->request.suffix;
+  prepare(*job, "cmpl");
+  return job;
+}
+
+void CompletionServer::Impl::check_model(const CompletionRequest& r) const {
   if (!r.model.empty() && r.model != options.model_name) {
     throw ApiError(404, "the model '" + r.model + "' does not exist: this server serves '" + options.model_name + "'",
                    "model", "model_not_found");
   }
+}
+
+// The longest prompt, in bytes, that could fit in the context whatever it tokenizes to.
+size_t CompletionServer::Impl::max_prompt_bytes() const { return static_cast<size_t>(context()) * token_bytes; }
+
+// A chat request: its messages through the model's template, then as a completion of that text.
+std::shared_ptr<Job> CompletionServer::Impl::accept_chat(const std::string& body) {
+  RequestLimits limits;
+  limits.max_tokens = context();
+  auto job = std::make_shared<Job>();
+  job->chat = true;
+  ChatRequest chat = parse_chat_request(body, limits);
+  job->request = std::move(chat.completion);
+  check_model(job->request);
+  if (!chat_template) {
+    throw ApiError(400, "the model '" + options.model_name +
+                            "' has no chat template (tokenizer.chat_template), so it cannot take messages: use "
+                            "/v1/completions with the prompt written out, or name a template (serve --chat-template)",
+                   "messages", "chat_template_missing");
+  }
+  // Rendering is the server's work too: messages that cannot fit are refused before it.
+  size_t content_bytes = 0;
+  for (const auto& m : chat.messages) content_bytes += m["content"].get_ref<const std::string&>().size();
+  if (content_bytes > max_prompt_bytes()) {
+    throw ApiError(400, "the messages have " + std::to_string(content_bytes) + " bytes, more than the model's context of " +
+                            std::to_string(context()) + " tokens can hold", "messages");
+  }
+  ChatTemplateLimits template_limits;
+  template_limits.max_output_bytes = std::max<size_t>(max_prompt_bytes(), 1 << 16);
+  GenerationRequest& g = job->generation;
+  try {
+    g.prompt = render_chat(*chat_template, chat.messages, /*add_generation_prompt=*/true, template_limits);
+  } catch (const ChatTemplateError& e) {
+    throw ApiError(400, "the chat template failed: " + e.kind() + ": " + e.what(), "messages", "chat_template_error");
+  }
+  g.chat_prefix = "";  // the prompt is the whole rendered chat
+  prepare(*job, "chatcmpl");
+  return job;
+}
+
+// Tokenizes the job's prompt and checks it and the request against the model and the
+// server's limits; then sizes and names the generation.
+void CompletionServer::Impl::prepare(Job& job, const char* id_prefix) {
+  CompletionRequest& r = job.request;
   // Tokenizing is the server's work, not the client's: a prompt that cannot fit, whatever it
   // tokenizes to, is refused from its length in bytes.
-  const size_t prompt_bytes = r.prompt.size() + r.suffix.size();
-  if (prompt_bytes > static_cast<size_t>(context()) * token_bytes) {
+  GenerationRequest& g = job.generation;
+  const size_t prompt_bytes = g.prompt.size() + r.suffix.size();
+  if (prompt_bytes > max_prompt_bytes()) {
     throw ApiError(400, "the prompt has " + std::to_string(prompt_bytes) + " bytes, more than the model's context of " +
-                            std::to_string(context()) + " tokens can hold", "prompt");
+                            std::to_string(context()) + " tokens can hold", job.chat ? "messages" : "prompt");
   }
-  GenerationRequest& g = job->generation;
-  g.prompt = r.prompt;
-  if (!r.suffix.empty()) g.suffix = r.suffix;
   try {
-    job->prompt_ids = request_prompt_ids(tokenizer(), g);
+    job.prompt_ids = request_prompt_ids(tokenizer(), g);
   } catch (const std::invalid_argument& e) {
     throw ApiError(400, e.what(), "suffix");  // a suffix for a model without fill-in-the-middle tokens
   }
-  if (static_cast<int>(job->prompt_ids.size()) >= context()) {
-    throw ApiError(400, "the prompt has " + std::to_string(job->prompt_ids.size()) + " tokens; the model's context holds " +
-                            std::to_string(context()), "prompt");
+  if (static_cast<int>(job.prompt_ids.size()) >= context()) {
+    throw ApiError(400, "the prompt has " + std::to_string(job.prompt_ids.size()) + " tokens; the model's context holds " +
+                            std::to_string(context()), job.chat ? "messages" : "prompt");
   }
+  if (r.max_tokens == 0) r.max_tokens = context() - static_cast<int>(job.prompt_ids.size());  // chat's default
   DecodeOptions sizing;
   sizing.n_seqs = r.n;
   sizing.max_new_tokens = r.max_tokens;
-  const int kv = decode_cache_tokens(static_cast<int>(job->prompt_ids.size()), context(), sizing);
+  const int kv = decode_cache_tokens(static_cast<int>(job.prompt_ids.size()), context(), sizing);
   if (kv > options.max_kv_tokens) {
     throw ApiError(400, std::to_string(r.n) + " completions of up to " + std::to_string(r.max_tokens) + " tokens need " +
                             std::to_string(kv) + " KV positions; this server allows " +
@@ -405,11 +507,10 @@ std::shared_ptr<Job> CompletionServer::Impl::accept(const std::string& body) {
   g.stop = r.stop;
   g.draft = options.draft;
   char id[32];
-  std::snprintf(id, sizeof id, "cmpl-%08lx", next_id.fetch_add(1));
-  job->id = id;
-  job->created = std::time(nullptr);
-  job->queued = Clock::now();
-  return job;
+  std::snprintf(id, sizeof id, "%s-%08lx", id_prefix, next_id.fetch_add(1));
+  job.id = id;
+  job.created = std::time(nullptr);
+  job.queued = Clock::now();
 }
 
 void CompletionServer::Impl::enqueue(const std::shared_ptr<Job>& job) {
@@ -507,6 +608,25 @@ void CompletionServer::Impl::stream(Job& job, HttpExchange& exchange, const Http
     job.cancel = true;
     return;
   }
+  const json head = {{"id", job.id},
+                    {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
+                    {"created", job.created},
+                    {"model", options.model_name}};
+  if (job.chat) {  // each choice's first chunk names the role, as OpenAI's do
+    std::string out;
+    for (int i = 0; i < job.request.n; ++i) {
+      json chunk = head;
+      chunk["choices"] = json::array({{{"index", i},
+                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", nullptr}}});
+      out += sse_event(dump(chunk));
+    }
+    if (!exchange.send(out)) {
+      job.cancel = true;
+      return;
+    }
+  }
   std::vector<CandidateDelta> deltas;
   std::vector<Candidate> finished;
   for (;;) {
@@ -518,11 +638,10 @@ void CompletionServer::Impl::stream(Job& job, HttpExchange& exchange, const Http
       finished.swap(job.finished);
       done = job.done;
     }
-    const json head = {{"id", job.id}, {"object", "text_completion"}, {"created", job.created}, {"model", options.model_name}};
     std::string out;
     for (const CandidateDelta& d : deltas) {
       json chunk = head;
-      chunk["choices"] = json::array({delta_choice_json(d)});
+      chunk["choices"] = json::array({delta_choice_json(job, d)});
       out += sse_event(dump(chunk));
     }
     for (const Candidate& c : finished) {
@@ -584,7 +703,7 @@ json CompletionServer::Impl::completion_json(Job& job) const {
   json choices = json::array();
   for (const Candidate& c : job.result->candidates) choices.push_back(choice_json(tokenizer(), job, c, true));
   return {{"id", job.id},
-          {"object", "text_completion"},
+          {"object", job.chat ? "chat.completion" : "text_completion"},
           {"created", job.created},
           {"model", options.model_name},
           {"choices", choices},

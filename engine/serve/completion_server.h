@@ -1,8 +1,9 @@
 // `specula-cli serve`: an OpenAI-compatible HTTP server over a LocalGenerator.
 //
 // POST /v1/completions runs the n choices of a request as ONE batched speculative decode
-// (run_session with n candidates); GET /v1/models and GET /health describe the server;
-// POST /v1/chat/completions answers 404 (Specula applies no chat templates). Requests wait in
+// (run_session with n candidates); POST /v1/chat/completions does the same with the
+// messages rendered through the model's chat template (model/model_chat.h; a model without
+// one answers 400); GET /v1/models and GET /health describe the server. Requests wait in
 // a bounded queue, one session runs at a time, and a client that closes its connection
 // cancels its generation within one decoding step. Every request gets a valid response or
 // OpenAI's error object: 400 bad JSON, field or framing, 401 missing or wrong key, 403 a
@@ -36,6 +37,7 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;  // browser origins allowed (CORS); "*": any; none: no web page
   int max_kv_tokens = 1 << 17;         // KV positions one request may need (n, prompt and max_tokens); more: 400
   std::string model_name;              // the id /v1/models lists; a request names it or no model
+  std::string chat_template;           // Jinja source for chat requests; empty: the model's own
   DraftOptions draft;                  // drafter and policy of every request (the generator has the draft model)
 };
 

@@ -179,16 +179,18 @@ json error_json(const ApiError& error) {
 
 std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits) {
-  const json j = json::parse(body, nullptr, false);
+namespace {
+
+json request_object(std::string_view body) {
+  json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
-  CompletionRequest r;
+  return j;
+}
+
+// The fields completions and chat completions share: the model, n, sampling, stops and streaming.
+void parse_common_fields(const json& j, const RequestLimits& limits, CompletionRequest& r) {
   if (const json* v = field(j, "model")) r.model = text(*v, "model");
-  const json* prompt = field(j, "prompt");
-  if (!prompt) bad("prompt", "prompt is required");
-  r.prompt = prompt_of(*prompt);
-  if (const json* v = field(j, "suffix")) r.suffix = text(*v, "suffix");
   if (const json* v = field(j, "n")) r.n = static_cast<int>(integer(*v, "n", 1, limits.max_n));
   if (const json* v = field(j, "max_tokens")) r.max_tokens = static_cast<int>(integer(*v, "max_tokens", 1, limits.max_tokens));
   if (const json* v = field(j, "temperature")) r.temperature = number(*v, "temperature", 0.0f, 2.0f);
@@ -208,9 +210,97 @@ CompletionRequest parse_completion_request(std::string_view body, const RequestL
     if (!v->is_object()) bad("stream_options", "stream_options must be an object");
     if (const json* u = field(*v, "include_usage")) r.include_usage = boolean(*u, "stream_options.include_usage");
   }
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits) {
+  const json j = request_object(body);
+  CompletionRequest r;
+  const json* prompt = field(j, "prompt");
+  if (!prompt) bad("prompt", "prompt is required");
+  r.prompt = prompt_of(*prompt);
+  if (const json* v = field(j, "suffix")) r.suffix = text(*v, "suffix");
+  parse_common_fields(j, limits, r);
   if (const json* v = field(j, "logprobs")) r.logprobs = static_cast<int>(integer(*v, "logprobs", 0, 5));
   refuse_unsupported(j, r.n);
   return r;
+}
+
+namespace {
+
+// A message's content: a string, or OpenAI's list of content parts of which only text parts
+// are read, joined by newlines (as vLLM joins them for templates that expect a string).
+std::string message_content(const json& content, const std::string& where) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) bad("messages", where + ".content must be a string or a list of text parts");
+  std::string joined;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string at = where + ".content[" + std::to_string(i) + "]";
+    if (!part.is_object() || part.value("type", json()) != "text") {
+      bad("messages", at + " must be {\"type\": \"text\", \"text\": ...}: only text parts are supported");
+    }
+    const json* t = field(part, "text");
+    if (!t || !t->is_string()) bad("messages", at + ".text must be a string");
+    if (i > 0) joined += "\n";
+    joined += t->get<std::string>();
+  }
+  return joined;
+}
+
+// The conversation as the template reads it: every message an object with a string role and
+// its content as a string; other keys (name, ...) pass through.
+nlohmann::ordered_json messages_of(const json& messages, int max_messages) {
+  if (!messages.is_array()) bad("messages", "messages must be an array of {\"role\", \"content\"} objects");
+  if (messages.empty()) bad("messages", "messages must not be empty");
+  if (static_cast<int>(messages.size()) > max_messages) {
+    bad("messages", "at most " + std::to_string(max_messages) + " messages");
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad("messages", where + " must be an object");
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) bad("messages", where + ".role must be a string");
+    const json* content = field(m, "content");
+    if (!content) bad("messages", where + ".content is required");
+    nlohmann::ordered_json message = {{"role", role->get<std::string>()}, {"content", message_content(*content, where)}};
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content") message[key] = value;
+    }
+    out.push_back(std::move(message));
+  }
+  return out;
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
+  const json j = request_object(body);
+  ChatRequest chat;
+  CompletionRequest& r = chat.completion;
+  const json* messages = field(j, "messages");
+  if (!messages) bad("messages", "messages is required");
+  chat.messages = messages_of(*messages, limits.max_messages);
+  r.max_tokens = 0;  // unless given: what the context leaves
+  parse_common_fields(j, limits, r);
+  if (const json* v = field(j, "max_completion_tokens")) {
+    r.max_tokens = static_cast<int>(integer(*v, "max_completion_tokens", 1, limits.max_tokens));
+  }
+  if (const json* v = field(j, "logprobs"); v && boolean(*v, "logprobs")) r.logprobs = 0;
+  if (const json* v = field(j, "top_logprobs")) {
+    if (integer(*v, "top_logprobs", 0, 20) > 0) {
+      bad("top_logprobs", "top_logprobs is not supported: the decoder keeps the sampled tokens' log-probabilities only");
+    }
+    if (!r.logprobs) bad("top_logprobs", "top_logprobs needs logprobs: true");
+  }
+  for (const char* unsupported : {"tools", "functions", "response_format"}) {
+    if (field(j, unsupported)) bad(unsupported, std::string(unsupported) + " is not supported");
+  }
+  refuse_unsupported(j, r.n);
+  return chat;
 }
 
 json completion_request_json(const CompletionRequest& r, bool send_n) {

@@ -62,11 +62,27 @@ struct RequestLimits {
   int max_n = kMaxCandidates;
   int max_tokens = 1 << 20;
   int max_stop = 16;
+  int max_messages = 4096;  // of a chat
 };
 
 // Parses and checks a request body. Throws ApiError (400, naming the field) for malformed
 // JSON, a wrong type or a value out of range.
 CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& limits);
+
+// POST /v1/chat/completions, as Specula reads it: the conversation, and the fields it shares
+// with completions in `completion` (its prompt and suffix unused). max_completion_tokens is
+// read as max_tokens; absent both, max_tokens is 0: what the context leaves. `logprobs: true`
+// sets completion.logprobs to 0 (the sampled tokens'); top_logprobs above 0, tools,
+// functions and response_format are refused.
+struct ChatRequest {
+  CompletionRequest completion;
+  nlohmann::ordered_json messages;  // [{"role", "content" (a string: text parts joined), ...}]
+};
+
+// Parses and checks a chat request body: malformed messages (not an array, empty, a message
+// without a string role or a content, content parts other than text) are 400 naming
+// "messages" and the message at fault. Roles are not checked: the template decides.
+ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits);
 
 // The body a client sends. `send_n` false leaves `n` out (servers that refuse it).
 nlohmann::json completion_request_json(const CompletionRequest& request, bool send_n = true);

@@ -526,6 +526,8 @@ SessionResult RemoteGenerator::generate(const GenerationRequest& request, const 
   if (!(request.budget_seconds >= 0) || std::isinf(request.budget_seconds)) {
     throw std::invalid_argument("the time budget must be a positive number of seconds (0: none)");
   }
+  // the completions endpoint would read the chat's special tokens as plain text
+  if (request.chat_prefix) throw std::invalid_argument("a server is prompted in the raw style only (no chat prompts)");
   if (model_.empty()) probe(request.budget_seconds > 0 ? std::min(options_.connect_timeout_seconds, request.budget_seconds)
                                                        : options_.connect_timeout_seconds);
   RemoteSession session(options_, base_, model_, accepts_n_, accepts_logprobs_, request, callbacks);
