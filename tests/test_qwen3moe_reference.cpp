@@ -226,6 +226,41 @@ class TestQwen3MoeReference : public QObject {
     }
   }
 
+  // Equal router probabilities go to the lower expert ids (as a stable sort orders them; ggml
+  // and torch promise no order for equal values): with every router
+  // logit 0, each token takes experts 0 and 1 at weight 1/2, so replacing experts 2-7 changes
+  // nothing and replacing expert 0 changes the logits.
+  void tiesGoToTheLowerExpertIds() {
+    const auto loaded = load_model(kDataDir + kFiles[0]);
+    Model tied = *loaded;
+    auto zeros = std::make_shared<std::vector<float>>(static_cast<size_t>(8 * tied.config.dim), 0.0f);
+    tied.storage.push_back(zeros);
+    for (LayerWeights& l : tied.weights.layers) l.router = TensorView{TensorType::F32, tied.config.dim, 8, zeros->data()};
+    Model others_replaced = tied, first_replaced = tied;
+    for (size_t l = 0; l < tied.weights.layers.size(); ++l) {
+      for (auto experts : {&LayerWeights::expert_gate, &LayerWeights::expert_up, &LayerWeights::expert_down}) {
+        const std::vector<TensorView>& original = tied.weights.layers[l].*experts;
+        std::vector<TensorView>& others = others_replaced.weights.layers[l].*experts;
+        for (size_t e = 2; e < 8; ++e) others[e] = original[9 - e];  // 2..7 become 7..2
+        std::vector<TensorView>& first = first_replaced.weights.layers[l].*experts;
+        first[0] = first[5];
+      }
+    }
+    std::unique_ptr<Backend> backend = create_cpu_backend(2);
+    const std::vector<int32_t> tokens{4, 8, 15, 16, 23, 42};
+    const auto logits = [&](const Model& m) {
+      std::unique_ptr<KvCache> cache = backend->create_cache(m, 8);
+      RaggedBatch batch;
+      batch.add(cache->create(), tokens, true);
+      std::vector<float> out;
+      backend->forward(m, *cache, batch, out);
+      return out;
+    };
+    const std::vector<float> reference = logits(tied);
+    QVERIFY(logits(others_replaced) == reference);
+    QVERIFY(logits(first_replaced) != reference);
+  }
+
   void expertTensorsOfEveryType_data() {
     QTest::addColumn<int>("type");
     for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,

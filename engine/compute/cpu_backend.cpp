@@ -104,8 +104,9 @@ void gated_activation(float* gate, const float* up, int64_t begin, int64_t end, 
 }
 
 // One token's experts: softmax of its router logits over all n_experts (in float, the sum in
-// id order), then the k most probable, ties to the lower id (as torch.topk and llama.cpp
-// order equal values), with their probabilities, renormalised to sum 1 when `normalise`
+// id order), then the k most probable, ties to the lower id (as a stable sort orders them,
+// and ggml's earlier argsort, which swapped only on a strict difference; today's std::sort
+// in ggml and torch.topk leave equal values in no promised order), with their probabilities, renormalised to sum 1 when `normalise`
 // (the sum in rank order). `experts` and `weights` receive k values, by rank.
 void route_token(const float* logits, int n_experts, int k, bool normalise, float* probs, int32_t* experts,
                  float* weights) {
