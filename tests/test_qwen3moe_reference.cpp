@@ -4,7 +4,8 @@
 // writes Qwen3MoeForCausalLM: 8 experts of width 32, 2 used per token, 3-D ffn_*_exps
 // tensors): every position's logits of fixed sequences and 32 greedy tokens, at every SIMD
 // level, for the f32 file (within 1e-4) and its Q8_0 copy made by gguf's quantizer; greedy
-// speculative decoding equal to plain greedy; expert tensors of every type the engine
+// speculative decoding (n-gram, layers:1 and model drafts, N = 1, 4, 8) equal to plain
+// greedy; ties among router probabilities; expert tensors of every type the engine
 // reads, written and read back; what a malformed file is told.
 #include <QTemporaryDir>
 #include <QtTest>
@@ -199,23 +200,26 @@ class TestQwen3MoeReference : public QObject {
     }
   }
 
-  // Greedy speculative decoding equals the reference's greedy tokens for the n-gram and
-  // layers:1 drafters, one candidate and four: verification batches route many tokens,
-  // drafted and accepted ones, through the experts together.
+  // Greedy speculative decoding equals the reference's greedy tokens for the n-gram,
+  // layers:1 and model drafters (the Q8_0 file drafting for the f32 one), for 1, 4 and 8
+  // candidates: verification batches route many tokens, drafted and accepted ones, through
+  // the experts together.
   void speculativeEqualsGreedy() {
     const auto target = load_model(kDataDir + kFiles[0]);
+    const auto q8 = load_model(kDataDir + kFiles[1]);
     const nlohmann::json& reference = reference_["files"][kFiles[0]];
     const std::vector<int> prompt = reference["prompt"].get<std::vector<int>>();
     const std::vector<int> expected = reference["greedy"].get<std::vector<int>>();
     std::unique_ptr<Backend> backend = create_cpu_backend(2);
-    for (const char* kind : {"ngram", "layers:1"}) {
-      for (const int n : {1, 4}) {
+    for (const char* kind : {"ngram", "layers:1", "model"}) {
+      const std::shared_ptr<const Model> draft = std::string(kind) == "model" ? q8 : nullptr;
+      for (const int n : {1, 4, 8}) {
         DecodeOptions o;
         o.n_seqs = n;
         o.max_new_tokens = 32;
         const int tokens = decode_cache_tokens(static_cast<int>(prompt.size()), target->config.context_length, o);
         std::unique_ptr<KvCache> cache = backend->create_cache(*target, tokens);
-        std::unique_ptr<Drafter> drafter = create_drafter(kind, *backend, *target, nullptr, o.sampling, n, tokens);
+        std::unique_ptr<Drafter> drafter = create_drafter(kind, *backend, *target, draft, o.sampling, n, tokens);
         std::unique_ptr<DraftPolicy> policy = create_draft_policy("fixed:4", n);
         const DecodeResult result = decode(*backend, *target, *cache, *drafter, *policy, prompt, o);
         QCOMPARE(result.seqs.size(), size_t(n));
