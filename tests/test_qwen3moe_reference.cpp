@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "compute/backend.h"
@@ -263,6 +264,12 @@ class TestQwen3MoeReference : public QObject {
     const std::vector<float> reference = logits(tied);
     QVERIFY(logits(others_replaced) == reference);
     QVERIFY(logits(first_replaced) != reference);
+    // NaN router logits still pick experts (the lowest ids) and give NaN, not a stray index
+    auto nans = std::make_shared<std::vector<float>>(zeros->size(), std::numeric_limits<float>::quiet_NaN());
+    tied.storage.push_back(nans);
+    for (LayerWeights& l : tied.weights.layers) l.router.data = nans->data();
+    const std::vector<float> nan = logits(tied);
+    QVERIFY(std::all_of(nan.begin(), nan.end(), [](float v) { return std::isnan(v); }));
   }
 
   void expertTensorsOfEveryType_data() {

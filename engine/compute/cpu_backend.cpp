@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -118,14 +119,17 @@ void route_token(const float* logits, int n_experts, int k, bool normalise, floa
     sum += probs[e];
   }
   for (int e = 0; e < n_experts; ++e) probs[e] /= sum;
+  // k <= n_experts, so an expert is always left; NaN activations pick the lowest ids left
+  // (and give NaN weights) rather than none
+  constexpr float kTaken = -std::numeric_limits<float>::infinity();
   for (int r = 0; r < k; ++r) {
     int best = -1;
     for (int e = 0; e < n_experts; ++e) {
-      if (probs[e] >= 0.0f && (best < 0 || probs[e] > probs[best])) best = e;
+      if (probs[e] != kTaken && (best < 0 || probs[e] > probs[best])) best = e;
     }
     experts[r] = best;
     weights[r] = probs[best];
-    probs[best] = -1.0f;  // taken
+    probs[best] = kTaken;
   }
   if (!normalise) return;
   float total = 0.0f;
