@@ -3,8 +3,9 @@
 // from a forked prefix (copy-on-write), and on 1 or 2 threads (these small matrices on the
 // calling thread, as a forward runs them, or split between both); for every weight type and
 // every SIMD level this processor runs (the 16-lane AVX-512 kernels too, emulated on AVX2),
-// for the qwen2 (q/k/v biases) and qwen3 (per-head q/k norms, q twice as wide as the model)
-// stages, and with the weights prepared before the first forward.
+// for the qwen2 (q/k/v biases), qwen3 (per-head q/k norms, q twice as wide as the model) and
+// qwen3moe (experts shared by the tokens of a batch) stages, and with the weights prepared
+// before the first forward.
 #include <QtTest>
 #include <algorithm>
 #include <cstring>
@@ -127,6 +128,11 @@ class TestBatchInvariance : public QObject {
         QTest::addRow("%s %s q8_0", simd_name(level).data(), shape)
             << QString(shape) << int(TensorType::Q8_0) << int(level);
       }
+      // a mixture of experts: the crowd's tokens share the experts of the sequence's tokens
+      for (TensorType type : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K}) {
+        QTest::addRow("%s tiny-qwen3moe %s", simd_name(level).data(), type_traits(type).name.data())
+            << QStringLiteral("tiny-qwen3moe") << int(type) << int(level);
+      }
     }
   }
 
@@ -138,7 +144,8 @@ class TestBatchInvariance : public QObject {
     ModelConfig config = random_model_config(shape.toStdString());
     if (type_traits(TensorType(type)).block_elements == 256) {
       config.dim = 256;  // whole 256-value blocks; head_dim 64 as in real models
-      config.hidden_dim = 512;
+      config.hidden_dim = config.has_experts() ? 256 : 512;
+      if (config.explicit_head_dim > 0) config.explicit_head_dim = 64;  // q 256 wide, whole blocks
     }
     const auto model = make_random_model(config, TensorType(type), 9);
     std::mt19937 rng(5);

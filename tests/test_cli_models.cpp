@@ -89,6 +89,44 @@ class TestCliModels : public QObject {
     QVERIFY2(models.out.contains("Q5_0"), models.out.constData());  // general.file_type 8
   }
 
+  // A mixture of experts (the qwen3moe oracle file): inspect names its experts and says a GPU
+  // does not run it; models lists it as loadable, with its experts.
+  void inspectAndListAMixtureOfExperts() {
+    const QString folder = tmp_.filePath("moe");
+    QVERIFY(QDir().mkpath(folder));
+    const QString file = folder + "/qwen3moe-q8_0.gguf";
+    QVERIFY(QFile::copy(testDataDir() + "/qwen3moe/qwen3moe-q8_0.gguf", file));
+    const CliRun inspect = run_cli({"inspect", file, "--json"});
+    QVERIFY2(inspect.code == 0, inspect.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(inspect.out).object();
+    QCOMPARE(j["architecture"].toString(), QString("qwen3moe"));
+    QVERIFY(j["loadable"].toBool());
+    const QJsonObject experts = j["experts"].toObject();
+    QCOMPARE(experts["count"].toInt(), 8);
+    QCOMPARE(experts["used"].toInt(), 2);
+    QCOMPARE(experts["hidden_dim"].toInt(), 32);
+    QVERIFY(experts["weights_renormalised"].toBool());
+    QVERIFY(j["device_weights"].toObject()["refusal"].toString().contains("mixture of experts"));
+    const CliRun text = run_cli({"inspect", file});
+    QVERIFY2(text.out.contains("experts       8 per layer of feed-forward width 32, 2 used per token"), text.out.constData());
+    QVERIFY2(text.out.contains("not run: the GPU backend does not run qwen3moe models yet"), text.out.constData());
+
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", tmp_.path());  // no stores: the folder alone
+    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const CliRun json = run_cli({"models", "--dir", folder, "--json"}, 60000, env);
+    QVERIFY2(json.code == 0, json.err.constData());
+    const QJsonArray models = QJsonDocument::fromJson(json.out).object()["models"].toArray();
+    QCOMPARE(models.size(), 1);
+    const QJsonObject m = models[0].toObject();
+    QCOMPARE(m["architecture"].toString(), QString("qwen3moe"));
+    QVERIFY2(m["loadable"].toBool(), qPrintable(m["problem"].toString()));
+    QCOMPARE(m["experts"].toInt(), 8);
+    QCOMPARE(m["experts_used"].toInt(), 2);
+    const CliRun table = run_cli({"models", "--dir", folder}, 60000, env);
+    QVERIFY2(table.out.contains("qwen3moe (2 of 8 experts)") && table.out.contains("yes"), table.out.constData());
+  }
+
   // --cost measures (--remeasure: whatever the cache holds) and stores; the next run reads
   // the same figures back. The cache directory is the suite's (XDG_CACHE_HOME).
   // `perplexity --json` prints what the engine's perplexity() gives on the same text and

@@ -345,7 +345,7 @@ class TestDevicePlan : public QObject {
   }
 
   // A model with a stage the device kernels lack is refused with every such stage named
-  // (gemma3's); the stages the kernels have (qwen3's q/k norms, llama) pass.
+  // (gemma3's, qwen3moe's); the stages the kernels have (qwen3's q/k norms, llama) pass.
   void deviceRefusesWhatItCannotCompute() {
     Model m;
     m.config.architecture = "qwen3";
@@ -364,6 +364,14 @@ class TestDevicePlan : public QObject {
     }
     m.config = ModelConfig{};
     QVERIFY(device_refusal(m).find("norms of attention's") != std::string::npos);  // the weights alone say so
+    Model moe;
+    moe.config.architecture = "qwen3moe";
+    moe.config.n_experts = 128;
+    moe.config.n_experts_used = 8;
+    const std::string experts = device_refusal(moe);
+    for (const char* stage : {"qwen3moe", "mixture of experts", "--device cpu"}) {
+      QVERIFY2(experts.find(stage) != std::string::npos, experts.c_str());
+    }
   }
 };
 

@@ -71,6 +71,10 @@ nlohmann::json describe(const Model& model) {
                  {"n_heads", c.n_heads},   {"n_kv_heads", c.n_kv_heads},         {"head_dim", c.head_dim()},
                  {"vocab_size", c.vocab_size}, {"context_length", c.context_length}, {"rope_theta", c.rope_theta},
                  {"norm_eps", c.norm_eps}};
+  j["experts"] = {{"count", c.n_experts},
+                  {"used", c.n_experts_used},
+                  {"hidden_dim", c.has_experts() ? c.hidden_dim : 0},
+                  {"weights_renormalised", c.has_experts() && c.expert_weights_norm}};
   const LayerWeights* first = model.weights.layers.empty() ? nullptr : &model.weights.layers[0];
   j["rope"] = {{"style", std::string(rope_style_name(c.rope_style))},
                {"linear_factor", c.rope_linear_factor},
@@ -86,8 +90,9 @@ nlohmann::json describe(const Model& model) {
   j["tied_output"] = model.tied_output();
   j["weight_bytes"] = model.weight_bytes();
   // a GPU keeps Q8_0/Q4_0/Q4_K/Q6_K matrices quantized and the others in its compute type
+  // (a mixture of experts has no device layout: it is refused, with no size)
   j["device_weights"] = {{"type", std::string(type_traits(device_compute_type(model.weights)).name)},
-                         {"bytes", device_weight_bytes(model)},
+                         {"bytes", c.has_experts() ? size_t{0} : device_weight_bytes(model)},
                          {"refusal", device_refusal(model)}};
   for (const auto& [type, t] : tally_by_type(model)) j["tensor_types"][type] = {{"tensors", t.tensors}, {"bytes", t.bytes}};
   // the types above are the ones computed with; a GGUF's tensors of a type without a kernel
@@ -134,6 +139,11 @@ void print_text(const nlohmann::json& j) {
   if (const int window = attention["sliding_window"].get<int>(); window > 0) {
     std::printf("              sliding window of %d positions, one layer in %d global; sliding layers rope_theta %g\n",
                 window, attention["global_layer_period"].get<int>(), attention["sliding_rope_theta"].get<double>());
+  }
+  if (const auto& experts = j["experts"]; experts["count"].get<int>() > 0) {
+    std::printf("experts       %d per layer of feed-forward width %d, %d used per token (softmax, top %d%s)\n",
+                experts["count"].get<int>(), experts["hidden_dim"].get<int>(), experts["used"].get<int>(),
+                experts["used"].get<int>(), experts["weights_renormalised"].get<bool>() ? ", weights renormalised" : "");
   }
   std::printf("output        %s\n", j["tied_output"].get<bool>() ? "tied to the token embedding" : "separate matrix");
   std::printf("weights       %zu bytes (%.2f MiB)\n", j["weight_bytes"].get<size_t>(),

@@ -29,6 +29,8 @@ nlohmann::json to_json(const std::vector<ScanRoot>& roots, const ScanResult& res
                            {"format", m.format},
                            {"architecture", m.architecture},
                            {"parameters", m.parameters},
+                           {"experts", m.experts},
+                           {"experts_used", m.experts_used},
                            {"bytes", m.bytes},
                            {"weight_type", m.weight_type},
                            {"tokenizer", m.tokenizer},
@@ -60,7 +62,9 @@ void print_table(const std::vector<ScanRoot>& roots, const ScanResult& result) {
         loads += "; drafts:";
         for (const std::string& d : m.drafts) loads += " " + names[d];
       }
-      rows.push_back({m.name, m.architecture.empty() ? "?" : m.architecture, parameter_count_label(m.parameters),
+      std::string family = m.architecture.empty() ? "?" : m.architecture;
+      if (m.experts > 0) family += " (" + std::to_string(m.experts_used) + " of " + std::to_string(m.experts) + " experts)";
+      rows.push_back({m.name, family, parameter_count_label(m.parameters),
                       byte_count_label(m.bytes), m.weight_type.empty() ? "?" : m.weight_type,
                       std::string(model_store_name(m.store)), loads});
     }

@@ -1,6 +1,6 @@
-// The CPU backend: the forward pass of llama, qwen2, qwen3 and gemma3 over a ragged batch,
-// reading top to bottom (biases, q/k norms, post-norms, the rope style, the activation and
-// sliding windows are stages a model may or may not use).
+// The CPU backend: the forward pass of llama, qwen2, qwen3, qwen3moe and gemma3 over a
+// ragged batch, reading top to bottom (biases, q/k norms, post-norms, the rope style, the
+// activation, sliding windows and a mixture of experts are stages a model may or may not use).
 //
 // All tokens of the batch go through each weight matrix together (one pass over the
 // weights per layer, whatever the number of sequences); attention is per token over its
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -101,6 +102,39 @@ void gated_activation(float* gate, const float* up, int64_t begin, int64_t end, 
     const float g = gate[i];
     gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
   }
+}
+
+// One token's experts: softmax of its router logits over all n_experts (in float, the sum in
+// id order), then the k most probable, ties to the lower id (as a stable sort orders them,
+// and ggml's earlier argsort, which swapped only on a strict difference; today's std::sort
+// in ggml and torch.topk leave equal values in no promised order), with their probabilities, renormalised to sum 1 when `normalise`
+// (the sum in rank order). `experts` and `weights` receive k values, by rank.
+void route_token(const float* logits, int n_experts, int k, bool normalise, float* probs, int32_t* experts,
+                 float* weights) {
+  float max = logits[0];
+  for (int e = 1; e < n_experts; ++e) max = std::max(max, logits[e]);
+  float sum = 0.0f;
+  for (int e = 0; e < n_experts; ++e) {
+    probs[e] = std::exp(logits[e] - max);
+    sum += probs[e];
+  }
+  for (int e = 0; e < n_experts; ++e) probs[e] /= sum;
+  // k <= n_experts, so an expert is always left; NaN activations pick the lowest ids left
+  // (and give NaN weights) rather than none
+  constexpr float kTaken = -std::numeric_limits<float>::infinity();
+  for (int r = 0; r < k; ++r) {
+    int best = -1;
+    for (int e = 0; e < n_experts; ++e) {
+      if (probs[e] != kTaken && (best < 0 || probs[e] > probs[best])) best = e;
+    }
+    experts[r] = best;
+    weights[r] = probs[best];
+    probs[best] = kTaken;
+  }
+  if (!normalise) return;
+  float total = 0.0f;
+  for (int r = 0; r < k; ++r) total += weights[r];
+  for (int r = 0; r < k; ++r) weights[r] /= total;
 }
 
 // rows[t][i] += bias[i] for n rows of `width` values; nothing when the model has no bias.
@@ -431,12 +465,11 @@ class CpuBackend : public Backend {
       for (int t = 0; t < n; ++t) {
         rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, ffn_norm, dim, c.norm_eps);
       }
-      matmuls({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xb_.data(), n);
-      pool_.parallel_for(
-          static_cast<int64_t>(gate_.size()),
-          [&](int64_t begin, int64_t end, int) { gated_activation(gate_.data(), up_.data(), begin, end, c.activation); },
-          1024);
-      matmul(lw.w_down, gate_.data(), n, xb_.data());
+      if (c.has_experts()) {
+        mixture_of_experts(model, lw, n);
+      } else {
+        feed_forward(model, lw.w_gate, lw.w_up, lw.w_down, xb_.data(), n, xb_.data());
+      }
       post_norm(xb_.data(), n, dim, lw.ffn_post_norm, c.norm_eps, "post-feed-forward norm");
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
     }
@@ -454,6 +487,76 @@ class CpuBackend : public Backend {
   }
 
  private:
+  // y (n, dim) = down(act(gate(x)) * up(x)) for n rows of x (n, dim); y may be x.
+  void feed_forward(const Model& model, const TensorView& w_gate, const TensorView& w_up, const TensorView& w_down,
+                    const float* x, int n, float* y) {
+    group_.clear();
+    group_.push_back({&weights_.get(model, w_gate, simd_, pool_), gate_.data()});
+    group_.push_back({&weights_.get(model, w_up, simd_, pool_), up_.data()});
+    matmul_shared_input(group_, x, n, pool_);
+    const Activation activation = model.config.activation;
+    pool_.parallel_for(
+        static_cast<int64_t>(n) * model.config.hidden_dim,
+        [&](int64_t begin, int64_t end, int) { gated_activation(gate_.data(), up_.data(), begin, end, activation); },
+        1024);
+    specula::matmul(weights_.get(model, w_down, simd_, pool_), gate_.data(), n, y, pool_);
+  }
+
+  // The routed feed-forward of the n rows of xb_, in place. Each token picks its experts
+  // (route_token); the tokens are then grouped by expert, in token order, and each chosen
+  // expert runs once on its group's rows, so its weights are read once per forward for all
+  // of them. A row's products do not depend on the other rows of the call (cpu_kernels.h),
+  // and each token sums its experts' outputs in the order of its own ranks: a token's result
+  // is the same bits whatever else shares the batch or its experts.
+  void mixture_of_experts(const Model& model, const LayerWeights& lw, int n) {
+    const ModelConfig& c = model.config;
+    const int dim = c.dim, n_experts = c.n_experts, k = c.n_experts_used;
+    const size_t picks = static_cast<size_t>(n) * k;
+    router_logits_.resize(static_cast<size_t>(n) * n_experts);
+    specula::matmul(weights_.get(model, lw.router, simd_, pool_), xb_.data(), n, router_logits_.data(), pool_);
+    probs_.resize(static_cast<size_t>(n_experts));
+    chosen_.resize(picks);
+    chosen_weights_.resize(picks);
+    for (int t = 0; t < n; ++t) {
+      route_token(router_logits_.data() + static_cast<size_t>(t) * n_experts, n_experts, k, c.expert_weights_norm,
+                  probs_.data(), chosen_.data() + static_cast<size_t>(t) * k, chosen_weights_.data() + static_cast<size_t>(t) * k);
+    }
+    // the picks (token * k + rank) grouped by expert, each group in token order
+    group_start_.assign(static_cast<size_t>(n_experts) + 1, 0);
+    for (int32_t e : chosen_) ++group_start_[static_cast<size_t>(e) + 1];
+    for (int e = 0; e < n_experts; ++e) group_start_[e + 1] += group_start_[e];
+    by_expert_.resize(picks);
+    fill_.assign(group_start_.begin(), group_start_.end() - 1);
+    for (size_t pick = 0; pick < picks; ++pick) by_expert_[static_cast<size_t>(fill_[chosen_[pick]]++)] = static_cast<int32_t>(pick);
+
+    gathered_.resize(static_cast<size_t>(n) * dim);
+    expert_out_.resize(picks * dim);
+    for (int e = 0; e < n_experts; ++e) {
+      const int first = group_start_[e], m = group_start_[e + 1] - first;
+      if (m == 0) continue;
+      for (int i = 0; i < m; ++i) {
+        const size_t token = static_cast<size_t>(by_expert_[first + i] / k);
+        std::memcpy(gathered_.data() + static_cast<size_t>(i) * dim, xb_.data() + token * dim, dim * sizeof(float));
+      }
+      const auto ex = static_cast<size_t>(e);
+      feed_forward(model, lw.expert_gate[ex], lw.expert_up[ex], lw.expert_down[ex], gathered_.data(), m, gathered_.data());
+      for (int i = 0; i < m; ++i) {
+        std::memcpy(expert_out_.data() + static_cast<size_t>(by_expert_[first + i]) * dim,
+                    gathered_.data() + static_cast<size_t>(i) * dim, dim * sizeof(float));
+      }
+    }
+    // each token's weighted sum, by rank
+    for (int t = 0; t < n; ++t) {
+      float* out = xb_.data() + static_cast<size_t>(t) * dim;
+      for (int r = 0; r < k; ++r) {
+        const size_t pick = static_cast<size_t>(t) * k + r;
+        const float weight = chosen_weights_[pick];
+        const float* y = expert_out_.data() + pick * dim;
+        for (int i = 0; i < dim; ++i) out[i] = r == 0 ? weight * y[i] : out[i] + weight * y[i];
+      }
+    }
+  }
+
   ThreadPool pool_;
   SimdLevel simd_;
   PackedWeights weights_;
@@ -473,6 +576,16 @@ class CpuBackend : public Backend {
   std::vector<float> scores_;  // (threads, heads per KV head, max_context)
   std::vector<const float*> attention_rows_;  // (threads, 2, max_context): cache rows attended
   std::vector<MatrixProduct> group_;          // the products of one input run as one job
+  // a mixture of experts' routing of the current batch
+  std::vector<float> router_logits_;   // (n_tokens, n_experts)
+  std::vector<float> probs_;           // (n_experts): one token's softmax
+  std::vector<int32_t> chosen_;        // (n_tokens, n_experts_used): experts by rank
+  std::vector<float> chosen_weights_;  // (n_tokens, n_experts_used): their weights
+  std::vector<int> group_start_;       // (n_experts + 1): each expert's first entry in by_expert_
+  std::vector<int> fill_;              // (n_experts): scratch of the grouping
+  std::vector<int32_t> by_expert_;     // (n_tokens * n_experts_used): picks (token * k + rank) by expert
+  std::vector<float> gathered_;        // (n_tokens, dim): one expert's rows, then its outputs
+  std::vector<float> expert_out_;      // (n_tokens * n_experts_used, dim): every pick's expert output
 };
 
 }  // namespace

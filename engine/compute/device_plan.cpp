@@ -473,6 +473,7 @@ std::string device_refusal(const Model& model) {
   if (c.activation != Activation::Silu) missing.push_back("the GELU-tanh feed-forward");
   if (c.embedding_scale != 1.0f) missing.push_back("the scaled embedding");
   if (c.attention_scale != 0.0f) missing.push_back("a query scale other than 1/sqrt(head_dim)");
+  if (c.has_experts()) missing.push_back("a mixture of experts (the router and grouped expert products)");
   if (missing.empty()) return {};
   std::string list;
   for (size_t i = 0; i < missing.size(); ++i) {

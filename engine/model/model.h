@@ -7,7 +7,7 @@
 // Rotary embedding convention: each architecture keeps the layout its GGUF files have, so
 // a GGUF is used as stored. `llama` rotates adjacent pairs (x[2i], x[2i+1]), as llama2.c
 // and llama.cpp's converter lay it out; `qwen2`, `qwen3` and `gemma3` rotate halves (x[i],
-// x[i + head_dim/2]), as transformers and llama.cpp's "neox" rope do. Loaders of Hugging
+// x[i + head_dim/2]), as transformers and llama.cpp's "neox" rope do. (`qwen3moe` too.) Loaders of Hugging
 // Face llama weights (which rotate halves) permute the rows of wq and wk (and their
 // biases) at load, exactly as llama.cpp's converter does; Qwen weights need no permutation.
 #pragma once
@@ -36,14 +36,14 @@ struct ModelError : std::runtime_error {
 // Which dimensions of a head the rotary embedding turns together.
 enum class RopeStyle {
   Adjacent,  // (x[2i], x[2i+1]): llama (llama.cpp's "norm" rope)
-  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3, gemma3 (llama.cpp's "neox" rope, transformers)
+  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3, qwen3moe, gemma3 (llama.cpp's "neox" rope, transformers)
 };
 std::string_view rope_style_name(RopeStyle style);  // "adjacent", "halves"
 
 // The architectures the engine runs, and the rope style of each one's GGUF layout;
 // std::nullopt for any other name.
 std::optional<RopeStyle> architecture_rope_style(std::string_view architecture);
-// "llama, qwen2, qwen3, gemma3", for messages.
+// "llama, qwen2, qwen3, qwen3moe, gemma3", for messages.
 std::string supported_architectures();
 
 // The feed-forward's gate activation: down(act(gate(x)) * up(x)).
@@ -53,10 +53,10 @@ enum class Activation {
 };
 
 struct ModelConfig {
-  std::string architecture = "llama";  // "llama", "qwen2", "qwen3" or "gemma3"
+  std::string architecture = "llama";  // "llama", "qwen2", "qwen3", "qwen3moe" or "gemma3"
   std::string name;
   int dim = 0;             // residual stream width
-  int hidden_dim = 0;      // feed-forward width
+  int hidden_dim = 0;      // feed-forward width; with experts, each expert's
   int n_layers = 0;
   int n_heads = 0;
   int n_kv_heads = 0;      // grouped-query attention: n_heads % n_kv_heads == 0
@@ -89,7 +89,15 @@ struct ModelConfig {
   // RoPE base of sliding layers (gemma3: 10 000, llama.cpp's rope_freq_base_train_swa); they
   // take no rope scaling. Global layers use rope_theta and the scaling.
   float sliding_rope_theta = 10000.0f;
+  // A mixture of experts (qwen3moe): each layer's feed-forward is n_experts feed-forwards of
+  // hidden_dim, of which a router picks n_experts_used per token (softmax over all, the
+  // top n_experts_used by probability, ties to the lower id) and sums their outputs weighted
+  // by those probabilities, renormalised to sum 1 when expert_weights_norm. 0: dense.
+  int n_experts = 0;
+  int n_experts_used = 0;
+  bool expert_weights_norm = true;
 
+  bool has_experts() const { return n_experts > 0; }
   int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
   bool sliding_layer(int layer) const {
     return sliding_window > 0 && (global_layer_period == 0 || (layer + 1) % global_layer_period != 0);
@@ -135,17 +143,40 @@ struct LayerWeights {
   TensorView w_up;       // (hidden_dim rows, dim cols)
   TensorView w_down;     // (dim rows, hidden_dim cols)
   TensorView ffn_post_norm;  // (dim) f32 or empty: gemma3's RMSNorm of the feed-forward's output
+  // A mixture of experts (w_gate, w_up and w_down then empty): GGUF's 3-D ffn_*_exps tensors,
+  // one view per expert of its rows.
+  TensorView router;                     // (n_experts rows, dim cols) or empty: ffn_gate_inp
+  std::vector<TensorView> expert_gate;   // (n_experts) of (hidden_dim rows, dim cols)
+  std::vector<TensorView> expert_up;     // (n_experts) of (hidden_dim rows, dim cols)
+  std::vector<TensorView> expert_down;   // (n_experts) of (dim rows, hidden_dim cols)
 
-  // The seven weight matrices, in the order a forward multiplies by them.
-  std::array<const TensorView*, 7> matrices() const { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
-  std::array<TensorView*, 7> matrices() { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
+  // The weight matrices, in the order a forward multiplies by them (q, k, v, o, then gate,
+  // up and down, or the router and each expert's gate, up and down); empty ones left out.
+  std::vector<const TensorView*> matrices() const { return matrices_of(*this); }
+  std::vector<TensorView*> matrices() { return matrices_of(*this); }
 
-  // Every tensor the layer has, in the order above (empty ones left out).
+  // Every tensor the layer has, in the order above (empty ones left out; experts last).
   std::vector<const TensorView*> tensors() const {
     std::vector<const TensorView*> all;
     for (const TensorView* v : {&attn_norm, &wq, &wk, &wv, &bq, &bk, &bv, &q_norm, &k_norm, &wo, &bo,
-                                &attn_post_norm, &ffn_norm, &w_gate, &w_up, &w_down, &ffn_post_norm}) {
+                                &attn_post_norm, &ffn_norm, &w_gate, &w_up, &w_down, &ffn_post_norm, &router}) {
       if (!v->empty()) all.push_back(v);
+    }
+    for (size_t e = 0; e < expert_gate.size(); ++e) {
+      for (const std::vector<TensorView>* experts : {&expert_gate, &expert_up, &expert_down}) all.push_back(&(*experts)[e]);
+    }
+    return all;
+  }
+
+ private:
+  template <class Layer>  // LayerWeights or const LayerWeights
+  static auto matrices_of(Layer& l) -> std::vector<decltype(&l.wq)> {
+    std::vector<decltype(&l.wq)> all;
+    for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router}) {
+      if (!v->empty()) all.push_back(v);
+    }
+    for (size_t e = 0; e < l.expert_gate.size(); ++e) {
+      for (auto* experts : {&l.expert_gate, &l.expert_up, &l.expert_down}) all.push_back(&(*experts)[e]);
     }
     return all;
   }

@@ -17,6 +17,7 @@ constexpr Architecture kArchitectures[] = {
     {"llama", RopeStyle::Adjacent},
     {"qwen2", RopeStyle::Halves},
     {"qwen3", RopeStyle::Halves},
+    {"qwen3moe", RopeStyle::Halves},
     {"gemma3", RopeStyle::Halves},
 };
 

@@ -47,6 +47,30 @@ void add_matrix(GgufWriter& out, const std::string& name, const TensorView& v, T
   });
 }
 
+// Experts' matrices as one 3-D tensor, ne (cols, rows, n_experts) as llama.cpp stores
+// ffn_*_exps, each expert's rows as add_matrix writes them.
+void add_experts(GgufWriter& out, const std::string& name, const std::vector<TensorView>& experts, TensorType type) {
+  const TensorView& first = experts.front();
+  if (first.cols % type_traits(type).block_elements != 0) type = first.type;
+  const size_t expert_bytes = row_bytes(type, first.cols) * static_cast<size_t>(first.rows);
+  out.add_tensor(name, type, {first.cols, first.rows, static_cast<int64_t>(experts.size())},
+                 [experts, type, expert_bytes](uint8_t* dst) {
+                   std::vector<float> row(static_cast<size_t>(experts.front().cols));
+                   for (size_t e = 0; e < experts.size(); e++) {
+                     const TensorView& v = experts[e];
+                     uint8_t* at = dst + e * expert_bytes;
+                     if (v.type == type) {
+                       std::memcpy(at, v.data, v.bytes());
+                       continue;
+                     }
+                     for (int64_t r = 0; r < v.rows; r++) {
+                       dequantize_row(v.type, v.row(r), row.data(), v.cols);
+                       quantize_row(type, row.data(), at + static_cast<size_t>(r) * row_bytes(type, v.cols), v.cols);
+                     }
+                   }
+                 });
+}
+
 // tokenizer.ggml.* as llama.cpp reads them: "llama" (SentencePiece) with scores, or "gpt2"
 // (byte-level BPE) with merges and the pre-tokenizer's name. Absent ids are left out.
 void write_vocabulary(GgufWriter& out, const Vocabulary& v) {
@@ -99,7 +123,12 @@ void write_gguf_model(const Model& model, const std::string& path, TensorType ty
   out.set(a + "context_length", u32(c.context_length));
   out.set(a + "embedding_length", u32(c.dim));
   out.set(a + "block_count", u32(c.n_layers));
-  out.set(a + "feed_forward_length", u32(c.hidden_dim));
+  out.set(a + (c.has_experts() ? "expert_feed_forward_length" : "feed_forward_length"), u32(c.hidden_dim));
+  if (c.has_experts()) {
+    out.set(a + "expert_count", u32(c.n_experts));
+    out.set(a + "expert_used_count", u32(c.n_experts_used));
+    out.set(a + "expert_weights_norm", GgufValue::boolean(c.expert_weights_norm));
+  }
   out.set(a + "attention.head_count", u32(c.n_heads));
   out.set(a + "attention.head_count_kv", u32(c.n_kv_heads));
   if (c.explicit_head_dim > 0) {
@@ -139,6 +168,13 @@ void write_gguf_model(const Model& model, const std::string& path, TensorType ty
     }
     add_matrix(out, p + "attn_output.weight", L.wo, type);
     add_matrix(out, p + "ffn_norm.weight", L.ffn_norm, TensorType::F32);
+    if (c.has_experts()) {
+      add_matrix(out, p + "ffn_gate_inp.weight", L.router, L.router.type);  // as stored: llama-quantize keeps routers
+      add_experts(out, p + "ffn_gate_exps.weight", L.expert_gate, type);
+      add_experts(out, p + "ffn_up_exps.weight", L.expert_up, type);
+      add_experts(out, p + "ffn_down_exps.weight", L.expert_down, type);
+      continue;
+    }
     add_matrix(out, p + "ffn_gate.weight", L.w_gate, type);
     add_matrix(out, p + "ffn_up.weight", L.w_up, type);
     add_matrix(out, p + "ffn_down.weight", L.w_down, type);

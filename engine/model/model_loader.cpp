@@ -102,7 +102,7 @@ std::shared_ptr<const Tokenizer> tokenizer_from_file(const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------------------
-// GGUF, architectures llama, qwen2, qwen3 and gemma3, keys and tensor names as llama.cpp writes them.
+// GGUF, architectures llama, qwen2, qwen3, qwen3moe and gemma3, keys and tensor names as llama.cpp writes them.
 
 // RoPE scaling from `<arch>.rope.scaling.*` (or the older `<arch>.rope.scale_linear`) and
 // llama3's per-pair divisors from the rope_freqs.weight tensor, as llama.cpp reads them.
@@ -142,6 +142,32 @@ void read_gemma3(const GgufFile& gguf, ModelConfig& c) {
   if (c.n_layers == 62 && c.n_heads > 0) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
 }
 
+// A mixture of experts' sizes, as llama.cpp's qwen3moe reads them: expert_count experts of
+// expert_feed_forward_length (the dense feed_forward_length, which the files also carry, is
+// unused), expert_used_count of them per token, softmax gating, the selected weights
+// renormalised (llama.cpp's qwen3moe always does; a file may say expert_weights_norm).
+void read_experts(const GgufFile& gguf, const std::string& arch, ModelConfig& c) {
+  const std::string a = arch + ".";
+  const auto count = [&](const std::string& key) {
+    const int64_t v = gguf.get_int(a + key);
+    if (v < 1 || v > 4096) throw ModelError(gguf.path + ": " + a + key + " = " + std::to_string(v) + " is out of range");
+    return static_cast<int>(v);
+  };
+  c.n_experts = count("expert_count");
+  c.n_experts_used = count("expert_used_count");
+  if (c.n_experts_used > c.n_experts) {
+    throw ModelError(gguf.path + ": " + a + "expert_used_count " + std::to_string(c.n_experts_used) +
+                     " exceeds expert_count " + std::to_string(c.n_experts));
+  }
+  c.hidden_dim = count("expert_feed_forward_length");
+  c.expert_weights_norm = gguf.get_bool(a + "expert_weights_norm", true);
+  // llama.cpp's enum llama_expert_gating_func_type: 1 softmax, 2 sigmoid
+  if (const int64_t gating = gguf.get_int(a + "expert_gating_func", 1); gating != 1) {
+    throw ModelError(gguf.path + ": " + a + "expert_gating_func " + std::to_string(gating) +
+                     " is not supported (only 1, softmax)");
+  }
+}
+
 std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options) {
   GgufFile gguf = options.metadata_only ? GgufFile::read_header(path) : GgufFile::open(path);
   auto model = std::make_shared<Model>();
@@ -170,7 +196,12 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   };
   const std::string a = c.architecture + ".";
   c.dim = int_key(a + "embedding_length");
-  c.hidden_dim = int_key(a + "feed_forward_length");
+  const bool experts = c.architecture == "qwen3moe";
+  if (experts) {
+    read_experts(gguf, c.architecture, c);
+  } else {
+    c.hidden_dim = int_key(a + "feed_forward_length");
+  }
   c.n_layers = int_key(a + "block_count");
   c.n_heads = int_key(a + "attention.head_count");
   c.n_kv_heads = int_key(a + "attention.head_count_kv", c.n_heads);
@@ -205,6 +236,32 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     }
     return kernel_view(*model, t->view());
   };
+  // A 3-D expert tensor, ne (cols, rows, n_experts) as llama.cpp stores ffn_*_exps: the
+  // experts' rows converted as one matrix, then one view per expert.
+  const auto expert_tensors = [&](const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensorInfo* t = gguf.tensor(name);
+    if (t == nullptr) throw ModelError(path + ": missing tensor '" + name + "'");
+    if (t->shape != std::vector<int64_t>{cols, rows, c.n_experts}) {
+      std::string shape;
+      for (int64_t n : t->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(n);
+      throw ModelError(path + ": tensor '" + name + "' has shape (" + shape + "), expected (" + std::to_string(cols) +
+                       ", " + std::to_string(rows) + ", " + std::to_string(c.n_experts) + ") (ne0 first)");
+    }
+    if (!is_supported_type(t->type)) {
+      throw ModelError(path + ": tensor '" + name + "' has type " + std::string(type_traits(t->type).name) +
+                       ", which Specula does not compute with (it computes with " + supported_type_names() + ")");
+    }
+    if (cols % type_traits(t->type).block_elements != 0) {
+      throw ModelError(path + ": tensor '" + name + "' rows are not whole " + std::string(type_traits(t->type).name) + " blocks");
+    }
+    const TensorView all = kernel_view(*model, t->view());
+    std::vector<TensorView> views;
+    for (int64_t e = 0; e < c.n_experts; ++e) {
+      const uint8_t* data = all.data == nullptr ? nullptr : all.row(e * rows);
+      views.push_back(aligned_view(*model, TensorView{all.type, cols, rows, data}));
+    }
+    return views;
+  };
   // A bias or norm the architecture may have: f32, or an empty view when the file has none.
   const auto optional_vector = [&](const std::string& name) {
     return gguf.tensor(name) ? norm_as_f32(*model, tensor(name)) : TensorView{};
@@ -229,14 +286,24 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     L.bo = optional_vector(p + "attn_output.bias");
     L.attn_post_norm = optional_vector(p + "post_attention_norm.weight");
     L.ffn_norm = norm_as_f32(*model, tensor(p + "ffn_norm.weight"));
-    L.w_gate = tensor(p + "ffn_gate.weight");
-    L.w_up = tensor(p + "ffn_up.weight");
-    L.w_down = tensor(p + "ffn_down.weight");
+    if (experts) {
+      L.router = tensor(p + "ffn_gate_inp.weight");
+      L.expert_gate = expert_tensors(p + "ffn_gate_exps.weight", c.hidden_dim, c.dim);
+      L.expert_up = expert_tensors(p + "ffn_up_exps.weight", c.hidden_dim, c.dim);
+      L.expert_down = expert_tensors(p + "ffn_down_exps.weight", c.dim, c.hidden_dim);
+      if (gguf.tensor(p + "ffn_gate_inp_shexp.weight") || gguf.tensor(p + "ffn_gate_shexp.weight")) {
+        throw ModelError(path + ": layer " + std::to_string(l) + " has shared experts, which qwen3moe does not have");
+      }
+    } else {
+      L.w_gate = tensor(p + "ffn_gate.weight");
+      L.w_up = tensor(p + "ffn_up.weight");
+      L.w_down = tensor(p + "ffn_down.weight");
+    }
     L.ffn_post_norm = optional_vector(p + "post_ffw_norm.weight");
     if (c.architecture == "qwen2" && (L.bq.empty() || L.bk.empty() || L.bv.empty())) {
       throw ModelError(path + ": qwen2 layer " + std::to_string(l) + " lacks its q, k, v biases");
     }
-    if ((c.architecture == "qwen3" || c.architecture == "gemma3") && (L.q_norm.empty() || L.k_norm.empty())) {
+    if ((c.architecture == "qwen3" || c.architecture == "qwen3moe" || c.architecture == "gemma3") && (L.q_norm.empty() || L.k_norm.empty())) {
       throw ModelError(path + ": " + c.architecture + " layer " + std::to_string(l) + " lacks its q, k norms");
     }
     if (c.architecture == "gemma3" && (L.attn_post_norm.empty() || L.ffn_post_norm.empty())) {
@@ -590,6 +657,29 @@ void check_view(const Model& model, const char* name, int layer, const TensorVie
   }
 }
 
+// A mixture of experts' layer: the router, n_experts of each expert matrix, no dense
+// feed-forward.
+void check_experts(const Model& model, int l) {
+  const ModelConfig& c = model.config;
+  const LayerWeights& L = model.weights.layers[static_cast<size_t>(l)];
+  const auto fail = [&](const std::string& what) { return ModelError(model.path + ": layer " + std::to_string(l) + " " + what); };
+  if (c.n_experts_used < 1 || c.n_experts_used > c.n_experts) {
+    throw ModelError(model.path + ": " + std::to_string(c.n_experts_used) + " experts used of " + std::to_string(c.n_experts));
+  }
+  if (!L.w_gate.empty() || !L.w_up.empty() || !L.w_down.empty()) throw fail("has a dense feed-forward beside its experts");
+  check_view(model, "router", l, L.router, c.n_experts, c.dim, false);
+  for (const auto* experts : {&L.expert_gate, &L.expert_up, &L.expert_down}) {
+    if (experts->size() != static_cast<size_t>(c.n_experts)) {
+      throw fail("has " + std::to_string(experts->size()) + " experts, expected " + std::to_string(c.n_experts));
+    }
+  }
+  for (int e = 0; e < c.n_experts; ++e) {
+    check_view(model, "expert gate", l, L.expert_gate[static_cast<size_t>(e)], c.hidden_dim, c.dim, false);
+    check_view(model, "expert up", l, L.expert_up[static_cast<size_t>(e)], c.hidden_dim, c.dim, false);
+    check_view(model, "expert down", l, L.expert_down[static_cast<size_t>(e)], c.dim, c.hidden_dim, false);
+  }
+}
+
 }  // namespace
 
 size_t Model::weight_bytes() const {
@@ -655,6 +745,11 @@ void validate_model(const Model& model) {
     optional("attn_post_norm", L.attn_post_norm, c.dim);
     optional("ffn_post_norm", L.ffn_post_norm, c.dim);
     check_view(model, "ffn_norm", l, L.ffn_norm, 1, c.dim, true);
+    if (c.has_experts()) {
+      check_experts(model, l);
+      continue;
+    }
+    if (!L.router.empty() || !L.expert_gate.empty()) throw fail("layer " + std::to_string(l) + " has experts the configuration does not");
     check_view(model, "w_gate", l, L.w_gate, c.hidden_dim, c.dim, false);
     check_view(model, "w_up", l, L.w_up, c.hidden_dim, c.dim, false);
     check_view(model, "w_down", l, L.w_down, c.dim, c.hidden_dim, false);

@@ -384,6 +384,10 @@ void Scanner::add_gguf(const fs::path& path, const std::string& name, ModelStore
   m.store = store;
   m.format = "gguf";
   m.architecture = text_value(header, "general.architecture");
+  for (const auto& [key, field] : {std::pair{".expert_count", &m.experts}, {".expert_used_count", &m.experts_used}}) {
+    const GgufValue* v = header.find(m.architecture + key);
+    if (v && v->is_integer() && v->integer > 0 && v->integer < (1 << 20)) *field = static_cast<int>(v->integer);
+  }
   std::map<TensorType, uint64_t> by_type;
   for (const GgufTensorInfo& t : header.tensors) {
     int64_t elements = 1;

@@ -57,6 +57,8 @@ struct FoundModel {
   std::string format;               // "gguf" or "safetensors"
   std::string architecture;         // GGUF general.architecture, config.json's model_type; "" when not said
   int64_t parameters = 0;           // elements of every tensor the headers list; 0 when unknown
+  int experts = 0;                  // a mixture of experts' per layer (GGUF <arch>.expert_count); 0: dense or unknown
+  int experts_used = 0;             // of them per token (<arch>.expert_used_count)
   uint64_t bytes = 0;               // on disk: the file, or the directory's safetensors files
   std::string weight_type;          // llama.cpp's file type ("Q4_K_M"), else the tensor type of most bytes ("BF16")
   std::string tokenizer;            // GGUF tokenizer.ggml.model[/pre] ("llama", "gpt2/qwen2"), or the tokenizer file's name

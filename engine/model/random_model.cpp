@@ -17,12 +17,14 @@ struct NamedShape {
   std::string_view architecture;
   int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, context_length;
   int explicit_head_dim;  // 0: dim / n_heads
+  int n_experts = 0, n_experts_used = 0;  // a mixture of experts of hidden_dim each; 0: dense
 };
 
 constexpr NamedShape kShapes[] = {
     {"tiny", "llama", 64, 160, 3, 4, 2, 97, 256, 0},
     {"tiny-qwen2", "qwen2", 64, 160, 3, 4, 2, 97, 256, 0},
     {"tiny-qwen3", "qwen3", 64, 160, 3, 4, 2, 97, 256, 32},
+    {"tiny-qwen3moe", "qwen3moe", 64, 32, 3, 4, 2, 97, 256, 32, 8, 2},
     {"110m", "llama", 768, 2048, 12, 12, 12, 32000, 1024, 0},
     {"1.1b", "llama", 2048, 5632, 22, 32, 4, 32000, 2048, 0},
     {"7b", "llama", 4096, 11008, 32, 32, 32, 32000, 4096, 0},
@@ -258,6 +260,8 @@ ModelConfig random_model_config(std::string_view shape) {
     c.n_kv_heads = s.n_kv_heads;
     c.vocab_size = s.vocab_size;
     c.context_length = s.context_length;
+    c.n_experts = s.n_experts;
+    c.n_experts_used = s.n_experts_used;
     return c;
   }
   std::string known;
@@ -300,7 +304,8 @@ std::shared_ptr<const Model> make_random_model(const ModelConfig& config, Tensor
   model->path = config.name.empty() ? "random" : config.name;
   Builder build(*model, seed, threads);
   const int64_t dim = config.dim, q_dim = config.q_dim(), kv_dim = config.kv_dim(), hidden = config.hidden_dim;
-  const bool qkv_bias = config.architecture == "qwen2", qk_norm = config.architecture == "qwen3";
+  const bool qkv_bias = config.architecture == "qwen2";
+  const bool qk_norm = config.architecture == "qwen3" || config.architecture == "qwen3moe";
   const auto amplitude = [](int64_t cols) { return std::sqrt(3.0f / static_cast<float>(cols)); };
   Weights& w = model->weights;
   w.token_embedding = build.matrix(type, config.vocab_size, dim, 1.0f);
@@ -321,9 +326,18 @@ std::shared_ptr<const Model> make_random_model(const ModelConfig& config, Tensor
     }
     layer.wo = build.matrix(type, dim, q_dim, amplitude(q_dim));
     layer.ffn_norm = build.norm(dim);
-    layer.w_gate = build.matrix(type, hidden, dim, amplitude(dim));
-    layer.w_up = build.matrix(type, hidden, dim, amplitude(dim));
-    layer.w_down = build.matrix(second, dim, hidden, amplitude(hidden));
+    if (config.has_experts()) {
+      layer.router = build.matrix(type, config.n_experts, dim, amplitude(dim));
+      for (int e = 0; e < config.n_experts; ++e) {
+        layer.expert_gate.push_back(build.matrix(type, hidden, dim, amplitude(dim)));
+        layer.expert_up.push_back(build.matrix(type, hidden, dim, amplitude(dim)));
+        layer.expert_down.push_back(build.matrix(second, dim, hidden, amplitude(hidden)));
+      }
+    } else {
+      layer.w_gate = build.matrix(type, hidden, dim, amplitude(dim));
+      layer.w_up = build.matrix(type, hidden, dim, amplitude(dim));
+      layer.w_down = build.matrix(second, dim, hidden, amplitude(hidden));
+    }
     w.layers.push_back(layer);
   }
   w.final_norm = build.norm(dim);
