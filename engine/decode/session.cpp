@@ -21,6 +21,10 @@ std::string code_prompt(std::string prompt) {
 }
 
 std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const GenerationRequest& request) {
+  if (!request.prompt_ids.empty()) {
+    tokenizer.check_ids(request.prompt_ids);
+    return request.prompt_ids;
+  }
   if (!request.suffix) return tokenizer.encode(request.prompt, true);
   if (!tokenizer.fim().complete())
     throw std::invalid_argument("the model has no fill-in-the-middle tokens, so it cannot take a suffix");
@@ -71,7 +75,9 @@ double SessionTotals::acceptance_rate() const { return proposed > 0 ? static_cas
 namespace {
 
 void validate(const GenerationRequest& r) {
-  if (r.prompt.empty() && !r.suffix && !r.allow_empty_prompt) throw std::invalid_argument("the prompt is empty");
+  if (r.prompt.empty() && !r.suffix && r.prompt_ids.empty() && !r.allow_empty_prompt) {
+    throw std::invalid_argument("the prompt is empty");
+  }
   if (r.n_candidates < 1 || r.n_candidates > kMaxCandidates) {
     throw std::invalid_argument("the number of candidates must be between 1 and " + std::to_string(kMaxCandidates) +
                                 ", got " + std::to_string(r.n_candidates));
@@ -115,6 +121,14 @@ class CandidateText {
     }
     final_ = text_.size() - held_back();
     return false;
+  }
+  // Ends the text at `at` (at the earliest where text was already streamed); false when the
+  // hook said nothing.
+  bool end_at(size_t at) {
+    if (at == std::string::npos) return false;
+    text_.resize(std::min(text_.size(), std::max(at, sent_)));
+    final_ = text_.size();
+    return true;
   }
   // Text that became final since the last call.
   std::string take_delta() {
@@ -169,7 +183,9 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   const Tokenizer& tokenizer = *target.tokenizer;
   HealedPrompt healed{.ids = request_prompt_ids(tokenizer, request)};
   if (healed.ids.empty()) throw std::invalid_argument("the prompt encodes to no tokens");
-  if (request.token_healing && !request.suffix) healed = heal_prompt(tokenizer, std::move(healed.ids));
+  if (request.token_healing && !request.suffix && request.prompt_ids.empty()) {
+    healed = heal_prompt(tokenizer, std::move(healed.ids));
+  }
   const std::vector<int>& prompt = healed.ids;
 
   std::vector<std::string> stops = request.stop;
@@ -210,7 +226,9 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   };
   DecodeCallbacks hooks;
   hooks.on_tokens = [&](int i, const SequenceOutput& out, std::span<const int> tokens) {
-    const bool stopped = texts[static_cast<size_t>(i)].push(tokens);
+    CandidateText& text = texts[static_cast<size_t>(i)];
+    bool stopped = text.push(tokens);
+    if (!stopped && request.text_end) stopped = text.end_at(request.text_end(i, text.text()));
     send_delta(i, out);
     return stopped;
   };
@@ -239,6 +257,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   t.draft_forwards = decoded.stats.draft_forwards;
   t.prompt_tokens = decoded.stats.prompt_tokens;
   t.peak_blocks = decoded.stats.peak_blocks;
+  t.prefill_seconds = decoded.stats.prefill_seconds;
   t.kv_blocks_left = cache->blocks_in_use() + drafter->blocks_in_use();
   for (const Candidate& c : result.candidates) {
     t.generated_tokens += static_cast<int>(c.tokens.size());
