@@ -2,10 +2,11 @@
 //
 // POST /v1/completions runs the n choices of a request as ONE batched speculative decode
 // (run_session with n candidates); GET /v1/models and GET /health describe the server;
-// POST /v1/chat/completions answers 404 (Specula applies no chat templates). Requests wait in
-// a bounded queue, one session runs at a time, and a client that closes its connection
-// cancels its generation within one decoding step. Every request gets a valid response or
-// OpenAI's error object: 400 bad JSON, field or framing, 401 missing or wrong key, 403 a
+// POST /v1/chat/completions answers 404 (Specula applies no chat templates). POST /completion
+// and POST /infill speak llama.cpp's native format (llama_api.h), for editor plugins (see
+// docs/editor.md). Requests wait in a bounded queue, one session runs at a time, and a client
+// that closes its connection cancels its generation within one decoding step. Every request
+// gets a valid response or OpenAI's error object (llama.cpp's on its own endpoints): 400 bad JSON, field or framing, 401 missing or wrong key, 403 a
 // foreign Host or web page Origin, 404 unknown model or path, 408 a request too slow to
 // arrive, 413 body too large, 415 not JSON, 431 headers too large, 503 with Retry-After when
 // the queue or the connections are full. HTTP is Specula's own server (http_server.h), which
@@ -37,6 +38,9 @@ struct ServerOptions {
   int max_kv_tokens = 1 << 17;         // KV positions one request may need (n, prompt and max_tokens); more: 400
   std::string model_name;              // the id /v1/models lists; a request names it or no model
   DraftOptions draft;                  // drafter and policy of every request (the generator has the draft model)
+  bool infill_fallback = false;        // /infill on a model without FIM tokens: the prefix as a plain
+                                       // prompt, cut at the first line that dedents below the hole
+                                       // (else 501, as llama.cpp answers)
 };
 
 // What GET /health reports: the queue now, and counters since the server started.
