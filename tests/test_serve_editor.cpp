@@ -158,6 +158,9 @@ class TestServeEditor : public QObject {
     QCOMPARE(status, 200);
     QVERIFY(!first["content"].get<std::string>().empty());
     QCOMPARE(second["content"], first["content"]);
+    // greedy, the demo pair writes the line after the hole next; the fallback cut it, whole
+    QVERIFY2(first["content"].get<std::string>().find("\n    return total") == std::string::npos,
+             first["content"].get<std::string>().c_str());
   }
 
   void wholeResponseIsLlamaCpps() {

@@ -101,9 +101,10 @@ void validate(const GenerationRequest& r) {
 class CandidateText {
  public:
   // `healed`: text the first tokens begin with that belongs to the prompt (token healing).
+  // `whole_lines`: the line in progress is held back too (a text_end hook may cut at its start).
   CandidateText(const Tokenizer& tokenizer, const std::vector<int>& prompt, const std::vector<std::string>& stops,
-                std::string healed = {})
-      : decoder_(tokenizer, prompt), stops_(stops), healed_(std::move(healed)) {}
+                std::string healed = {}, bool whole_lines = false)
+      : decoder_(tokenizer, prompt), stops_(stops), healed_(std::move(healed)), whole_lines_(whole_lines) {}
 
   // Adds tokens; returns true when a stop string appeared (the text is then cut before it).
   bool push(std::span<const int> tokens) {
@@ -120,6 +121,10 @@ class CandidateText {
       return true;
     }
     final_ = text_.size() - held_back();
+    if (whole_lines_) {
+      const size_t line_end = text_.rfind('\n');
+      final_ = std::min(final_, line_end == std::string::npos ? 0 : line_end + 1);
+    }
     return false;
   }
   // Ends the text at `at` (at the earliest where text was already streamed); false when the
@@ -169,6 +174,7 @@ class CandidateText {
   IncrementalDecoder decoder_;
   const std::vector<std::string>& stops_;
   std::string healed_;  // the prompt's healed text that the decoded text has still to begin with
+  bool whole_lines_ = false;
   std::string text_;   // decoded so far (cut at a stop string)
   size_t final_ = 0;   // text_[0, final_) can no longer change
   size_t sent_ = 0;    // text_[0, sent_) went out as deltas
@@ -211,7 +217,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   std::vector<CandidateText> texts;
   texts.reserve(static_cast<size_t>(request.n_candidates));
   for (int i = 0; i < request.n_candidates; ++i) {
-    texts.emplace_back(tokenizer, prompt, stops, healed.removed);
+    texts.emplace_back(tokenizer, prompt, stops, healed.removed, static_cast<bool>(request.text_end));
     result.candidates[static_cast<size_t>(i)].index = i;
   }
 

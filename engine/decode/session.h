@@ -49,8 +49,9 @@ struct GenerationRequest {
   // Ends a candidate from its text, for rules a stop string cannot say (llama.cpp's n_indent, a
   // time limit that waits for a line end): called after each step that added tokens to
   // candidate `index`, with its whole text so far. A position ends the candidate with
-  // FinishReason::Stop, its text cut there (never before text already streamed); npos lets it
-  // go on. Runs on the session's thread.
+  // FinishReason::Stop, its text cut there (never before text already streamed: with a hook,
+  // text streams a whole line at a time, so that a cut at the start of the line in progress
+  // always holds); npos lets it go on. Runs on the session's thread.
   std::function<size_t(int index, const std::string& text)> text_end;
 };
 

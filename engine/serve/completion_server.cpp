@@ -501,7 +501,8 @@ std::shared_ptr<Job> CompletionServer::Impl::accept_llama(Dialect dialect, const
   g.stop = r.stop;
   g.draft = options.draft;
   job->limited.assign(static_cast<size_t>(r.n), 0);
-  g.text_end = line_rules(*job);
+  const bool rules = r.n_indent > 0 || r.t_max_predict_ms > 0 || job->hole_indent > 0 || !job->next_line.empty();
+  if (rules) g.text_end = line_rules(*job);  // without one, text streams token by token
   job->request.n = r.n;
   job->request.stream = r.stream;
   char id[32];
