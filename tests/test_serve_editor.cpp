@@ -9,6 +9,7 @@
 // up mid-request; after which nothing failed and no KV block is left held.
 #include <QtTest>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -209,22 +210,21 @@ class TestServeEditor : public QObject {
   }
 
   void timeLimitEndsAtALineEnd() {
-    // the same greedy completion without and with a 1 ms limit: the limited one is a prefix of
-    // the other that ends at a line end, and says it stopped at a limit
-    json request = greedy(llama_vim_request());
-    request.erase("response_fields");
-    request["t_max_predict_ms"] = 0;
+    // the same greedy completion of 128 tokens without and with a 1 ms limit: the limited one
+    // is a prefix of the other that ends at a line end, and says it stopped at a limit. (The
+    // limit counts from the first token and acts at a line end: 128 tokens of code take many
+    // lines and far more than 1 ms, so it acts before the end.)
+    json request = {{"prompt", kPrefix}, {"n_predict", 128}, {"temperature", 0}};
     int status = 0;
-    const json whole = post(demo->port(), "/infill", request, &status);
+    const json whole = post(demo->port(), "/completion", request, &status);
     QCOMPARE(status, 200);
     request["t_max_predict_ms"] = 1;
-    const json limited = post(demo->port(), "/infill", request, &status);
+    const json limited = post(demo->port(), "/completion", request, &status);
     QCOMPARE(status, 200);
     const std::string all = whole["content"].get<std::string>();
     const std::string cut = limited["content"].get<std::string>();
-    const size_t newline = all.find('\n');
-    QVERIFY2(newline != std::string::npos && newline + 1 < all.size(), all.c_str());  // more than one line to cut
-    QVERIFY2(all.rfind(cut, 0) == 0, cut.c_str());                                    // a prefix of it
+    QVERIFY2(std::count(all.begin(), all.end(), '\n') >= 3, all.c_str());  // lines to cut
+    QVERIFY2(all.rfind(cut, 0) == 0, cut.c_str());                         // a prefix of it
     QVERIFY2(cut.size() < all.size(), cut.c_str());
     QVERIFY2(!cut.empty() && cut.back() == '\n', cut.c_str());  // ends at a line end
     QCOMPARE(limited["stop_type"].get<std::string>(), std::string("limit"));
@@ -300,6 +300,14 @@ class TestServeEditor : public QObject {
     for (int i = 0; i < 3; ++i) QCOMPARE(several[size_t(i)]["index"].get<int>(), i);
     QCOMPARE(post(demo->port(), "/completion", {{"prompt", "x"}, {"n", 2}, {"n_predict", 4}}, &status).size(),
              size_t(2));
+    // n_predict beyond the context: until the context is full, and truncated says so
+    const json full = post(demo->port(), "/completion",
+                           {{"prompt", "def f():\n"}, {"n_predict", 2000000000}, {"n_cmpl", 4}, {"seed", 1}}, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(int(full.size()), 4);
+    for (const json& c : full) {
+      if (c["stop_type"] == "limit") QVERIFY2(c["truncated"].get<bool>(), c["timings"].dump().c_str());
+    }
 
     // n_predict 0 (llama.vim's cache warm-up): the prompt only
     const json warm = post(demo->port(), "/infill",

@@ -486,7 +486,8 @@ std::shared_ptr<Job> CompletionServer::Impl::accept_llama(Dialect dialect, const
   GenerationRequest& g = job->generation;
   g.prompt_ids = job->prompt_ids;
   g.n_candidates = r.n;
-  g.max_new_tokens = r.n_predict < 0 ? context() - prompt_tokens : r.n_predict;
+  // -1, or more than the context leaves: until the context is full (llama.cpp's truncated)
+  g.max_new_tokens = r.n_predict < 0 ? context() - prompt_tokens : std::min(r.n_predict, context() - prompt_tokens);
   DecodeOptions sizing;
   sizing.n_seqs = r.n;
   sizing.max_new_tokens = std::max(1, g.max_new_tokens);
