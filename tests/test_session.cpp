@@ -1,6 +1,7 @@
 // The text layer of a session (session.h) with the real SentencePiece tokenizer of
 // stories260K over the controlled fake backend: streamed deltas add up to the final text,
-// stop strings cut the completion and end only their candidate, per-candidate seeds,
+// stop strings and the text_end hook cut the completion and end only their candidate, a prompt
+// given as ids, per-candidate seeds,
 // fill-in-the-middle prompts (StarCoder's vocabulary), and bad requests get clear errors.
 #include <QtTest>
 
@@ -145,6 +146,48 @@ class TestSession : public QObject {
       QVERIFY(other.text.find(stop) == std::string::npos);
       if (other.finish != FinishReason::Stop) QCOMPARE(other.finish, FinishReason::Length);
     }
+  }
+
+  void textEndCutsOnlyItsCandidate() {
+    SPECULA_SHARED_FILE(tok, "models/stories260K/tok512.bin");
+    const auto model = fake_model_with_tokenizer(tok);
+    FakeBackend backend;
+    auto req = request(3);
+    req.sampling.temperature = 0.0f;  // greedy: the other candidates' tokens do not depend on the drafts
+    const auto free_run = run_session(backend, *model, req);
+    const std::string full = free_run.candidates[2].text;
+    QVERIFY(full.size() > 30);
+    int calls = 0;
+    bool whole_text = true;
+    req.text_end = [&](int index, const std::string& text) -> size_t {
+      if (index != 2) return std::string::npos;
+      ++calls;
+      whole_text &= full.rfind(text, 0) == 0;  // the whole text so far
+      return text.size() >= 20 ? size_t(17) : std::string::npos;
+    };
+    std::string streamed;
+    SessionCallbacks cb;
+    cb.on_delta = [&](const CandidateDelta& d) {
+      if (d.index == 2) streamed += d.text;
+    };
+    const auto r = run_session(backend, *model, req, cb);
+    QVERIFY(calls > 0);
+    QVERIFY(whole_text);
+    const Candidate& c = r.candidates[2];
+    QCOMPARE(c.finish, FinishReason::Stop);
+    // cut at 17: with a hook, text streams whole lines, so nothing of the line in progress had gone out
+    QVERIFY(full.find('\n') > 17);
+    QCOMPARE(c.text, full.substr(0, 17));
+    QCOMPARE(streamed, c.text);
+    for (int i : {0, 1}) QCOMPARE(r.candidates[size_t(i)].text, free_run.candidates[size_t(i)].text);
+
+    // the prompt as ids: the same session as the prompt as text
+    auto by_ids = request(3);
+    by_ids.sampling.temperature = 0.0f;
+    by_ids.prompt_ids = model->tokenizer->encode(by_ids.prompt, true);
+    by_ids.prompt = "ignored when ids are given";
+    const auto same = run_session(backend, *model, by_ids);
+    for (int i = 0; i < 3; ++i) QCOMPARE(same.candidates[size_t(i)].tokens, free_run.candidates[size_t(i)].tokens);
   }
 
   void codeStops() {

@@ -1,5 +1,6 @@
 // specula-cli serve: an OpenAI-compatible HTTP server (POST /v1/completions, GET /v1/models,
-// GET /health) over the local models; the n choices of a request are one batched
+// GET /health), plus llama.cpp's POST /completion and POST /infill for editor plugins, over
+// the local models; the n choices of a request are one batched
 // speculative decode. Stops on SIGINT or SIGTERM. See docs/scale-out.md.
 #include <pthread.h>
 #include <signal.h>
@@ -108,6 +109,9 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--chat-template", a->chat_template_file,
                   "Jinja chat template file for /v1/chat/completions instead of the model's own");
+  cmd->add_flag("--infill-fallback", a->server.infill_fallback,
+               "POST /infill on a model without fill-in-the-middle tokens: complete the code before the hole as a "
+               "plain prompt, cut at the first line that dedents below the hole (without it: 501, as llama.cpp)");
   cmd->add_option("--name", a->name, "Model id the server lists and answers to (default: the model file's name)");
   cmd->callback([a] {
     try {

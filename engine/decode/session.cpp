@@ -22,6 +22,10 @@ std::string code_prompt(std::string prompt) {
 }
 
 std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const GenerationRequest& request) {
+  if (!request.prompt_ids.empty()) {
+    tokenizer.check_ids(request.prompt_ids);
+    return request.prompt_ids;
+  }
   if (request.chat_prefix && request.suffix) {
     throw std::invalid_argument("a chat prompt cannot fill in the middle: give the suffix with the raw prompt style");
   }
@@ -76,7 +80,9 @@ double SessionTotals::acceptance_rate() const { return proposed > 0 ? static_cas
 namespace {
 
 void validate(const GenerationRequest& r) {
-  if (r.prompt.empty() && !r.suffix && !r.chat_prefix && !r.allow_empty_prompt) throw std::invalid_argument("the prompt is empty");
+  if (r.prompt.empty() && !r.suffix && !r.chat_prefix && r.prompt_ids.empty() && !r.allow_empty_prompt) {
+    throw std::invalid_argument("the prompt is empty");
+  }
   if (r.n_candidates < 1 || r.n_candidates > kMaxCandidates) {
     throw std::invalid_argument("the number of candidates must be between 1 and " + std::to_string(kMaxCandidates) +
                                 ", got " + std::to_string(r.n_candidates));
@@ -100,9 +106,10 @@ void validate(const GenerationRequest& r) {
 class CandidateText {
  public:
   // `healed`: text the first tokens begin with that belongs to the prompt (token healing).
+  // `whole_lines`: the line in progress is held back too (a text_end hook may cut at its start).
   CandidateText(const Tokenizer& tokenizer, const std::vector<int>& prompt, const std::vector<std::string>& stops,
-                std::string healed = {})
-      : decoder_(tokenizer, prompt), stops_(stops), healed_(std::move(healed)) {}
+                std::string healed = {}, bool whole_lines = false)
+      : decoder_(tokenizer, prompt), stops_(stops), healed_(std::move(healed)), whole_lines_(whole_lines) {}
 
   // Adds tokens; returns true when a stop string appeared (the text is then cut before it).
   bool push(std::span<const int> tokens) {
@@ -119,7 +126,19 @@ class CandidateText {
       return true;
     }
     final_ = text_.size() - held_back();
+    if (whole_lines_) {
+      const size_t line_end = text_.rfind('\n');
+      final_ = std::min(final_, line_end == std::string::npos ? 0 : line_end + 1);
+    }
     return false;
+  }
+  // Ends the text at `at` (at the earliest where text was already streamed); false when the
+  // hook said nothing.
+  bool end_at(size_t at) {
+    if (at == std::string::npos) return false;
+    text_.resize(std::min(text_.size(), std::max(at, sent_)));
+    final_ = text_.size();
+    return true;
   }
   // Text that became final since the last call.
   std::string take_delta() {
@@ -160,6 +179,7 @@ class CandidateText {
   IncrementalDecoder decoder_;
   const std::vector<std::string>& stops_;
   std::string healed_;  // the prompt's healed text that the decoded text has still to begin with
+  bool whole_lines_ = false;
   std::string text_;   // decoded so far (cut at a stop string)
   size_t final_ = 0;   // text_[0, final_) can no longer change
   size_t sent_ = 0;    // text_[0, sent_) went out as deltas
@@ -174,7 +194,9 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   const Tokenizer& tokenizer = *target.tokenizer;
   HealedPrompt healed{.ids = request_prompt_ids(tokenizer, request)};
   if (healed.ids.empty()) throw std::invalid_argument("the prompt encodes to no tokens");
-  if (request.token_healing && !request.suffix) healed = heal_prompt(tokenizer, std::move(healed.ids));
+  if (request.token_healing && !request.suffix && request.prompt_ids.empty()) {
+    healed = heal_prompt(tokenizer, std::move(healed.ids));
+  }
   const std::vector<int>& prompt = healed.ids;
 
   std::vector<std::string> stops = request.stop;
@@ -200,7 +222,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   std::vector<CandidateText> texts;
   texts.reserve(static_cast<size_t>(request.n_candidates));
   for (int i = 0; i < request.n_candidates; ++i) {
-    texts.emplace_back(tokenizer, prompt, stops, healed.removed);
+    texts.emplace_back(tokenizer, prompt, stops, healed.removed, static_cast<bool>(request.text_end));
     result.candidates[static_cast<size_t>(i)].index = i;
   }
 
@@ -215,7 +237,9 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   };
   DecodeCallbacks hooks;
   hooks.on_tokens = [&](int i, const SequenceOutput& out, std::span<const int> tokens) {
-    const bool stopped = texts[static_cast<size_t>(i)].push(tokens);
+    CandidateText& text = texts[static_cast<size_t>(i)];
+    bool stopped = text.push(tokens);
+    if (!stopped && request.text_end) stopped = text.end_at(request.text_end(i, text.text()));
     send_delta(i, out);
     return stopped;
   };
@@ -244,6 +268,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   t.draft_forwards = decoded.stats.draft_forwards;
   t.prompt_tokens = decoded.stats.prompt_tokens;
   t.peak_blocks = decoded.stats.peak_blocks;
+  t.prefill_seconds = decoded.stats.prefill_seconds;
   t.kv_blocks_left = cache->blocks_in_use() + drafter->blocks_in_use();
   for (const Candidate& c : result.candidates) {
     t.generated_tokens += static_cast<int>(c.tokens.size());

@@ -36,6 +36,9 @@ struct GenerationRequest {
                                            // the prompt is the whole chat); chat_prefix + prompt is
                                            // encoded as apply_chat_template's text is (encode_chat:
                                            // special tokens' texts parsed, no BOS added). Not with a suffix.
+  std::vector<int> prompt_ids;      // non-empty: the model's prompt as ids, BOS included where wanted
+                                    // (prompt and suffix are then not read): a prompt laid out by
+                                    // the caller, e.g. repository-level fill-in-the-middle
   bool allow_empty_prompt = false;  // generate from BOS alone (llama2.c without a prompt); a
                                     // fill-in-the-middle prompt may always be empty
   int n_candidates = 1;             // 1 .. kMaxCandidates
@@ -47,11 +50,19 @@ struct GenerationRequest {
   bool token_healing = false;       // back off the prompt's last token when others extend it
                                     // (heal_prompt); not with a suffix
   DraftOptions draft;
+  // Ends a candidate from its text, for rules a stop string cannot say (llama.cpp's n_indent, a
+  // time limit that waits for a line end): called after each step that added tokens to
+  // candidate `index`, with its whole text so far. A position ends the candidate with
+  // FinishReason::Stop, its text cut there (never before text already streamed: with a hook,
+  // text streams a whole line at a time, so that a cut at the start of the line in progress
+  // always holds); npos lets it go on. Runs on the session's thread.
+  std::function<size_t(int index, const std::string& text)> text_end;
 };
 
 // The ids the model is given for `request`: its prompt with BOS where the vocabulary adds
 // one, or, with a suffix, the fill-in-the-middle prompt in the layout of the model's family,
-// or, with a chat prefix, the chat's text and the prompt as encode_chat encodes them.
+// or, with a chat prefix, the chat's text and the prompt as encode_chat encodes them;
+// request.prompt_ids as they are when set.
 // Throws std::invalid_argument when a suffix is given to a model without FIM tokens, or
 // together with a chat prefix.
 std::vector<int> request_prompt_ids(const Tokenizer& tokenizer, const GenerationRequest& request);
@@ -109,6 +120,7 @@ struct SessionTotals {
   int draft_forwards = 0;
   int prompt_tokens = 0;
   int peak_blocks = 0;              // most target KV blocks in use at once
+  double prefill_seconds = 0.0;     // from the start to the end of the prompt's prefill
   int kv_blocks_left = 0;           // target and draft KV blocks still held when decoding ended: 0 unless one leaked
   int accepted = 0;
   int proposed = 0;

@@ -317,15 +317,23 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special, bool
   return ids;
 }
 
+Tokenizer::FimParts Tokenizer::fim_parts(std::string_view prefix, std::string_view suffix) const {
+  FimParts parts;
+  encode_text(prefix, false, parts.prefix);
+  encode_text(suffix, true, parts.suffix);
+  return parts;
+}
+
 std::vector<int> Tokenizer::fim_prompt(std::string_view prefix, std::string_view suffix) const {
   if (!fim_.complete())
     throw std::runtime_error("this vocabulary has no fill-in-the-middle tokens (prefix, suffix and middle)");
+  const FimParts parts = fim_parts(prefix, suffix);
   std::vector<int> ids;
   if (vocab_.add_bos) ids.push_back(vocab_.bos);
   ids.push_back(fim_.prefix);
-  encode_text(prefix, false, ids);
+  ids.insert(ids.end(), parts.prefix.begin(), parts.prefix.end());
   ids.push_back(fim_.suffix);
-  encode_text(suffix, true, ids);
+  ids.insert(ids.end(), parts.suffix.begin(), parts.suffix.end());
   ids.push_back(fim_.middle);
   return ids;
 }

@@ -60,6 +60,14 @@ class Tokenizer {
   // SentencePiece's leading space, as Meta's reference does. Throws std::runtime_error when
   // the vocabulary has no FIM tokens.
   std::vector<int> fim_prompt(std::string_view prefix, std::string_view suffix) const;
+  // The prefix's and the suffix's ids as fim_prompt encodes them, for callers that cut or
+  // surround them (repository-level prompts): fim_prompt is BOS, fim().prefix, `prefix`,
+  // fim().suffix, `suffix`, fim().middle.
+  struct FimParts {
+    std::vector<int> prefix;
+    std::vector<int> suffix;
+  };
+  FimParts fim_parts(std::string_view prefix, std::string_view suffix) const;
 
   // For IncrementalDecoder: a stream that has already shown `prefix`.
   virtual std::unique_ptr<DecodeStream> decode_stream(std::vector<int> prefix) const = 0;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -18,6 +19,7 @@
 #include "model/tokenizer.h"
 #include "serve/access_policy.h"
 #include "serve/http_server.h"
+#include "serve/llama_api.h"
 #include "serve/openai_api.h"
 #include "serve/sse.h"
 
@@ -34,11 +36,27 @@ constexpr int kSpareWorkers = 4;        // HTTP workers beyond the queue: reques
 constexpr int kRetryAfterSeconds = 1;   // what a 503 suggests
 constexpr const char* kStreamProbe = ": keep-alive\n\n";  // an SSE comment: changes nothing a client reads
 
+// Which wire format a request speaks: OpenAI's (/v1/completions) or llama.cpp's own.
+enum class Dialect { OpenAi, LlamaCompletion, LlamaInfill };
+
+Dialect dialect_of(const std::string& path) {
+  if (path == "/completion" || path == "/completions") return Dialect::LlamaCompletion;
+  if (path == "/infill") return Dialect::LlamaInfill;
+  return Dialect::OpenAi;
+}
+
 // One accepted request, shared by the HTTP thread that answers it and the engine thread
 // that generates it.
 struct Job {
+  Dialect dialect = Dialect::OpenAi;
   bool chat = false;                    // /v1/chat/completions: OpenAI's chat shapes
-  CompletionRequest request;
+  CompletionRequest request;            // OpenAI's request; for llama.cpp's, its n and stream
+  LlamaRequest llama;                   // llama.cpp's request
+  bool prompt_truncated = false;        // llama.cpp's: the prompt was cut to fit the context
+  int hole_indent = -1;                 // the infill fallback's: lines indented less end it
+  std::string next_line;                // the infill fallback's: a line repeating this one ends it
+  std::vector<char> limited;            // (n) ended by n_indent, the fallback's dedent or the time limit
+                                        // (written by the engine thread before `done`)
   GenerationRequest generation;
   std::vector<int> prompt_ids;          // the encoded prompt, BOS included (for token texts)
   std::string id;                       // "cmpl-..." or "chatcmpl-..."
@@ -158,8 +176,9 @@ bool same_key(const std::string& given, const std::string& expected) {
   return diff == 0;
 }
 
-HttpResponse error_response(const ApiError& error) {
-  HttpResponse res{.status = error.status, .content_type = "application/json", .body = dump(error_json(error)), .headers = {}};
+HttpResponse error_response(const ApiError& error, Dialect dialect = Dialect::OpenAi) {
+  const nlohmann::json body = dialect == Dialect::OpenAi ? error_json(error) : llama_error_json(error);
+  HttpResponse res{.status = error.status, .content_type = "application/json", .body = dump(body), .headers = {}};
   if (error.status == 503 || error.status == 429) res.headers.emplace_back("Retry-After", std::to_string(kRetryAfterSeconds));
   return res;
 }
@@ -178,6 +197,9 @@ const Route kRoutes[] = {
     {"/v1/models", {"GET", "HEAD"}},
     {"/v1/completions", {"POST"}},
     {"/v1/chat/completions", {"POST"}},
+    {"/completion", {"POST"}},  // llama.cpp's native endpoints, for editor plugins
+    {"/completions", {"POST"}},
+    {"/infill", {"POST"}},
 };
 
 // The longest text one token stands for, in bytes: a prompt longer than the context times
@@ -252,6 +274,12 @@ struct CompletionServer::Impl {
   void check_model(const CompletionRequest& request) const;
   size_t max_prompt_bytes() const;
   void prepare(Job& job, const char* id_prefix);
+  std::shared_ptr<Job> accept_llama(Dialect dialect, const std::string& body);
+  std::function<size_t(int, const std::string&)> line_rules(Job& job) const;
+  void finish_without_generating(Job& job);
+  void stream_llama(Job& job, HttpExchange& exchange, const HttpRequest& request);
+  nlohmann::json llama_json(const Job& job) const;
+  nlohmann::json llama_final(const Job& job, const Candidate& c) const;
   void enqueue(const std::shared_ptr<Job>& job);
   void abandon(const std::shared_ptr<Job>& job);
   void engine_loop();
@@ -327,8 +355,10 @@ HttpResponse CompletionServer::Impl::refusal(int status, const std::string& mess
 // Decided from the head alone, before any byte of the body is read: the host and the
 // origin, the route and its method, the key, and a JSON body.
 std::optional<HttpResponse> CompletionServer::Impl::admit(const HttpRequest& head) const {
-  if (auto refused = check_host(head, access)) return error_response(ApiError(refused->status, refused->message));
-  if (auto refused = check_origin(head, access)) return error_response(ApiError(refused->status, refused->message));
+  const Dialect dialect = dialect_of(head.path);
+  const auto refuse = [dialect](const ApiError& e) { return error_response(e, dialect); };
+  if (auto refused = check_host(head, access)) return refuse(ApiError(refused->status, refused->message));
+  if (auto refused = check_origin(head, access)) return refuse(ApiError(refused->status, refused->message));
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (head.path == r.path) route = &r;
@@ -336,24 +366,24 @@ std::optional<HttpResponse> CompletionServer::Impl::admit(const HttpRequest& hea
   if (!route) return error_response(ApiError(404, "no such endpoint: " + head.method + " " + head.path));
   const bool preflight = head.method == "OPTIONS" && !allowed_origin(head, access).empty();
   if (!preflight && std::find(route->methods.begin(), route->methods.end(), head.method) == route->methods.end()) {
-    HttpResponse res = error_response(ApiError(405, head.method + " is not allowed on " + head.path));
+    HttpResponse res = refuse(ApiError(405, head.method + " is not allowed on " + head.path));
     std::string allow;
     for (const std::string& m : route->methods) allow += (allow.empty() ? "" : ", ") + m;
     res.headers.emplace_back("Allow", allow);
     return res;
   }
-  if (preflight || head.path.rfind("/v1/", 0) != 0) return std::nullopt;
+  if (preflight || (head.path.rfind("/v1/", 0) != 0 && dialect == Dialect::OpenAi)) return std::nullopt;
   if (!options.api_key.empty()) {
     const std::string key = bearer_token(head);
     if (key.empty() || !same_key(key, options.api_key)) {
-      return error_response(ApiError(401,
-                                     key.empty() ? "an API key is required: send \"Authorization: Bearer KEY\""
-                                                 : "the API key is not valid",
-                                     {}, "invalid_api_key"));
+      return refuse(ApiError(401,
+                             key.empty() ? "an API key is required: send \"Authorization: Bearer KEY\""
+                                         : "the API key is not valid",
+                             {}, "invalid_api_key"));
     }
   }
   if (head.method == "POST" && !is_json_body(head)) {
-    return error_response(ApiError(415, "the request body must be JSON, sent with \"Content-Type: application/json\""));
+    return refuse(ApiError(415, "the request body must be JSON, sent with \"Content-Type: application/json\""));
   }
   return std::nullopt;
 }
@@ -388,17 +418,28 @@ std::optional<HttpResponse> CompletionServer::Impl::quick(const HttpRequest& req
 // POST /v1/completions and /v1/chat/completions, on a worker: accepted into the queue, then
 // streamed or answered whole.
 void CompletionServer::Impl::work(const HttpRequest& request, HttpExchange& exchange) {
+  const Dialect dialect = dialect_of(request.path);
   std::shared_ptr<Job> job;
   try {
-    job = request.path == "/v1/chat/completions" ? accept_chat(request.body) : accept(request.body);
-    enqueue(job);
+    if (dialect != Dialect::OpenAi) {
+      job = accept_llama(dialect, request.body);
+    } else {
+      job = request.path == "/v1/chat/completions" ? accept_chat(request.body) : accept(request.body);
+    }
+    if (dialect != Dialect::OpenAi && job->generation.max_new_tokens == 0) {  // llama.cpp's n_predict 0: the prompt only
+      finish_without_generating(*job);
+    } else {
+      enqueue(job);
+    }
   } catch (const ApiError& e) {
-    HttpResponse res = error_response(e);
+    HttpResponse res = error_response(e, dialect);
     for (auto& h : cors_headers(request)) res.headers.push_back(std::move(h));
     exchange.respond(res);
     return;
   }
-  if (job->request.stream) {
+  if (dialect != Dialect::OpenAi && job->request.stream) {
+    stream_llama(*job, exchange, request);
+  } else if (job->request.stream) {
     stream(*job, exchange, request);
   } else {
     respond(*job, exchange, request);
@@ -511,6 +552,182 @@ void CompletionServer::Impl::prepare(Job& job, const char* id_prefix) {
   job.id = id;
   job.created = std::time(nullptr);
   job.queued = Clock::now();
+}
+
+// POST /completion and POST /infill: llama.cpp's request, checked against the model and the
+// server's limits, as a session. An infill prompt too long for the context is cut (truncated
+// says so); a /completion prompt too long is refused, as llama.cpp does.
+std::shared_ptr<Job> CompletionServer::Impl::accept_llama(Dialect dialect, const std::string& body) {
+  const bool infill = dialect == Dialect::LlamaInfill;
+  if (infill && !tokenizer().fim().complete() && !options.infill_fallback) throw infill_not_supported(tokenizer().fim());
+  auto job = std::make_shared<Job>();
+  job->dialect = dialect;
+  LlamaRequest& r = job->llama;
+  r = parse_llama_request(infill ? LlamaEndpoint::Infill : LlamaEndpoint::Completion, body, kMaxCandidates);
+  if (infill) {
+    const int reserve = r.n_predict > 0 ? std::min(r.n_predict, context() / 2) : context() / 4;
+    InfillPrompt prompt = infill_prompt(tokenizer(), r, context() - reserve, options.infill_fallback);
+    job->prompt_ids = std::move(prompt.ids);
+    job->prompt_truncated = prompt.truncated;
+    job->hole_indent = prompt.hole_indent;
+    job->next_line = std::move(prompt.next_line);
+  } else {
+    size_t bytes = 0;
+    for (const PromptPiece& p : r.prompt) bytes += p.text.size();
+    if (bytes > static_cast<size_t>(context()) * token_bytes) {
+      throw ApiError(400, "the request exceeds the available context size (" + std::to_string(context()) + " tokens)");
+    }
+    job->prompt_ids = completion_prompt_ids(tokenizer(), r.prompt);
+    for (const int id : job->prompt_ids) {
+      if (id >= tokenizer().size()) throw ApiError(400, "invalid token id " + std::to_string(id) + " in the prompt");
+    }
+  }
+  const int prompt_tokens = static_cast<int>(job->prompt_ids.size());
+  if (prompt_tokens == 0) throw ApiError(400, "the prompt is empty");
+  if (prompt_tokens >= context()) {
+    throw ApiError(400, "the request exceeds the available context size: the prompt has " + std::to_string(prompt_tokens) +
+                            " tokens, the context holds " + std::to_string(context()));
+  }
+  GenerationRequest& g = job->generation;
+  g.prompt_ids = job->prompt_ids;
+  g.n_candidates = r.n;
+  // -1, or more than the context leaves: until the context is full (llama.cpp's truncated)
+  g.max_new_tokens = r.n_predict < 0 ? context() - prompt_tokens : std::min(r.n_predict, context() - prompt_tokens);
+  DecodeOptions sizing;
+  sizing.n_seqs = r.n;
+  sizing.max_new_tokens = std::max(1, g.max_new_tokens);
+  const int kv = decode_cache_tokens(prompt_tokens, context(), sizing);
+  if (kv > options.max_kv_tokens) {
+    throw ApiError(400, std::to_string(r.n) + " completions need " + std::to_string(kv) +
+                            " KV positions; this server allows " + std::to_string(options.max_kv_tokens) + " per request");
+  }
+  g.sampling = r.sampling;
+  g.sampling.seed = r.seed ? *r.seed : random_seed();
+  r.sampling.seed = g.sampling.seed;  // generation_settings says the seed used
+  g.stop = r.stop;
+  g.draft = options.draft;
+  job->limited.assign(static_cast<size_t>(r.n), 0);
+  const bool rules = r.n_indent > 0 || r.t_max_predict_ms > 0 || job->hole_indent > 0 || !job->next_line.empty();
+  if (rules) g.text_end = line_rules(*job);  // without one, text streams token by token
+  job->request.n = r.n;
+  job->request.stream = r.stream;
+  char id[32];
+  std::snprintf(id, sizeof id, "cmpl-%08lx", next_id.fetch_add(1));
+  job->id = id;
+  job->created = std::time(nullptr);
+  job->queued = Clock::now();
+  return job;
+}
+
+// llama.cpp's n_indent and t_max_predict_ms, and the fallback's dedent and repeat rules, as the session's
+// text_end hook. The time counts from the first token (the first call), and ends a completion
+// at the first line end after it, as llama.cpp does (which decodes one token at a time: the
+// text after that line end, drafted in the same step, is dropped).
+std::function<size_t(int, const std::string&)> CompletionServer::Impl::line_rules(Job& job) const {
+  struct State {
+    std::optional<Clock::time_point> first;  // the first token's time
+    std::vector<size_t> seen;                // (n) text length at the previous call
+  };
+  auto state = std::make_shared<State>();
+  state->seen.assign(static_cast<size_t>(job.llama.n), 0);
+  const int n_indent = job.llama.n_indent;
+  const auto limit = std::chrono::milliseconds(job.llama.t_max_predict_ms);
+  return [state, &job, n_indent, limit](int i, const std::string& text) -> size_t {
+    const auto now = Clock::now();
+    if (!state->first) state->first = now;
+    size_t end = std::min({indent_end(text, n_indent), dedent_end(text, job.hole_indent), repeat_end(text, job.next_line)});
+    size_t& seen = state->seen[static_cast<size_t>(i)];
+    const size_t line_end = text.find('\n', std::min(seen, text.size()));
+    if (limit.count() > 0 && now - *state->first > limit && line_end != std::string::npos) {
+      end = std::min(end, line_end + 1);  // a step may bring several tokens: the rest were not wanted
+    }
+    seen = text.size();
+    if (end != std::string::npos) job.limited[static_cast<size_t>(i)] = 1;
+    return end;
+  };
+}
+
+// n_predict 0 (llama.vim sends it to warm a prompt cache): nothing to generate, answered at once.
+void CompletionServer::Impl::finish_without_generating(Job& job) {
+  SessionResult result;
+  for (int i = 0; i < job.llama.n; ++i) result.candidates.push_back(Candidate{.index = i, .finish = FinishReason::Length});
+  result.totals.prompt_tokens = static_cast<int>(job.prompt_ids.size());
+  {
+    std::lock_guard lock(mutex);
+    ++counters.completed;
+  }
+  std::lock_guard lock(job.mutex);
+  job.result = std::move(result);
+  job.done = true;
+}
+
+nlohmann::json CompletionServer::Impl::llama_final(const Job& job, const Candidate& c) const {
+  const size_t i = static_cast<size_t>(c.index);
+  const bool limited = i < job.limited.size() && job.limited[i];
+  LlamaOutcome o{.prompt_tokens = job.result->totals.prompt_tokens,
+                 .prefill_seconds = job.result->totals.prefill_seconds,
+                 .truncated = job.prompt_truncated ||
+                              job.result->totals.prompt_tokens + static_cast<int>(c.tokens.size()) >= context(),
+                 .limited = limited,
+                 .stopping_word = {},
+                 .model = options.model_name,
+                 .prompt_text = tokenizer().decode(job.prompt_ids),
+                 .token_texts = {}};
+  if (c.finish == FinishReason::Stop && !limited) {  // which stop string: the text goes on with it
+    IncrementalDecoder decoder(tokenizer(), job.prompt_ids);
+    const std::string whole = decoder.push(c.tokens) + decoder.finish();
+    for (const std::string& s : job.llama.stop) {
+      if (whole.compare(c.text.size(), s.size(), s) == 0) o.stopping_word = s;
+    }
+  }
+  if (job.llama.n_probs > 0) o.token_texts = token_texts(tokenizer(), job.prompt_ids, c.tokens);
+  return llama_final_json(job.llama, c, o);
+}
+
+// One completion: its object; several: an array of them, as llama.cpp answers.
+nlohmann::json CompletionServer::Impl::llama_json(const Job& job) const {
+  if (job.result->candidates.size() == 1) return llama_final(job, job.result->candidates[0]);
+  json all = json::array();
+  for (const Candidate& c : job.result->candidates) all.push_back(llama_final(job, c));
+  return all;
+}
+
+// llama.cpp's stream: a `data:` event per text delta, then each completion's final object
+// (stop true, timings) once the session has ended; no [DONE]. A failure is an error event.
+void CompletionServer::Impl::stream_llama(Job& job, HttpExchange& exchange, const HttpRequest& request) {
+  if (!exchange.begin_stream(200, "text/event-stream", kStreamProbe, cors_headers(request))) {
+    job.cancel = true;
+    return;
+  }
+  const int prompt_tokens = static_cast<int>(job.prompt_ids.size());
+  std::vector<CandidateDelta> deltas;
+  for (;;) {
+    bool done = false;
+    {
+      std::unique_lock lock(job.mutex);
+      job.changed.wait_for(lock, kPollInterval, [&] { return !job.deltas.empty() || job.done; });
+      deltas.swap(job.deltas);
+      job.finished.clear();
+      done = job.done;
+    }
+    std::string out;
+    for (const CandidateDelta& d : deltas) out += sse_event(dump(llama_partial_json(d, prompt_tokens)));
+    deltas.clear();
+    if (done && !job.failure.empty()) {
+      out += sse_event(dump(llama_error_json(ApiError(500, "generation failed: " + job.failure))));
+    } else if (done) {
+      for (const Candidate& c : job.result->candidates) out += sse_event(dump(llama_final(job, c)));
+    }
+    if (!out.empty() && !exchange.send(out)) break;
+    if (done) {
+      exchange.end_stream();
+      return;
+    }
+    if (!exchange.connected()) break;
+    std::lock_guard lock(mutex);
+    if (stopping) break;
+  }
+  job.cancel = true;
 }
 
 void CompletionServer::Impl::enqueue(const std::shared_ptr<Job>& job) {
@@ -693,8 +910,9 @@ void CompletionServer::Impl::respond(Job& job, HttpExchange& exchange, const Htt
       return;
     }
   }
-  HttpResponse res = job.failure.empty() ? json_response(completion_json(job))
-                                         : error_response(ApiError(500, "generation failed: " + job.failure));
+  const nlohmann::json body = job.dialect == Dialect::OpenAi ? completion_json(job) : llama_json(job);
+  HttpResponse res = job.failure.empty() ? json_response(body)
+                                         : error_response(ApiError(500, "generation failed: " + job.failure), job.dialect);
   for (auto& h : cors_headers(request)) res.headers.push_back(std::move(h));
   exchange.respond(res);
 }

@@ -3,10 +3,12 @@
 // POST /v1/completions runs the n choices of a request as ONE batched speculative decode
 // (run_session with n candidates); POST /v1/chat/completions does the same with the
 // messages rendered through the model's chat template (model/model_chat.h; a model without
-// one answers 400); GET /v1/models and GET /health describe the server. Requests wait in
-// a bounded queue, one session runs at a time, and a client that closes its connection
-// cancels its generation within one decoding step. Every request gets a valid response or
-// OpenAI's error object: 400 bad JSON, field or framing, 401 missing or wrong key, 403 a
+// one answers 400); GET /v1/models and GET /health describe the server. POST /completion
+// and POST /infill speak llama.cpp's native format (llama_api.h), for editor plugins (see
+// docs/editor.md). Requests wait in a bounded queue, one session runs at a time, and a client
+// that closes its connection cancels its generation within one decoding step. Every request
+// gets a valid response or OpenAI's error object (llama.cpp's on its own endpoints): 400 bad
+// JSON, field or framing, 401 missing or wrong key, 403 a
 // foreign Host or web page Origin, 404 unknown model or path, 408 a request too slow to
 // arrive, 413 body too large, 415 not JSON, 431 headers too large, 503 with Retry-After when
 // the queue or the connections are full. HTTP is Specula's own server (http_server.h), which
@@ -39,6 +41,9 @@ struct ServerOptions {
   std::string model_name;              // the id /v1/models lists; a request names it or no model
   std::string chat_template;           // Jinja source for chat requests; empty: the model's own
   DraftOptions draft;                  // drafter and policy of every request (the generator has the draft model)
+  bool infill_fallback = false;        // /infill on a model without FIM tokens: the prefix as a plain
+                                       // prompt, cut at the first line that dedents below the hole
+                                       // (else 501, as llama.cpp answers)
 };
 
 // What GET /health reports: the queue now, and counters since the server started.

@@ -225,7 +225,8 @@ struct HttpServer::Impl {
   std::mutex mutex;
   std::condition_variable work_ready;
   std::deque<WorkItem> work;                             // handed over, not yet taken by a worker
-  int idle_workers = 0;
+  int busy_workers = 0;  // answering a request (counted from the start, not from each worker's first
+                        // wait: a request that comes before the threads are scheduled is not refused)
   std::vector<std::unique_ptr<Connection>> returned;     // back from workers
   std::vector<std::thread> workers;
 
@@ -540,7 +541,7 @@ void HttpServer::Impl::on_complete(Connection& c) {
 bool HttpServer::Impl::dispatch(std::unique_ptr<Connection>& c, HttpRequest request) {
   {
     std::lock_guard lock(mutex);
-    if (idle_workers <= static_cast<int>(work.size())) return false;
+    if (busy_workers + static_cast<int>(work.size()) >= options.workers) return false;
     c->phase = Connection::Phase::Working;
     work.push_back(WorkItem{std::move(c), std::move(request)});
   }
@@ -553,12 +554,11 @@ void HttpServer::Impl::worker_loop() {
     WorkItem item;
     {
       std::unique_lock lock(mutex);
-      ++idle_workers;
       work_ready.wait(lock, [&] { return stopping || !work.empty(); });
-      --idle_workers;
       if (work.empty()) return;  // stopping
       item = std::move(work.front());
       work.pop_front();
+      ++busy_workers;
     }
     Connection& c = *item.connection;
     WorkerExchange exchange(c, item.request, options.write_timeout);
@@ -576,6 +576,7 @@ void HttpServer::Impl::worker_loop() {
     {
       std::lock_guard lock(mutex);
       returned.push_back(std::move(item.connection));
+      --busy_workers;
     }
     wake();
   }
