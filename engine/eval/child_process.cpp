@@ -236,8 +236,8 @@ void remove_work_directory(const std::string& path) {
   exec_run(plan, argv, envp);
 }
 
-// Kills every process of `uid` (a uid used by no one else): a process running as that uid
-// signals all processes it may, i.e. the run's, wherever they moved to.
+}  // namespace
+
 void kill_uid(uid_t uid) {
   const pid_t killer = fork();
   if (killer == 0) {
@@ -251,34 +251,69 @@ void kill_uid(uid_t uid) {
   }
 }
 
-struct Pipe {
-  int read = -1, write = -1;
-  Pipe() {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) throw SandboxError("cannot create a pipe");
-    read = fds[0];
-    write = fds[1];
+Pipe::Pipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw SandboxError("cannot create a pipe");
+  read = fds[0];
+  write = fds[1];
+}
+
+Pipe::~Pipe() {
+  if (read >= 0) close(read);
+  if (write >= 0) close(write);
+}
+
+void Pipe::close_write() {
+  if (write >= 0) close(write);
+  write = -1;
+}
+
+RunStreams::RunStreams(Pipe& out, Pipe& err, Pipe& chan, std::size_t cap)
+    : pipes_{&out, &err, &chan}, cap_(cap) {}
+
+int RunStreams::open() const {
+  int n = 0;
+  for (const Pipe* pipe : pipes_) n += pipe->read >= 0;
+  return n;
+}
+
+void RunStreams::fill(pollfd* polls) const {
+  for (int i = 0; i < 3; ++i) polls[i] = {pipes_[i]->read, POLLIN, 0};
+}
+
+bool RunStreams::read(const pollfd* polls, Spawned& result) {
+  std::string* sinks[3] = {&result.out, &result.err, &result.channel};
+  bool passed_cap = false;
+  char buffer[65536];
+  for (int i = 0; i < 3; ++i) {
+    int& fd = pipes_[i]->read;
+    if (fd < 0 || !(polls[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) {
+      close(fd);
+      fd = -1;
+      continue;
+    }
+    std::string& sink = *sinks[i];
+    const std::size_t room = cap_ > sink.size() ? cap_ - sink.size() : 0;
+    sink.append(buffer, std::min<std::size_t>(room, static_cast<std::size_t>(n)));
+    if (static_cast<std::size_t>(n) > room && !result.output_limited) {
+      result.output_limited = true;
+      passed_cap = true;
+    }
   }
-  ~Pipe() {
-    if (read >= 0) close(read);
-    if (write >= 0) close(write);
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-};
+  return passed_cap;
+}
+
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
 // Reads the child's three streams into `result` until it has exited and they are drained,
 // killing the whole tree at the wall-clock limit, when a stream passes its cap, and after
-// the child's exit (whatever the run left behind goes with it). Closes each stream it
-// finishes (and marks it closed in `pipes`). Returns the child's wait status.
-int collect(pid_t child, const ChildPlan& plan, Clock::time_point start, Pipe* const (&pipes)[3],
-            Spawned& result) {
+// the child's exit (whatever the run left behind goes with it). Returns its wait status.
+int collect(pid_t child, const ChildPlan& plan, Clock::time_point start, RunStreams& streams, Spawned& result) {
   const auto deadline = start + std::chrono::duration<double>(plan.limits.wall_seconds);
-  const std::size_t cap = plan.limits.max_output_bytes;
-  std::string* sinks[3] = {&result.out, &result.err, &result.channel};
-  int fds[3] = {pipes[0]->read, pipes[1]->read, pipes[2]->read};
   bool exited = false;
   int status = 0;
   auto kill_tree = [&] {
@@ -287,38 +322,17 @@ int collect(pid_t child, const ChildPlan& plan, Clock::time_point start, Pipe* c
     if (plan.uid != 0) kill_uid(plan.uid);
   };
   Clock::time_point drain_until{};
-  char buffer[65536];
   while (true) {
     pollfd polls[3];
-    int n_open = 0;
-    for (int i = 0; i < 3; ++i) {
-      polls[i] = {fds[i], POLLIN, 0};
-      if (fds[i] >= 0) ++n_open;
-    }
-    if (exited && (n_open == 0 || Clock::now() >= drain_until)) break;
+    streams.fill(polls);
+    if (exited && (streams.open() == 0 || Clock::now() >= drain_until)) break;
     const auto now = Clock::now();
     if (!exited && now >= deadline) {
       result.timed_out = true;
       kill_tree();
     }
     poll(polls, 3, 20);
-    for (int i = 0; i < 3; ++i) {
-      if (fds[i] < 0 || !(polls[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const ssize_t n = read(fds[i], buffer, sizeof buffer);
-      if (n <= 0) {
-        close(fds[i]);
-        fds[i] = -1;
-        pipes[i]->read = -1;
-        continue;
-      }
-      std::string& sink = *sinks[i];
-      const std::size_t room = cap > sink.size() ? cap - sink.size() : 0;
-      sink.append(buffer, std::min<std::size_t>(room, static_cast<std::size_t>(n)));
-      if (static_cast<std::size_t>(n) > room && !result.output_limited) {
-        result.output_limited = true;
-        kill_tree();
-      }
-    }
+    if (streams.read(polls, result)) kill_tree();
     if (!exited) {
       const pid_t done = waitpid(child, &status, WNOHANG);
       if (done == child) {
@@ -332,7 +346,8 @@ int collect(pid_t child, const ChildPlan& plan, Clock::time_point start, Pipe* c
   return status;
 }
 
-// Sets the exit code or signal of `result` from the child's wait status.
+}  // namespace
+
 void decode_status(int status, Spawned& result) {
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
@@ -347,16 +362,12 @@ void decode_status(int status, Spawned& result) {
   if (result.timed_out || result.output_limited) result.signal = 0;
 }
 
-}  // namespace
-
-Spawned spawn(ChildPlan plan) {
-  const auto start = Clock::now();
-  Pipe out, err, chan;
+pid_t start_child(const ChildPlan& plan, Pipe& out, Pipe& err, Pipe& chan) {
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0) throw SandboxError("cannot open /dev/null");
-
-  std::vector<char*> argv = c_strings(plan.argv);
-  std::vector<char*> envp = c_strings(plan.env);
+  std::vector<std::string> argv_strings = plan.argv, env_strings = plan.env;
+  std::vector<char*> argv = c_strings(argv_strings);
+  std::vector<char*> envp = c_strings(env_strings);
   char* const* env = plan.env.empty() ? environ : envp.data();
   const pid_t parent = getpid();
   const pid_t child = fork();
@@ -366,15 +377,36 @@ Spawned spawn(ChildPlan plan) {
   }
   if (child == 0) exec_child(plan, argv.data(), env, parent, devnull, out.write, err.write, chan.write);
   close(devnull);
-  close(out.write); out.write = -1;
-  close(err.write); err.write = -1;
-  close(chan.write); chan.write = -1;
+  out.close_write();
+  err.close_write();
+  chan.close_write();
+  return child;
+}
 
+Spawned spawn(ChildPlan plan) {
+  const auto start = Clock::now();
+  Pipe out, err, chan;
+  const pid_t child = start_child(plan, out, err, chan);
   Spawned result;
-  const int status = collect(child, plan, start, {&out, &err, &chan}, result);
+  RunStreams streams(out, err, chan, plan.limits.max_output_bytes);
+  const int status = collect(child, plan, start, streams, result);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   decode_status(status, result);
   return result;
+}
+
+SandboxRun sandbox_run(const Spawned& s, Isolation isolation) {
+  SandboxRun run;
+  run.exit_code = s.exit_code;
+  run.signal = s.signal;
+  run.timed_out = s.timed_out;
+  run.output_limited = s.output_limited;
+  run.out = s.out;
+  run.err = s.err;
+  run.channel = s.channel;
+  run.seconds = s.seconds;
+  run.isolation = isolation;
+  return run;
 }
 
 int memfd_with(const std::string& content) {

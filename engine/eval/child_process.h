@@ -6,11 +6,14 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "eval/sandbox.h"
+
+struct pollfd;
 
 namespace specula::sandbox_internal {
 
@@ -49,6 +52,46 @@ struct Spawned {
 
 // Forks, execs `plan`, collects the three streams and enforces the wall-clock limit.
 Spawned spawn(ChildPlan plan);
+
+// A pipe (close-on-exec); the ends still open are closed with it. Throws SandboxError.
+struct Pipe {
+  int read = -1, write = -1;
+  Pipe();
+  ~Pipe();
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void close_write();
+};
+
+// Forks and execs `plan` with the write ends of `out`, `err`, `chan` as its descriptors 1-3
+// (closed here afterwards); returns its pid, for the caller to read, kill and reap.
+pid_t start_child(const ChildPlan& plan, Pipe& out, Pipe& err, Pipe& chan);
+
+// Reads a run's stdout, stderr and report channel (the read ends of three pipes, closed at
+// their end of file), each kept up to `cap` bytes.
+class RunStreams {
+ public:
+  RunStreams(Pipe& out, Pipe& err, Pipe& chan, std::size_t cap);
+  int open() const;                // streams not at their end yet
+  void fill(pollfd* polls) const;  // polls[0..2] for poll(); a closed stream's fd is -1
+  // Reads what `polls` says is ready into `result`; true when a stream has just passed the
+  // cap (result.output_limited is then set).
+  bool read(const pollfd* polls, Spawned& result);
+
+ private:
+  Pipe* pipes_[3];
+  std::size_t cap_;
+};
+
+// Sets the exit code or signal of `result` from a wait status as bubblewrap's (128 + the
+// signal for a signal death).
+void decode_status(int status, Spawned& result);
+
+// Kills every process of `uid` (a uid used by no one else): a process running as that uid
+// signals all processes it may, i.e. the run's, wherever they moved to.
+void kill_uid(uid_t uid);
+
+SandboxRun sandbox_run(const Spawned& spawned, Isolation isolation);
 
 // A memfd holding `content`, at offset 0 (close-on-exec). Throws SandboxError.
 int memfd_with(const std::string& content);

@@ -59,14 +59,6 @@ bool reachable_by_others(const fs::path& path) {
   return true;
 }
 
-// Refuses files the work directory cannot hold as named.
-void check_files(const std::vector<SandboxFile>& files) {
-  if (files.size() > static_cast<std::size_t>(kMaxFiles)) throw SandboxError("too many sandbox files");
-  for (const SandboxFile& f : files)
-    if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
-      throw SandboxError("bad sandbox file name '" + f.name + "'");
-}
-
 // Writes `files` into the host directory `dir`.
 void write_files(const std::string& dir, const std::vector<SandboxFile>& files) {
   for (const SandboxFile& f : files) {
@@ -86,19 +78,6 @@ struct Interpreter {
   const std::string& bwrap;
 };
 
-SandboxRun to_run(const Spawned& s, Isolation isolation) {
-  SandboxRun run;
-  run.exit_code = s.exit_code;
-  run.signal = s.signal;
-  run.timed_out = s.timed_out;
-  run.output_limited = s.output_limited;
-  run.out = s.out;
-  run.err = s.err;
-  run.channel = s.channel;
-  run.seconds = s.seconds;
-  run.isolation = isolation;
-  return run;
-}
 
 // The run's uid as root (its place's own, see run_slots.h), or 0: keep ours. Full isolation
 // makes unreachable interpreter directories reachable (staged binds); the reduced level
@@ -112,7 +91,7 @@ uid_t run_uid(Isolation isolation, int slot, bool keep_root, const std::string& 
 // Completes `plan` for a full run: bubblewrap, its options, the interpreter. The
 // descriptors handed to the child are added to `handed_fds`.
 void plan_full(ChildPlan& plan, const std::vector<SandboxFile>& files, const std::string& main_file,
-               const Interpreter& interpreter, std::vector<int>& handed_fds) {
+               const Interpreter& interpreter, std::vector<int>& handed_fds, bool as_pid_1 = false) {
   // bubblewrap's options go through a file (--args), so that its command line, which
   // every process inside can read as /proc/1/cmdline, names no host path beyond the
   // interpreter's; its environment is already the run's, and so is its working directory.
@@ -121,7 +100,7 @@ void plan_full(ChildPlan& plan, const std::vector<SandboxFile>& files, const std
     return std::to_string(kFirstFileFd + static_cast<int>(handed_fds.size()) - 1);
   };
   const std::vector<std::string> o =
-      bwrap_options(interpreter.dirs, plan.uid != 0, plan.staged, files, plan.limits.max_file_bytes, hand);
+      bwrap_options(interpreter.dirs, plan.uid != 0, plan.staged, files, plan.limits.max_file_bytes, as_pid_1, hand);
   std::string options;
   for (const std::string& option : o) options += option + '\0';
   plan.argv = {interpreter.bwrap, "--args", hand(options), "--"};
@@ -244,6 +223,13 @@ SandboxRun Sandbox::run(const std::vector<SandboxFile>& files, const std::string
   return run_with(isolation_, files, main_file, args, limits);
 }
 
+void Sandbox::plan_warm(ChildPlan& plan, const std::vector<SandboxFile>& files, const std::string& main_file,
+                        int slot, std::vector<int>& handed_fds) const {
+  plan.uid = run_uid(Isolation::Full, slot, keep_root_, python_);
+  plan.nproc_before_exec = plan.uid != 0;
+  plan_full(plan, files, main_file, Interpreter{python_, python_dirs_, bwrap_}, handed_fds, /*as_pid_1=*/true);
+}
+
 SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>& files,
                              const std::string& main_file, const std::vector<std::string>& args,
                              const SandboxLimits& limits) const {
@@ -272,7 +258,7 @@ SandboxRun Sandbox::run_with(Isolation isolation, const std::vector<SandboxFile>
     plan_reduced(plan, files, main_file, interpreter, landlock_abi_, handed_fds, workdir);
   }
   for (const std::string& arg : args) plan.argv.push_back(arg);
-  return to_run(spawn(std::move(plan)), isolation);
+  return sandbox_run(spawn(std::move(plan)), isolation);
 }
 
 }  // namespace specula

@@ -18,6 +18,8 @@
 #include <initializer_list>
 #include <iterator>
 
+#include "eval/child_process.h"
+
 namespace specula::sandbox_internal {
 
 namespace fs = std::filesystem;
@@ -178,9 +180,10 @@ std::vector<std::string> reduced_read_only(const std::vector<std::string>& pytho
 std::vector<std::string> bwrap_options(const std::vector<std::string>& python_dirs, bool stage,
                                        std::vector<std::pair<std::string, std::string>>& staged,
                                        const std::vector<SandboxFile>& files,
-                                       std::uint64_t max_file_bytes, const HandFile& hand) {
+                                       std::uint64_t max_file_bytes, bool as_pid_1, const HandFile& hand) {
   std::vector<std::string> o = {"--unshare-all", "--die-with-parent", "--new-session",
                                 "--hostname", kHostname, "--ro-bind", "/usr", "/usr"};
+  if (as_pid_1) o.push_back("--as-pid-1");
   for (const char* top : kSystemTops) {
     std::error_code ec;
     const auto status = fs::symlink_status(top, ec);
@@ -213,6 +216,21 @@ std::vector<std::string> bwrap_options(const std::vector<std::string>& python_di
                                                      filter.size() * sizeof(sock_filter)))});
   o.insert(o.end(), {"--remount-ro", "/", "--chdir", "/work"});
   return o;
+}
+
+// Refuses files the work directory cannot hold as named.
+void check_files(const std::vector<SandboxFile>& files) {
+  if (files.size() > static_cast<std::size_t>(kMaxFiles)) throw SandboxError("too many sandbox files");
+  for (const SandboxFile& f : files)
+    if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
+      throw SandboxError("bad sandbox file name '" + f.name + "'");
+}
+
+std::string warm_child_filter() {
+  // POSIX message queues live as long as the IPC namespace, which a warm process's runs
+  // share, and cannot be listed there to be removed (System V objects can, see warm_server.py).
+  const std::vector<sock_filter> filter = seccomp_program({{__NR_mq_open, ENOSYS}});
+  return std::string(reinterpret_cast<const char*>(filter.data()), filter.size() * sizeof(sock_filter));
 }
 
 }  // namespace specula::sandbox_internal

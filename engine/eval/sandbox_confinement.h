@@ -36,10 +36,18 @@ using HandFile = std::function<std::string(const std::string& content)>;
 // bubblewrap's options for a full run (handed through --args), in this order of handed
 // descriptors: the run's files, the seccomp filter. With `stage` (root switching to a
 // run's own uid) the interpreter's directories are bound from staged mount points, which
-// are added to `staged` as (source, mount point).
+// are added to `staged` as (source, mount point). With `as_pid_1` the interpreter is the
+// namespace's init (a warm process) instead of bubblewrap's own.
 std::vector<std::string> bwrap_options(const std::vector<std::string>& python_dirs, bool stage,
                                        std::vector<std::pair<std::string, std::string>>& staged,
                                        const std::vector<SandboxFile>& files,
-                                       std::uint64_t max_file_bytes, const HandFile& hand);
+                                       std::uint64_t max_file_bytes, bool as_pid_1, const HandFile& hand);
+
+// Refuses files the work directory cannot hold as named (SandboxError).
+void check_files(const std::vector<SandboxFile>& files);
+
+// The seccomp program (raw sock_filter entries) a warm run's child installs on itself
+// (warm_server.py): it fails mq_open.
+std::string warm_child_filter();
 
 }  // namespace specula::sandbox_internal
