@@ -82,12 +82,12 @@ bool send_all(int fd, const char* data, std::size_t size) {
   return true;
 }
 
-// The request: its length with the run's three stream descriptors, then the body. False
-// when the warm process is gone.
+// The request: "R" and its length with the run's three stream descriptors, then the body
+// (see warm_server.py). False when the warm process is gone.
 bool send_request(int control, const std::string& body, const int (&fds)[3]) {
-  char head[8];
+  char head[9] = {'R'};
   const std::uint64_t size = body.size();
-  for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((size >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<char>((size >> (8 * i)) & 0xff);
   iovec io{head, sizeof head};
   alignas(cmsghdr) char control_buffer[CMSG_SPACE(sizeof fds)] = {};
   msghdr message{};
@@ -230,7 +230,7 @@ WarmSandbox::Outcome WarmSandbox::attempt(const std::vector<SandboxFile>& files,
     streams.fill(polls);
     polls[3] = {answered ? -1 : control_, POLLIN, 0};
     poll(polls, 4, 20);
-    if (streams.read(polls, result)) send_all(control_, "k", 1);  // over the cap: kill the run
+    if (streams.read(polls, result) && !answered) send_all(control_, "k", 1);  // over the cap: kill the run
     if (!answered && (polls[3].revents & (POLLIN | POLLHUP | POLLERR))) {
       if (!read_some(control_, answer)) return Outcome::Lost;
       if (answer.find('\n') != std::string::npos) {

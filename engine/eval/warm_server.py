@@ -20,11 +20,12 @@ Why each piece:
 
 Protocol on CONTROL_FD (a Unix stream socket to the engine):
 - this process writes "ready\\n" once it can take requests;
-- a request: 8 bytes (little-endian length N) sent with three descriptors (SCM_RIGHTS: the
-  run's stdout, stderr and report channel), then N bytes of fields, each a 4-byte
+- a request: "R" and 8 bytes (little-endian length N) sent with three descriptors
+  (SCM_RIGHTS: the run's stdout, stderr and report channel), then N bytes of fields, each a 4-byte
   little-endian length and its bytes: the limits as JSON, the main file's name, the number
   of arguments, the arguments, the number of files, then name and content of each;
 - while a run is going, one byte "k" from the engine kills it (its output passed the cap);
+  one that arrives after the run ended is skipped;
 - the answer: one line of JSON, {"exit": E, "timed_out": B, "tainted": B}, E the exit
   status as bubblewrap reports it (128 + the signal for a signal death), or
   {"error": "..."} when the run could not be set up.
@@ -81,13 +82,20 @@ def read_exact(sock, n):
 
 def receive(sock):
     """(fields, [out, err, chan]) of the next request; None at end of file."""
-    head, fds, _, _ = socket.recv_fds(sock, 8, 3)
-    if not head:
+    while True:  # a "k" the engine sent as the last run ended is late: skip it
+        mark, fds, _, _ = socket.recv_fds(sock, 1, 3)
+        if not mark:
+            return None
+        if mark == b"R":
+            break
+        for fd in fds:
+            os.close(fd)
+    head = read_exact(sock, 8)
+    if head is None:
+        for fd in fds:
+            os.close(fd)
         return None
-    rest = read_exact(sock, 8 - len(head)) if len(head) < 8 else b""
-    if rest is None:
-        return None
-    (length,) = struct.unpack("<Q", head + rest)
+    (length,) = struct.unpack("<Q", head)
     body = read_exact(sock, length)
     if body is None or len(fds) != 3:
         for fd in fds:
