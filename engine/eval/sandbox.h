@@ -14,6 +14,11 @@
 
 namespace specula {
 
+namespace sandbox_internal {
+struct ChildPlan;
+}
+class WarmSandbox;
+
 enum class Isolation { Full, Reduced };
 const char* isolation_name(Isolation isolation);  // "full", "reduced"
 
@@ -81,6 +86,11 @@ class Sandbox {
                  const std::vector<std::string>& args, const SandboxLimits& limits) const;
 
  private:
+  friend class WarmSandbox;
+  // Fills `plan` for a warm process (warm_sandbox.h): `main_file` of `files` at full
+  // isolation as pid 1 of its namespace, as root under the uid of run place `slot`.
+  void plan_warm(sandbox_internal::ChildPlan& plan, const std::vector<SandboxFile>& files,
+                 const std::string& main_file, int slot, std::vector<int>& handed_fds) const;
   SandboxRun run_with(Isolation isolation, const std::vector<SandboxFile>& files,
                       const std::string& main_file, const std::vector<std::string>& args,
                       const SandboxLimits& limits) const;

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-// engine/eval/harness.py, compiled in by CMake (eval/harness_source.cpp.in).
+// engine/eval/harness.py, compiled in by CMake (eval/python_source.cpp.in).
 extern const char specula_harness_py[];
 extern const std::size_t specula_harness_py_size;
 
@@ -265,8 +265,8 @@ TestResult classify_run(const SandboxRun& run) {
   return result;
 }
 
-TestRunner::TestRunner(const Sandbox& sandbox, SandboxLimits limits, int jobs)
-    : sandbox_(sandbox), limits_(limits) {
+TestRunner::TestRunner(const Sandbox& sandbox, SandboxLimits limits, int jobs, SandboxMode mode)
+    : sandbox_(sandbox), limits_(limits), mode_(mode) {
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   jobs = std::min(jobs, 64);  // the sandbox runs at most 64 at once
   for (int i = 0; i < jobs; ++i) workers_.emplace_back([this] { work(); });
@@ -325,11 +325,10 @@ TestResult TestRunner::run(const TestProgram& program, double wall_seconds) cons
     limits.cpu_seconds = 0;
   }
   try {
-    const SandboxRun run = sandbox_.run({{"main.py", test_harness_source()},
-                                         {"program.py", program.source},
-                                         {"probe.json", probe_options_json(program)}},
-                                        "main.py", {std::to_string(program.test_first_line)}, limits);
-    return classify_run(run);
+    return classify_run(run_program({{"main.py", test_harness_source()},
+                                     {"program.py", program.source},
+                                     {"probe.json", probe_options_json(program)}},
+                                    {std::to_string(program.test_first_line)}, limits));
   } catch (const std::exception& e) {
     TestResult result;
     result.verdict = Verdict::Error;
@@ -337,6 +336,53 @@ TestResult TestRunner::run(const TestProgram& program, double wall_seconds) cons
     result.isolation = sandbox_.isolation();
     return result;
   }
+}
+
+SandboxRun TestRunner::run_program(const std::vector<SandboxFile>& files, const std::vector<std::string>& args,
+                                   const SandboxLimits& limits) const {
+  if (mode_ == SandboxMode::Cold) return sandbox_.run(files, "main.py", args, limits);
+  // A warm process no other run holds, given back afterwards (also when the run throws).
+  std::unique_ptr<WarmSandbox> warm;
+  {
+    std::lock_guard lock(warm_mutex_);
+    if (!idle_warm_.empty()) {
+      warm = std::move(idle_warm_.back());
+      idle_warm_.pop_back();
+    }
+  }
+  if (!warm) warm = std::make_unique<WarmSandbox>(sandbox_, SandboxFile{"main.py", test_harness_source()});
+  struct GiveBack {
+    const TestRunner& runner;
+    std::unique_ptr<WarmSandbox>& warm;
+    ~GiveBack() {
+      std::lock_guard lock(runner.warm_mutex_);
+      runner.idle_warm_.push_back(std::move(warm));
+    }
+  } give_back{*this, warm};
+  return warm->run(files, "main.py", args, limits);
+}
+
+int TestRunner::warm_starts() const {
+  std::lock_guard lock(warm_mutex_);
+  int n = 0;
+  for (const auto& warm : idle_warm_) n += warm->starts();
+  return n;
+}
+
+int TestRunner::cold_fallbacks() const {
+  std::lock_guard lock(warm_mutex_);
+  int n = 0;
+  for (const auto& warm : idle_warm_) n += warm->cold_fallbacks();
+  return n;
+}
+
+std::string TestRunner::warm_note() const {
+  if (mode_ == SandboxMode::Warm && sandbox_.isolation() != Isolation::Full)
+    return "warm runs need full isolation; runs are cold";
+  std::lock_guard lock(warm_mutex_);
+  for (const auto& warm : idle_warm_)
+    if (!warm->note().empty()) return warm->note() + "; runs are cold";
+  return "";
 }
 
 void TestRunner::work() {

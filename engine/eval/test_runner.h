@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "eval/sandbox.h"
+#include "eval/warm_sandbox.h"
 
 namespace specula {
 
@@ -113,16 +115,29 @@ using TestClock = std::chrono::steady_clock;
 TestResult run_until(TestClock::time_point deadline, double limit_seconds,
                      const std::function<TestResult(double wall_seconds)>& run);
 
+// How TestRunner runs programs unless told: warm (about 15 times faster per program, and the
+// sandbox suites pass in both modes, see docs/sandbox.md). Cold remains a choice.
+inline constexpr SandboxMode kDefaultSandboxMode = SandboxMode::Warm;
+
 class TestRunner {
  public:
-  // jobs <= 0: one worker per hardware thread. The sandbox must outlive the runner.
-  TestRunner(const Sandbox& sandbox, SandboxLimits limits, int jobs = 0);
+  // jobs <= 0: one worker per hardware thread. The sandbox must outlive the runner. Warm:
+  // every run at a time gets a warm process of its own (warm_sandbox.h), started on first
+  // use and kept until the runner ends.
+  TestRunner(const Sandbox& sandbox, SandboxLimits limits, int jobs = 0, SandboxMode mode = kDefaultSandboxMode);
   ~TestRunner();
   TestRunner(const TestRunner&) = delete;
   TestRunner& operator=(const TestRunner&) = delete;
 
   int jobs() const { return static_cast<int>(workers_.size()); }
   const SandboxLimits& limits() const { return limits_; }
+  SandboxMode mode() const { return mode_; }
+  // Warm processes started so far, and runs they handed to the cold path (see
+  // warm_sandbox.h); both 0 in cold mode. Counted over the runs that have finished.
+  int warm_starts() const;
+  int cold_fallbacks() const;
+  // Why warm runs went cold here ("" when none did for want of a warm process).
+  std::string warm_note() const;
 
   // Queues a program; wall_seconds > 0 overrides the limit for this run only. `on_done`
   // (optional) is called on the worker thread with the result before the future is ready.
@@ -144,9 +159,14 @@ class TestRunner {
     std::promise<TestResult> result;
   };
   void work();
+  SandboxRun run_program(const std::vector<SandboxFile>& files, const std::vector<std::string>& args,
+                         const SandboxLimits& limits) const;
 
   const Sandbox& sandbox_;
   SandboxLimits limits_;
+  SandboxMode mode_;
+  mutable std::mutex warm_mutex_;
+  mutable std::vector<std::unique_ptr<WarmSandbox>> idle_warm_;  // warm processes no run holds
   std::vector<std::thread> workers_;
   std::deque<Job> queue_;
   std::mutex mutex_;
