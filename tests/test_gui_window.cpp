@@ -561,6 +561,14 @@ class GuiWindowTest : public QObject {
     QCOMPARE(window->grid()->count(), 2);  // the last run's panes, not four failed ones
     QCOMPARE(state_of(0), first);
     QCOMPARE(state_of(1), second);
+    // and so is "Run all" of the problem browser: one message, not one per task
+    window->showMessage({});
+    specula::Problem problem;
+    problem.task_id = "add";
+    problem.prompt = kPrompt.toStdString();
+    Q_EMIT window->openProblems()->runAllRequested({problem, problem});
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("chat template"), qPrintable(window->message()));
 
     QTemporaryDir chat_dir;
     window->loadModels(writeFile(chat_dir, "chat.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker +

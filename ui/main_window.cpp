@@ -791,6 +791,13 @@ ProblemBrowser* MainWindow::openProblems() {
         showMessage(tr("No model is loaded. Choose a model file (File → Open model…, Ctrl+O)."));
         return;
       }
+      try {  // once here, not once per task: a problem with a suffix alone is refused by the worker
+        runPromptStyle(prompt_style_->currentData().toString(), {.chat_template = model_has_chat_template_,
+                                                                 .server = in_use_.source == "server"});
+      } catch (const std::invalid_argument& e) {
+        showMessage(QString::fromStdString(e.what()));
+        return;
+      }
       running_ = true;
       problems_->setRunning(true);
       run_budget_seconds_ = 0.0;  // the budget is per task; the bar shows the time so far
