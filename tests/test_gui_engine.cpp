@@ -5,7 +5,9 @@
 // without tests: the demo pair's greedy candidates, all alike, collapse into one pane; fixed
 // texts tested by the real sandbox and harness show their checks, docstring examples,
 // collapsed duplicates and behaviour groups, and a fill-in-the-middle candidate that passes
-// only with the code after the cursor.
+// only with the code after the cursor. The prompt style: the demo pair (no chat template) is
+// prompted raw under Auto and Chat is one message; the real SmolLM2-135M-Instruct is prompted
+// through its chat template under Auto, its candidates still completions of the code.
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
@@ -16,6 +18,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QRegularExpression>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTextCursor>
 #include <QtTest>
@@ -503,6 +506,86 @@ class GuiEngineTest : public QObject {
     window->loadModels(target);
     QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
     QVERIFY2(window->hasModel(), qPrintable(window->message()));
+  }
+
+  // The demo pair has no chat template: Chat is refused with one message before any candidate,
+  // and Auto prompts it raw, as the status bar says.
+  void demoPairHasNoChatTemplate() {
+    const QString models = SPECULA_SOURCE_DIR "/resources/models/";
+    auto window = makeWindow();
+    window->loadModels(models + "specula-demo-target.gguf", {}, models + "specula-demo-draft.gguf");
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    QVERIFY2(window->hasModel(), qPrintable(window->message()));
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->findChild<QSpinBox*>("maxTokensSpin")->setValue(24);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    auto* style = window->findChild<QComboBox*>("promptStyleCombo");
+
+    style->setCurrentIndex(style->findData("chat"));
+    const auto states = [&window] {  // the panes as the last run (or the autosave) left them
+      QVector<CandidateState> out;
+      for (int i = 0; i < window->grid()->count(); ++i) out << window->grid()->pane(i)->state();
+      return out;
+    };
+    const QVector<CandidateState> before = states();
+    window->generate();
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("needs a model with a chat template"), qPrintable(window->message()));
+    QCOMPARE(states(), before);  // no run: no candidate marked failed
+
+    style->setCurrentIndex(style->findData("auto"));
+    QSignalSpy used(window->worker(), &specula::ui::EngineWorker::promptStyleUsed);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    QCOMPARE(used.count(), 1);
+    QCOMPARE(used.at(0).at(0).toString(), QString("raw prompt"));
+    QVERIFY(used.at(0).at(2).toString().isEmpty());  // no chat before the code
+    QVERIFY2(window->statusText().contains("raw prompt"), qPrintable(window->statusText()));
+    for (int i = 0; i < 2; ++i) QVERIFY(window->grid()->pane(i)->state() != CandidateState::Error);
+  }
+
+  // The real SmolLM2-135M-Instruct, under Auto: the worker puts the code to it through the
+  // chat template its GGUF carries (the ChatML turns, the assistant's answer opened with a
+  // fence and the code); the candidates stop before the closing fence and stay completions of
+  // the code, shown and copied as prompt + completion.
+  void instructModelIsPromptedInChat() {
+    SPECULA_REAL_MODEL(smol, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    auto window = makeWindow();
+    window->loadModels(QString::fromStdString(smol));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    QVERIFY2(window->hasModel(), qPrintable(window->message()));
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->findChild<QSpinBox*>("maxTokensSpin")->setValue(48);
+    window->findChild<QDoubleSpinBox*>("temperatureSpin")->setValue(0.3);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);
+    window->findChild<QComboBox*>("drafterCombo")->setCurrentIndex(0);  // none: a small run
+    auto* style = window->findChild<QComboBox*>("promptStyleCombo");
+    style->setCurrentIndex(style->findData("auto"));
+    QSignalSpy used(window->worker(), &specula::ui::EngineWorker::promptStyleUsed);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    QCOMPARE(used.count(), 1);
+    QCOMPARE(used.at(0).at(0).toString(), QString("chat prompt (model's template)"));
+    const QString prefix = used.at(0).at(2).toString();
+    QVERIFY2(prefix.startsWith("<|im_start|>") && prefix.contains("<|im_start|>user\nComplete the following Python "
+                                                                    "function:\n```python\n" + kPrompt + "```") &&
+                 prefix.endsWith("<|im_start|>assistant\n```python\n"),
+             qPrintable(prefix));
+    QVERIFY2(window->statusText().contains("chat prompt (model's template)"), qPrintable(window->statusText()));
+    QCOMPARE(window->grid()->prefix(), kPrompt);  // Copy and Save put the prompt before each candidate
+    for (int i = 0; i < 2; ++i) {
+      const QString text = window->grid()->pane(i)->text();
+      qInfo("chat candidate %d (%s): %s", i, qPrintable(stateName(window->grid()->pane(i)->state())), qPrintable(text));
+      QVERIFY2(!text.contains("```") && !text.contains("<|im_"), qPrintable(text));  // cut at the fence
+      QVERIFY2(!text.startsWith("def add"), qPrintable(text));  // the body, not the code again
+      QVERIFY(isVerdict(window->grid()->pane(i)->state()) || window->grid()->pane(i)->state() == CandidateState::Done);
+    }
   }
 
   void unusableDeviceIsAMessageOrWorks() {

@@ -6,7 +6,9 @@
 // with FIM tokens only. A newcomer's first runs: a prompt without its final newline, Enter's
 // indentation, "best" only for a candidate that passed, "same behaviour" only between equal
 // verdicts, a header that is not cut, Source "Server" unconnected, Copy and Save of the whole
-// function, the first screen at 1024x700.
+// function, the first screen at 1024x700. The prompt style: saved, a model with a chat
+// template prompted in chat under Auto (the status bar says so), and a choice that cannot be
+// refused with one message.
 #include <QAbstractItemView>
 #include <QApplication>
 #include <QCheckBox>
@@ -115,6 +117,9 @@ struct Requests {
   std::mutex mutex;
   std::string prompt;
   std::optional<std::string> suffix;
+  std::optional<std::string> chat_prefix;  // the chat the model reads before the prompt
+  std::vector<std::string> stop;
+  int generations = 0;
   std::string tested_prefix;
   std::optional<std::string> tested_suffix;
   int tests = 0;  // candidates tested
@@ -132,6 +137,9 @@ class RecordingEngine : public FakeEngine {
       std::lock_guard lock(requests_->mutex);
       requests_->prompt = request.prompt;
       requests_->suffix = request.suffix;
+      requests_->chat_prefix = request.chat_prefix;
+      requests_->stop = request.stop;
+      ++requests_->generations;
     }
     return FakeEngine::generate(request, callbacks, stop);
   }
@@ -443,6 +451,142 @@ class GuiWindowTest : public QObject {
     QCOMPARE(window->findChild<QDoubleSpinBox*>("budgetSpin")->value(), 12.0);
     QCOMPARE(window->findChild<QComboBox*>("drafterCombo")->currentData().toString(), QString("none"));
     QCOMPARE(window->findChild<QComboBox*>("deviceCombo")->currentIndex(), 1);
+  }
+
+  // The Models panel's prompt style is saved with the other model options.
+  void promptStyleSurvivesRestart() {
+    {
+      auto window = makeWindow();
+      auto* style = window->findChild<QComboBox*>("promptStyleCombo");
+      QCOMPARE(style->currentData().toString(), QString("auto"));  // the default
+      style->setCurrentIndex(style->findData("chat"));
+      window->close();
+    }
+    {
+      auto window = makeWindow();
+      auto* style = window->findChild<QComboBox*>("promptStyleCombo");
+      QCOMPARE(style->currentData().toString(), QString("chat"));
+      style->setCurrentIndex(style->findData("raw"));
+      window->close();
+    }
+    auto window = makeWindow();
+    QCOMPARE(window->findChild<QComboBox*>("promptStyleCombo")->currentData().toString(), QString("raw"));
+  }
+
+  // A model with a chat template, under Auto: the engine gets the chat around the code, as
+  // the template renders it (ChatML: the user's request with the code in a fence, then the
+  // assistant's turn opened with the fence and the code), and the closing fence as a stop;
+  // the candidates, their tests and Copy stay prompt + completion. Raw and filling at the
+  // cursor send the code alone; the status bar says which style each run used.
+  void chatTemplateModelIsPromptedInChat() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = recordingWindow(
+        requests, dir, QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker + FakeEngine::kChatMarker);
+    QVERIFY(window);
+    auto* style = window->findChild<QComboBox*>("promptStyleCombo");
+    QVERIFY2(style->toolTip().contains("has a chat template"), qPrintable(style->toolTip()));
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    const std::string code = kPrompt.toStdString();
+    {
+      std::lock_guard lock(requests->mutex);
+      QCOMPARE(requests->prompt, code);
+      QVERIFY(requests->chat_prefix.has_value());
+      QCOMPARE(*requests->chat_prefix, "<|im_start|>user\nComplete the following Python function:\n```python\n" + code +
+                                           "```<|im_end|>\n<|im_start|>assistant\n```python\n");
+      QVERIFY(std::find(requests->stop.begin(), requests->stop.end(), "```") != requests->stop.end());
+      QCOMPARE(QString::fromStdString(requests->tested_prefix), kPrompt);
+    }
+    auto* label = window->findChild<QLabel*>("promptStyleLabel");
+    QVERIFY2(window->statusText().contains("chat prompt (model's template)"), qPrintable(window->statusText()));
+    QVERIFY2(label->toolTip().contains("<|im_start|>assistant"), qPrintable(label->toolTip()));
+    QCOMPARE(window->grid()->prefix(), kPrompt);  // Copy and Save: the prompt + each candidate
+    QCOMPARE(window->grid()->pane(3)->state(), CandidateState::Passed);
+
+    style->setCurrentIndex(style->findData("raw"));
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    {
+      std::lock_guard lock(requests->mutex);
+      QVERIFY(!requests->chat_prefix.has_value());
+      QVERIFY(std::find(requests->stop.begin(), requests->stop.end(), "```") == requests->stop.end());
+    }
+    QVERIFY2(window->statusText().contains("raw prompt"), qPrintable(window->statusText()));
+
+    // Auto fills at the cursor raw: a chat cannot hold the hole
+    style->setCurrentIndex(style->findData("auto"));
+    placeCursor(window->promptEditor(), int(kPrompt.size()));
+    window->findChild<QCheckBox*>("fillAtCursorCheck")->setChecked(true);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
+    {
+      std::lock_guard lock(requests->mutex);
+      QVERIFY(requests->suffix.has_value());
+      QVERIFY(!requests->chat_prefix.has_value());
+    }
+    QVERIFY2(label->toolTip().contains("filling in the middle"), qPrintable(label->toolTip()));
+  }
+
+  // Chat where it cannot be (a model without a template, filling at the cursor, a server):
+  // one message in the window, no request to the engine, the last run's panes as they were.
+  void chatThatCannotBeIsOneMessage() {
+    QTemporaryDir dir;
+    auto requests = std::make_shared<Requests>();
+    auto window = recordingWindow(requests, dir, QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker);
+    QVERIFY(window);
+    auto* style = window->findChild<QComboBox*>("promptStyleCombo");
+    QVERIFY2(style->toolTip().contains("has no chat template"), qPrintable(style->toolTip()));
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(2);
+    window->generate();  // Auto: raw, as the model has no template
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kRunTimeoutMs);
+    QVERIFY2(window->statusText().contains("raw prompt"), qPrintable(window->statusText()));
+    const auto state_of = [&](int i) { return window->grid()->pane(i)->state(); };
+    const CandidateState first = state_of(0), second = state_of(1);
+    QCOMPARE(requests->generations, 1);
+
+    style->setCurrentIndex(style->findData("chat"));
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(4);
+    window->generate();
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("chat template") && window->message().contains("Auto or Raw"),
+             qPrintable(window->message()));
+    QCOMPARE(window->grid()->count(), 2);  // the last run's panes, not four failed ones
+    QCOMPARE(state_of(0), first);
+    QCOMPARE(state_of(1), second);
+    // and so is "Run all" of the problem browser: one message, not one per task
+    window->showMessage({});
+    specula::Problem problem;
+    problem.task_id = "add";
+    problem.prompt = kPrompt.toStdString();
+    Q_EMIT window->openProblems()->runAllRequested({problem, problem});
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("chat template"), qPrintable(window->message()));
+
+    QTemporaryDir chat_dir;
+    window->loadModels(writeFile(chat_dir, "chat.gguf", QByteArray(FakeEngine::kMagic) + FakeEngine::kFimMarker +
+                                                             FakeEngine::kChatMarker));
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    placeCursor(window->promptEditor(), int(kPrompt.size()));
+    window->findChild<QCheckBox*>("fillAtCursorCheck")->setChecked(true);
+    window->generate();
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("cannot fill in the middle"), qPrintable(window->message()));
+
+    window->connectServer("http://fake.test", {}, {}, false);
+    QTRY_VERIFY_WITH_TIMEOUT(window->hasModel() && !window->isLoading(), kRunTimeoutMs);
+    window->findChild<QCheckBox*>("fillAtCursorCheck")->setChecked(false);
+    window->generate();
+    QVERIFY(!window->isRunning());
+    QVERIFY2(window->message().contains("server"), qPrintable(window->message()));
+    QCOMPARE(requests->generations, 1);
   }
 
   // A draft model given with the target (as the demo pair is) selects the "draft model"

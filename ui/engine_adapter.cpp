@@ -10,6 +10,7 @@
 #include "eval/problems.h"
 #include "eval/sandbox.h"
 #include "eval/test_runner.h"
+#include "model/model_chat.h"
 #include "model/tokenizer.h"
 
 namespace specula::ui {
@@ -43,8 +44,13 @@ class SpeculaEngine final : public EnginePort {
     std::string summary = describe(*target);
     if (draft) summary += "; draft " + describe(*draft);
     const bool fills_middle = target->tokenizer->fim().complete();
+    std::optional<ModelChatTemplate> chat = model_chat_template(*target);  // metadata only
     generator_ = std::make_unique<LocalGenerator>(std::move(backend), std::move(target), std::move(draft));
-    return {.summary = summary, .backend = generator_->describe(), .isolation = open_sandbox(), .fill_in_middle = fills_middle};
+    return {.summary = summary,
+            .backend = generator_->describe(),
+            .isolation = open_sandbox(),
+            .fill_in_middle = fills_middle,
+            .chat_template = std::move(chat)};
   }
 
   LoadedModels connect(const serve::RemoteOptions& server) override {

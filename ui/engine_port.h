@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "eval/problems.h"
 #include "decode/session.h"
 #include "eval/test_runner.h"
+#include "model/model_chat.h"
 #include "serve/remote_generator.h"
 
 namespace specula::ui {
@@ -34,6 +36,8 @@ struct LoadedModels {
   std::string isolation;  // how candidate tests are confined: "bubblewrap sandbox", ...
   bool fill_in_middle = false;  // the target's vocabulary has FIM tokens (prefix, suffix, middle):
                                 // a GenerationRequest may carry a suffix
+  std::optional<ModelChatTemplate> chat_template;  // the target's chat template, for the chat
+                                                   // prompt style; none for a server (prompted raw)
 };
 
 class EnginePort {

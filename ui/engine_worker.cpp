@@ -7,6 +7,8 @@
 #include <future>
 #include <utility>
 
+#include "prompt_choice.h"
+
 namespace specula::ui {
 
 namespace {
@@ -239,9 +241,12 @@ void EngineWorker::loadModels(const QString& target, const QString& tokenizer, c
       return !stop_.load();
     });
     loaded_ = true;
+    chat_template_ = loaded.chat_template;
+    server_ = false;
     Q_EMIT loadProgress(1.0);
     Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),
-                      QString::fromStdString(loaded.isolation), loaded.fill_in_middle);
+                      QString::fromStdString(loaded.isolation), loaded.fill_in_middle,
+                        loaded.chat_template.has_value());
   } catch (const std::exception& e) {
     Q_EMIT error(QStringLiteral("Could not load the model: %1").arg(QString::fromStdString(e.what())));
   }
@@ -253,8 +258,11 @@ void EngineWorker::connectServer(const QString& url, const QString& apiKey, cons
   try {  // as for a load, a failed connection leaves the model in use
     const LoadedModels loaded = engine_->connect(remote_options(url, apiKey, model, insecure));
     loaded_ = true;
+    chat_template_.reset();
+    server_ = true;
     Q_EMIT modelsLoaded(QString::fromStdString(loaded.summary), QString::fromStdString(loaded.backend),
-                        QString::fromStdString(loaded.isolation), loaded.fill_in_middle);
+                        QString::fromStdString(loaded.isolation), loaded.fill_in_middle,
+                        loaded.chat_template.has_value());
   } catch (const std::exception& e) {
     Q_EMIT error(QStringLiteral("Could not use the server: %1").arg(QString::fromStdString(e.what())));
   }
@@ -277,7 +285,14 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
     Q_EMIT runFinished({}, empty);
     return;
   }
-  const GenerationRequest generation = generation_request(request);
+  GenerationRequest generation = generation_request(request);
+  try {
+    applyPromptStyle(generation, request.promptStyle, true);
+  } catch (const std::invalid_argument& e) {  // one message, not n candidates that fail alike
+    Q_EMIT error(QString::fromStdString(e.what()));
+    Q_EMIT runFinished({}, empty);
+    return;
+  }
   Problem problem;
   try {
     problem = make_problem(generation.prompt, request.tests.trimmed().toStdString());
@@ -368,6 +383,24 @@ void EngineWorker::start(const RunRequest& request, int ticket) {
   Q_EMIT runFinished(ranking, totals.stats(clock.elapsed() / 1000.0, request.budgetSeconds));
 }
 
+void EngineWorker::applyPromptStyle(GenerationRequest& generation, const QString& choice, bool announce) {
+  const PromptContext context{.chat_template = chat_template_.has_value(),
+                              .server = server_,
+                              .fill_in_middle = generation.suffix.has_value()};
+  const PromptStyle used = runPromptStyle(choice, context);
+  if (used == PromptStyle::Chat) {
+    try {
+      use_chat_prompt(generation, *chat_template_);
+    } catch (const ChatTemplateError& e) {
+      throw std::invalid_argument("The model's chat template failed (" + e.kind() + ": " + e.what() +
+                                  "). Choose Prompt style Raw.");
+    }
+  }
+  if (announce)
+    Q_EMIT promptStyleUsed(promptStyleSummary(used), promptStyleReason(choice, used, context),
+                           QString::fromStdString(generation.chat_prefix.value_or("")));
+}
+
 std::string EngineWorker::checkPrompt(const GenerationRequest& generation) {
   if (generation.suffix) return {};  // a hole's prefix need not parse alone
   try {
@@ -390,12 +423,14 @@ void EngineWorker::evaluateProblems(const std::vector<Problem>& problems, const 
     Q_EMIT evaluationFinished();
     return;
   }
-  GenerationRequest generation = generation_request(request);
+  const GenerationRequest base = generation_request(request);
   for (const Problem& problem : problems) {
     if (stop_.load()) break;
+    GenerationRequest generation = base;  // each problem's own chat prefix and stops
     generation.prompt = problem.prompt;
     generation.suffix = problem.suffix;
     try {
+      applyPromptStyle(generation, request.promptStyle, false);  // a problem with a suffix refuses Chat alone
       const ProblemEvaluation evaluation = engine_->evaluate(problem, generation, &stop_);
       if (!stop_.load()) Q_EMIT problemEvaluated(evaluation);  // a stopped task's numbers mean nothing
     } catch (const std::exception& e) {

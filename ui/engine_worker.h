@@ -14,6 +14,7 @@
 #include <QVector>
 #include <atomic>
 #include <memory>
+#include <optional>
 
 #include "engine_port.h"
 #include "run_types.h"
@@ -49,8 +50,13 @@ class EngineWorker : public QObject {
 
  Q_SIGNALS:
   void loadProgress(double fraction);
-  // fillInMiddle: the model has FIM tokens, so a RunRequest may carry a suffix.
-  void modelsLoaded(const QString& summary, const QString& backend, const QString& isolation, bool fillInMiddle);
+  // fillInMiddle: the model has FIM tokens, so a RunRequest may carry a suffix; chatTemplate:
+  // it carries a chat template, so it can be prompted in the chat style.
+  void modelsLoaded(const QString& summary, const QString& backend, const QString& isolation, bool fillInMiddle,
+                    bool chatTemplate);
+  // The prompt style a run uses (prompt_choice.h), before its runStarted: the status bar's
+  // words, why that style, and the chat the model reads before the code (empty: raw).
+  void promptStyleUsed(const QString& summary, const QString& reason, const QString& chatPrefix);
   void runStarted(int candidates, double budgetSeconds);
   void candidateDelta(int index, const QString& text, int tokens, int accepted, int proposed);
   void candidateState(int index, int state, const QString& detail);  // CandidateState
@@ -65,11 +71,17 @@ class EngineWorker : public QObject {
  private:
   std::unique_ptr<EnginePort> engine_;
   bool loaded_ = false;
+  std::optional<ModelChatTemplate> chat_template_;  // the model in use's, for the chat prompt style
+  bool server_ = false;                             // the model in use is a server's
   // Sets stop_ for the request `ticket`; returns false when the worker is shut down.
   bool begin(int ticket);
   // Why the run's prompt does not parse on its own, with a stub for its body (and then stop_
   // is set); empty when it does, with a suffix, or when the sandbox cannot say.
   std::string checkPrompt(const GenerationRequest& generation);
+  // Puts `generation` to the model in the style `choice` means for it (chat: its chat_prefix
+  // and the closing fence's stop) and says so with promptStyleUsed when `announce`. Throws
+  // std::invalid_argument with the window's message where the choice cannot be.
+  void applyPromptStyle(GenerationRequest& generation, const QString& choice, bool announce);
 
   std::atomic<bool> stop_{false};       // the current request's stop flag
   std::atomic<int> issued_{0};          // the last ticket handed out

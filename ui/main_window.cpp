@@ -133,7 +133,7 @@ void MainWindow::buildUi() {
 
   // Tab order: prompt, Fill at cursor, tests, models, settings, Generate, Stop, then the panes.
   QWidget* chain[] = {prompt_, fill_at_cursor_, tests_, source_, model_picker_, tokenizer_picker_, draft_picker_,
-                      device_, candidates_, temperature_, top_p_, max_new_tokens_, budget_, drafter_,
+                      device_, prompt_style_, candidates_, temperature_, top_p_, max_new_tokens_, budget_, drafter_,
                       policy_, generate_button_, stop_button_};
   for (size_t i = 1; i < std::size(chain); ++i) setTabOrder(chain[i - 1], chain[i]);
   showSource();
@@ -180,6 +180,11 @@ QGroupBox* MainWindow::buildModelsPanel() {
   device_->addItem(tr("CPU"), int(DeviceChoice::Cpu));
   device_->addItem(tr("CUDA"), int(DeviceChoice::Cuda));
   connect(device_, &QComboBox::activated, this, &MainWindow::reloadForDevice);
+  prompt_style_ = new QComboBox;
+  prompt_style_->setObjectName("promptStyleCombo");
+  prompt_style_->addItem(tr("Auto"), "auto");
+  prompt_style_->addItem(tr("Raw"), "raw");
+  prompt_style_->addItem(tr("Chat"), "chat");
   source_ = new QComboBox;
   source_->setObjectName("sourceCombo");
   source_->addItem(tr("Model files"), "files");
@@ -198,6 +203,9 @@ QGroupBox* MainWindow::buildModelsPanel() {
   device_label_ = buddy_label(tr("De&vice:"), device_);
   source_row->addWidget(device_label_);
   source_row->addWidget(device_);
+  // and so does the prompt style, which applies to model files and servers alike
+  source_row->addWidget(buddy_label(tr("Prompt st&yle:"), prompt_style_));
+  source_row->addWidget(prompt_style_);
   model_form->addRow(buddy_label(tr("So&urce:"), source_), source_row);
   model_form->addRow(buddy_label(tr("&Model:"), model_picker_), model_picker_);
   model_form->addRow(buddy_label(tr("To&kenizer:"), tokenizer_picker_), tokenizer_picker_);
@@ -325,6 +333,8 @@ void MainWindow::buildStatusBar() {
   throughput_label_ = new QLabel;
   latency_label_ = new QLabel;
   acceptance_label_ = new QLabel;
+  prompt_style_label_ = new QLabel;
+  prompt_style_label_->setObjectName("promptStyleLabel");
   backend_label_ = new QLabel(tr("no model"));
   isolation_label_ = new QLabel;
   statusBar()->addWidget(progress_);
@@ -332,6 +342,7 @@ void MainWindow::buildStatusBar() {
   statusBar()->addWidget(throughput_label_);
   statusBar()->addWidget(latency_label_);
   statusBar()->addWidget(acceptance_label_);
+  statusBar()->addWidget(prompt_style_label_);
   statusBar()->addPermanentWidget(backend_label_);
   statusBar()->addPermanentWidget(isolation_label_);
 }
@@ -385,6 +396,7 @@ void MainWindow::connectWorker() {
     progress_->setFormat(tr("loading %p%"));
   });
   connect(worker_, &EngineWorker::modelsLoaded, this, &MainWindow::onModelsLoaded);
+  connect(worker_, &EngineWorker::promptStyleUsed, this, &MainWindow::onPromptStyleUsed);
   connect(worker_, &EngineWorker::runStarted, this, &MainWindow::onRunStarted);
   connect(worker_, &EngineWorker::candidateDelta, this, &MainWindow::onCandidateDelta);
   connect(worker_, &EngineWorker::candidateState, this, &MainWindow::onCandidateState);
@@ -463,6 +475,12 @@ void MainWindow::reloadForDevice() {
     loadModels(model_picker_->path(), tokenizer_picker_->path(), draft_picker_->path());
 }
 
+PromptContext MainWindow::promptContext() const {
+  return {.chat_template = model_has_chat_template_,
+          .server = in_use_.source == "server",
+          .fill_in_middle = fillsAtCursor()};
+}
+
 bool MainWindow::fillsAtCursor() const { return model_loaded_ && model_fills_middle_ && fill_at_cursor_->isChecked(); }
 
 RunRequest MainWindow::currentRequest() const {
@@ -484,6 +502,7 @@ RunRequest MainWindow::currentRequest() const {
   request.budgetSeconds = budget_->value();
   request.drafter = drafter_->currentData().toString();
   request.policy = policy_->currentData().toString();
+  request.promptStyle = prompt_style_->currentData().toString();
   request.seed = QRandomGenerator::global()->generate64();  // Generate again: new candidates
   return request;
 }
@@ -527,6 +546,12 @@ void MainWindow::generate() {
     showMessage(tr("The drafter \"draft model\" needs a draft model: choose one, or another drafter."));
     return;
   }
+  try {  // the worker asks again; here the choice that cannot be leaves the last run's panes as they are
+    runPromptStyle(prompt_style_->currentData().toString(), promptContext());
+  } catch (const std::invalid_argument& e) {
+    showMessage(QString::fromStdString(e.what()));
+    return;
+  }
   message_bar_->hide();
   running_ = true;
   saveNow();
@@ -550,10 +575,13 @@ void MainWindow::stop() {
 }
 
 void MainWindow::onModelsLoaded(const QString& summary, const QString& backend, const QString& isolation,
-                                bool fillInMiddle) {
+                                bool fillInMiddle, bool chatTemplate) {
   loading_ = false;
   model_loaded_ = true;
   model_fills_middle_ = fillInMiddle;
+  model_has_chat_template_ = chatTemplate;
+  prompt_style_label_->clear();  // the last run's style was another model's
+  prompt_style_label_->setToolTip({});
   cancel_load_->hide();
   progress_->setValue(0);
   progress_->setFormat(tr("ready"));
@@ -570,6 +598,13 @@ void MainWindow::onModelsLoaded(const QString& summary, const QString& backend, 
   isolation_label_->setText(isolation);
   updateEnabled();
   Q_EMIT modelsReady();
+}
+
+void MainWindow::onPromptStyleUsed(const QString& summary, const QString& reason, const QString& chatPrefix) {
+  prompt_style_label_->setText(summary);
+  prompt_style_label_->setToolTip(chatPrefix.isEmpty() ? reason
+                                                       : tr("%1\n\nWhat the model read before the code:\n%2")
+                                                             .arg(reason, chatPrefix));
 }
 
 void MainWindow::onRunStarted(int candidates, double budget_seconds) {
@@ -676,7 +711,8 @@ QString MainWindow::message() const { return message_bar_->isHidden() ? QString(
 
 QString MainWindow::statusText() const {
   QStringList parts{progress_->text()};
-  for (QLabel* label : {throughput_label_, latency_label_, acceptance_label_, backend_label_, isolation_label_})
+  for (QLabel* label :
+       {throughput_label_, latency_label_, acceptance_label_, prompt_style_label_, backend_label_, isolation_label_})
     if (!label->text().isEmpty()) parts << label->text();
   return parts.join(QStringLiteral(" | "));
 }
@@ -688,6 +724,13 @@ void MainWindow::updateEnabled() {
   stop_button_->setEnabled(running_);
   stop_action_->setEnabled(running_);
   candidates_->setEnabled(!running_);
+  prompt_style_->setToolTip(
+      tr("How the code is put to the model. Raw: the code as it is (base models). Chat: a request to complete "
+         "the function through the model's chat template (instruct models). Auto: Chat for a model with a chat "
+         "template, unless filling at the cursor; Raw otherwise.") +
+      (!model_loaded_ || in_use_.source == "server" ? QString()
+       : model_has_chat_template_                   ? tr("\nThe model in use has a chat template.")
+                                                    : tr("\nThe model in use has no chat template.")));
   fill_at_cursor_->setEnabled(model_loaded_ && model_fills_middle_ && !running_);
   fill_at_cursor_->setToolTip(!model_loaded_         ? tr("Load a model first: filling in the middle needs its FIM tokens")
                               : !model_fills_middle_ ? tr("This model has no fill-in-the-middle tokens")
@@ -746,6 +789,13 @@ ProblemBrowser* MainWindow::openProblems() {
       if (running_ || loading_ || closing_) return;
       if (!model_loaded_) {
         showMessage(tr("No model is loaded. Choose a model file (File → Open model…, Ctrl+O)."));
+        return;
+      }
+      try {  // once here, not once per task: a problem with a suffix alone is refused by the worker
+        runPromptStyle(prompt_style_->currentData().toString(), {.chat_template = model_has_chat_template_,
+                                                                 .server = in_use_.source == "server"});
+      } catch (const std::invalid_argument& e) {
+        showMessage(QString::fromStdString(e.what()));
         return;
       }
       running_ = true;
@@ -828,6 +878,7 @@ void MainWindow::readSettings() {
   select(drafter_, settings.value("generation/drafter", drafter_->currentData()));
   select(policy_, settings.value("generation/policy", policy_->currentData()));
   select(device_, settings.value("engine/device", device_->currentData()));
+  select(prompt_style_, settings.value("engine/promptStyle", prompt_style_->currentData()));
   restoreGeometry(settings.value("window/geometry").toByteArray());
   if (auto* splitter = findChild<QSplitter*>("mainSplitter"))
     splitter->restoreState(settings.value("window/splitter").toByteArray());
@@ -844,6 +895,7 @@ void MainWindow::writeSettings() const {
   settings.setValue("generation/drafter", drafter_->currentData());
   settings.setValue("generation/policy", policy_->currentData());
   settings.setValue("engine/device", device_->currentData());
+  settings.setValue("engine/promptStyle", prompt_style_->currentData());
   settings.setValue("window/geometry", saveGeometry());
   if (auto* splitter = findChild<QSplitter*>("mainSplitter"))
     settings.setValue("window/splitter", splitter->saveState());

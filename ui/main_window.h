@@ -11,6 +11,7 @@
 
 #include "autosave.h"
 #include "engine_port.h"
+#include "prompt_choice.h"
 #include "run_types.h"
 
 class QAction;
@@ -107,9 +108,12 @@ class MainWindow : public QMainWindow {
   void shutdownWorker();
   RunRequest currentRequest() const;
   bool fillsAtCursor() const;  // the next run fills in the middle at the prompt editor's cursor
+  PromptContext promptContext() const;  // the model in use and the next run, for its prompt style
 
   // Worker signal handlers.
-  void onModelsLoaded(const QString& summary, const QString& backend, const QString& isolation, bool fillInMiddle);
+  void onModelsLoaded(const QString& summary, const QString& backend, const QString& isolation, bool fillInMiddle,
+                      bool chatTemplate);
+  void onPromptStyleUsed(const QString& summary, const QString& reason, const QString& chatPrefix);
   void onRunStarted(int candidates, double budget_seconds);
   void onCandidateDelta(int index, const QString& text, int tokens, int accepted, int proposed);
   void onCandidateState(int index, int state, const QString& detail);
@@ -147,6 +151,7 @@ class MainWindow : public QMainWindow {
   QComboBox* drafter_;
   QComboBox* policy_;
   QComboBox* device_;
+  QComboBox* prompt_style_;  // "auto", "raw" or "chat" (prompt_choice.h)
   QLabel* device_label_;
   QComboBox* source_;  // "files" or "server"
   ServerPanel* server_panel_;
@@ -162,6 +167,7 @@ class MainWindow : public QMainWindow {
   QLabel* throughput_label_;
   QLabel* latency_label_;
   QLabel* acceptance_label_;
+  QLabel* prompt_style_label_;  // the style the last run used
   QLabel* backend_label_;
   QLabel* isolation_label_;
   QAction* generate_action_;
@@ -177,6 +183,7 @@ class MainWindow : public QMainWindow {
   bool loading_ = false;
   bool model_loaded_ = false;
   bool model_fills_middle_ = false;  // the loaded model has FIM tokens
+  bool model_has_chat_template_ = false;  // the loaded model carries a chat template
   bool closing_ = false;
   QVector<int> last_ranking_;
   RunGroups last_groups_;  // the last run's groups (empty until it has them)

@@ -32,6 +32,7 @@ struct RunRequest {
   QString drafter = "ngram";    // "none", "ngram", "layers:K", "model"
   QString policy = "goodput";   // "goodput", "fixed:K", "bass", "adaptive"
   quint64 seed = 1;             // candidate i samples with seed + i
+  QString promptStyle = "auto";  // "auto", "raw", "chat" (decode/prompt_style.h)
 };
 
 struct RunStats {

@@ -8,12 +8,14 @@
 // probe is one call, add(2, 3), that gives 5 when it adds, -1 when it subtracts, and no
 // result when it loops. Grouping, ranking and pass@k are the engine's real functions.
 // A model file that goes on after the magic with kFimMarker has FIM tokens; a suffix given
-// to any other is refused, as the real engine refuses it.
+// to any other is refused, as the real engine refuses it. One that contains kChatMarker
+// carries kChatTemplate, a ChatML template as instruct models have.
 #pragma once
 
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -27,6 +29,10 @@ class FakeEngine : public ui::EnginePort {
  public:
   static constexpr const char* kMagic = "FAKE-MODEL";
   static constexpr const char* kFimMarker = "+FIM";
+  static constexpr const char* kChatMarker = "+CHAT";
+  static constexpr const char* kChatTemplate =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
   static constexpr const char* kCompletions[4] = {
       "    return a - b\n",                    // fails
       "    total = a + b\n    return total\n",  // passes, longer
@@ -56,7 +62,9 @@ class FakeEngine : public ui::EnginePort {
     if (paths.device == DeviceChoice::Cuda) throw std::runtime_error("CUDA requested but no GPU is usable");
     const std::string rest((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     fill_in_middle_ = rest.starts_with(kFimMarker);
-    return {"fake model", "fake backend", "none (fake)", fill_in_middle_};
+    std::optional<ModelChatTemplate> chat;
+    if (rest.find(kChatMarker) != std::string::npos) chat = ModelChatTemplate{.source = kChatTemplate};
+    return {"fake model", "fake backend", "none (fake)", fill_in_middle_, chat};
   }
 
   // A server whose URL names the fake ("http://fake...") answers; any other is refused.
