@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "compute/backend.h"
+#include "compute/expert_union.h"
 #include "compute/sampler.h"
 #include "model/model.h"
 #include "common/statistics.h"
@@ -27,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Bumped whenever what a file holds or how it is measured changes: older files then miss.
-constexpr const char* kFormat = "specula forward cost 7";
+constexpr const char* kFormat = "specula forward cost 8";
 // Batch sizes measured, smallest first, while the budget lasts: dense where single
 // sequences verify short drafts, sparser where batches of drafts land.
 constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -67,11 +68,30 @@ size_t layer_bytes(const Model& model) { return model.weights.layers.empty() ? 0
 
 size_t head_bytes(const Model& model) { return model.weights.output.bytes() + model.weights.final_norm.bytes(); }
 
-// What a one-token forward reads: every layer's weights and the head (and one embedding row,
-// which is nothing beside them).
+// One expert's gate, up and down matrices (the first layer's first expert: all are alike); 0: dense.
+size_t expert_bytes(const Model& model) {
+  if (model.weights.layers.empty() || model.weights.layers.front().expert_gate.empty()) return 0;
+  const LayerWeights& l = model.weights.layers.front();
+  return l.expert_gate.front().bytes() + l.expert_up.front().bytes() + l.expert_down.front().bytes();
+}
+
+// What one token reads of a layer: all of a dense layer, the dense part and k experts of a
+// mixture's (the other E - k are not touched).
+size_t one_token_bytes(const Model& model, const LayerWeights& layer) {
+  const ModelConfig& c = model.config;
+  const size_t untouched = c.has_experts() ? static_cast<size_t>(c.n_experts - c.n_experts_used) * expert_bytes(model) : 0;
+  return bytes_of(layer) - untouched;
+}
+
+size_t one_token_layer_bytes(const Model& model) {
+  return model.weights.layers.empty() ? 0 : one_token_bytes(model, model.weights.layers.front());
+}
+
+// What a one-token forward reads: every layer's weights (of a mixture, the experts one token
+// chooses) and the head (and one embedding row, which is nothing beside them).
 size_t streamed_bytes(const Model& model) {
   size_t bytes = head_bytes(model);
-  for (const LayerWeights& layer : model.weights.layers) bytes += bytes_of(layer);
+  for (const LayerWeights& layer : model.weights.layers) bytes += one_token_bytes(model, layer);
   return bytes;
 }
 
@@ -210,6 +230,24 @@ struct Runs {
   }
 };
 
+// A mixture's layer(n) less its experts' part (cost_model.h): one expert's seconds are its
+// bytes' share of a one-token layer's, and the probes' tokens (distinct made-up ids) are
+// taken to route as uniformly as the expected union says. What is left stays positive and
+// nondecreasing, as layer(n) was.
+void split_experts(const Model& model, double layer1, ForwardCost& cost) {
+  const ModelConfig& c = model.config;
+  cost.n_experts = c.n_experts;
+  cost.n_experts_used = c.n_experts_used;
+  cost.expert_bytes = static_cast<double>(expert_bytes(model));
+  cost.expert_seconds = layer1 * cost.expert_bytes / static_cast<double>(one_token_layer_bytes(model));
+  const double dense1 = layer1 - cost.expert_seconds * c.n_experts_used;
+  for (size_t p = 0; p < cost.tokens.size(); ++p) {
+    double dense = cost.layer_seconds[p] - cost.expert_seconds * expected_union_uniform(c.n_experts, c.n_experts_used, cost.tokens[p]);
+    dense = std::max(dense, p > 0 ? cost.layer_seconds[p - 1] : dense1);
+    cost.layer_seconds[p] = std::max(dense, 1e-3 * layer1);
+  }
+}
+
 // Seconds are split into the model's terms; noise may make a difference negative, so each
 // term is kept positive and nondecreasing in the batch size.
 ForwardCost fit(const Model& model, const std::vector<int>& points, const Typical& f, int context_tokens,
@@ -233,7 +271,8 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Typica
     layer1 = (f.full[0] - head1) / depth;
   } else {
     layer1 = depth >= 2 ? (f.full[0] - one) / (depth - 1)
-                        : one * static_cast<double>(layer_bytes(model)) / static_cast<double>(layer_bytes(model) + head_bytes(model));
+                        : one * static_cast<double>(one_token_layer_bytes(model)) /
+                              static_cast<double>(one_token_layer_bytes(model) + head_bytes(model));
     layer1 = std::clamp(layer1, 0.02 * one, one);
     head1 = one - layer1;
   }
@@ -260,6 +299,7 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Typica
     cost.layer_seconds.push_back(std::max(layer, layer1));
     cost.head_seconds.push_back(std::max(head, 0.0));
   }
+  if (model.config.has_experts()) split_experts(model, layer1, cost);
   return cost;
 }
 
@@ -275,6 +315,10 @@ bool plausible(const ForwardCost& c) {
                   c.head_seconds[p] < c.head_seconds[p - 1])) {
       return false;
     }
+  }
+  if (c.n_experts < 0 || c.n_experts_used < 0 || c.n_experts_used > c.n_experts || !finite_nonnegative(c.expert_bytes) ||
+      !finite_nonnegative(c.expert_seconds) || (c.n_experts > 0 && (c.n_experts_used == 0 || c.expert_seconds <= 0))) {
+    return false;
   }
   return finite_nonnegative(c.position_seconds) && finite_nonnegative(c.sample_row_seconds) &&
          finite_nonnegative(c.measure_seconds) && finite_nonnegative(c.load);
@@ -378,11 +422,21 @@ size_t last_level_cache_bytes() {
   return bytes;
 }
 
+double ForwardCost::experts_touched(double n_tokens) const {
+  if (n_experts <= 0) return 0.0;
+  return routing && !routing->empty() ? routing->expected_union(n_tokens)
+                                      : expected_union_uniform(n_experts, n_experts_used, n_tokens);
+}
+
+double ForwardCost::layer_at(int n_tokens) const {
+  const double dense = interpolate(tokens, layer_seconds, n_tokens);
+  return n_experts > 0 ? dense + expert_seconds * experts_touched(n_tokens) : dense;
+}
+
 double ForwardCost::seconds(int n_tokens, int rows, double positions, int layers) const {
   if (n_tokens <= 0) return 0.0;
   const int depth = layers < 0 ? n_layers : layers;
-  return depth * (interpolate(tokens, layer_seconds, n_tokens) + positions * position_seconds) +
-         interpolate(tokens, head_seconds, rows);
+  return depth * (layer_at(n_tokens) + positions * position_seconds) + interpolate(tokens, head_seconds, rows);
 }
 
 double ForwardCost::verify_seconds(int n_tokens, int context) const {
@@ -485,6 +539,10 @@ std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::st
     c.position_seconds = j.at("position_seconds").get<double>();
     c.streams_weights = j.at("streams_weights").get<bool>();
     c.sample_row_seconds = j.at("sample_row_seconds").get<double>();
+    c.n_experts = j.at("n_experts").get<int>();
+    c.n_experts_used = j.at("n_experts_used").get<int>();
+    c.expert_bytes = j.at("expert_bytes").get<double>();
+    c.expert_seconds = j.at("expert_seconds").get<double>();
     c.measure_seconds = j.at("measure_seconds").get<double>();
     c.load = j.at("load").get<double>();
     if (c.key != key || !plausible(c)) return std::nullopt;
@@ -512,6 +570,10 @@ bool write_cost_cache(const std::string& dir, const ForwardCost& cost) {
                           {"position_seconds", cost.position_seconds},
                           {"streams_weights", cost.streams_weights},
                           {"sample_row_seconds", cost.sample_row_seconds},
+                          {"n_experts", cost.n_experts},
+                          {"n_experts_used", cost.n_experts_used},
+                          {"expert_bytes", cost.expert_bytes},
+                          {"expert_seconds", cost.expert_seconds},
                           {"measure_seconds", cost.measure_seconds},
                           {"load", cost.load}}
                .dump(1)
@@ -572,6 +634,30 @@ std::string format_forward_cost(const ForwardCost& cost) {
                 cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3, cost.sample_row_seconds * 1e3,
                 cost.load);
   out << line;
+  if (cost.n_experts > 0) out << format_expert_cost(cost);
+  return out.str();
+}
+
+std::string format_expert_cost(const ForwardCost& cost) {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "mixture of experts: %d experts, %d per token, one expert %.2f MB read in %.4f ms per layer;\n"
+                "layer(n) = dense(n) + %.4f ms x U(n), U(n) = %s\n",
+                cost.n_experts, cost.n_experts_used, cost.expert_bytes / 1e6, cost.expert_seconds * 1e3,
+                cost.expert_seconds * 1e3,
+                cost.routing && !cost.routing->empty() ? "sum_e 1 - (1 - p_e)^n (routing seen)" : "E (1 - (1 - k/E)^n) (uniform routing)");
+  out << line;
+  std::snprintf(line, sizeof line, "%8s | %10s | %9s | %10s | %10s\n", "tokens", "U(n)", "dense ms", "experts ms",
+                "forward ms");
+  out << line;
+  for (const int n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}) {
+    const double u = cost.experts_touched(n);
+    const double dense = interpolate(cost.tokens, cost.layer_seconds, n);
+    std::snprintf(line, sizeof line, "%8d | %10.2f | %9.3f | %10.3f | %10.3f\n", n, u, dense * cost.n_layers * 1e3,
+                  cost.expert_seconds * u * cost.n_layers * 1e3, cost.verify_seconds(n) * 1e3);
+    out << line;
+  }
   return out.str();
 }
 
