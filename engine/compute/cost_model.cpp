@@ -110,6 +110,7 @@ class Prober {
         seq_(cache_->create()),
         full_depth_cache_(backend.create_cache(model, max_tokens + 32, model.config.n_layers)),
         full_depth_seq_(full_depth_cache_->create()),
+        routing_(backend.routing_counts(model)),
         fits_in_cache_(model.weight_bytes() <= last_level_cache_bytes()) {
     // Between two uses of a layer's weights a real forward reads all the others; reading a
     // buffer as large as what the probe leaves out (up to twice the last-level cache) puts
@@ -153,6 +154,10 @@ class Prober {
     return seconds;
   }
 
+  // The distinct experts per layer the last whole forward read, as the backend counted
+  // them; 0 for a dense model or a backend that does not count.
+  double last_union() const { return routing_ ? routing_->last_union() : 0.0; }
+
   // The last probe's logits: a real row of the model's, for timing the sampler on.
   std::span<const float> last_row() const {
     const size_t vocab = static_cast<size_t>(model_.config.vocab_size);
@@ -193,6 +198,7 @@ class Prober {
   std::unique_ptr<KvCache> full_depth_cache_;  // every layer's
   int full_depth_seq_;
   std::vector<float> logits_;
+  std::shared_ptr<const RoutingCounts> routing_;  // a mixture's routing as the backend counts it; may be null
   std::vector<uint64_t> evict_;  // read before every probe
   volatile uint64_t sink_ = 0;   // keeps the reads
   double spent_ = 0;
@@ -210,20 +216,23 @@ struct Typical {
   std::vector<double> all;   // (points) 1 layer, n tokens, logits for all: layer(n) + head(n)
   std::vector<double> full;  // (points) all layers, n tokens, logits for the last: n_layers layer(n) + head(1)
   double context = 0;        // all layers (1 if the model has one), context_tokens tokens after kContextProbe positions, logits for the last
+  std::vector<double> unions;  // (points) a mixture's distinct experts per layer in `full`'s forwards; 0: not counted
 };
 
 // Every run of every probe, per batch size.
 struct Runs {
   std::vector<std::vector<double>> last, all, full;  // (points, runs) the probes of Typical
+  std::vector<std::vector<double>> unions;           // (points, runs) experts per layer each whole forward read
   std::vector<double> context;                       // (runs)
 
-  explicit Runs(size_t points) : last(points), all(points), full(points) {}
+  explicit Runs(size_t points) : last(points), all(points), full(points), unions(points) {}
   Typical typical(size_t points) const {
     Typical t;
     for (size_t p = 0; p < points; ++p) {
       t.last.push_back(median(last[p]));
       t.all.push_back(median(all[p]));
       t.full.push_back(median(full[p]));
+      t.unions.push_back(unions[p].empty() ? 0.0 : median(unions[p]));
     }
     t.context = median(context);
     return t;
@@ -231,10 +240,12 @@ struct Runs {
 };
 
 // A mixture's layer(n) less its experts' part (cost_model.h): one expert's seconds are its
-// bytes' share of a one-token layer's, and the probes' tokens (distinct made-up ids) are
-// taken to route as uniformly as the expected union says. What is left stays positive and
-// nondecreasing, as layer(n) was.
-void split_experts(const Model& model, double layer1, ForwardCost& cost) {
+// bytes' share of a one-token layer's, and the experts the probes read are those the backend
+// counted (`unions`, per batch size), else those uniform routing would touch. (Assumed
+// uniform, the random 1.3B mixture's probes, whose routing keeps to about half the experts,
+// left no dense part at all, and wide verifications were predicted at a third of their
+// time.) What is left stays positive and nondecreasing, as layer(n) was.
+void split_experts(const Model& model, double layer1, const std::vector<double>& unions, ForwardCost& cost) {
   const ModelConfig& c = model.config;
   cost.n_experts = c.n_experts;
   cost.n_experts_used = c.n_experts_used;
@@ -242,7 +253,10 @@ void split_experts(const Model& model, double layer1, ForwardCost& cost) {
   cost.expert_seconds = layer1 * cost.expert_bytes / static_cast<double>(one_token_layer_bytes(model));
   const double dense1 = layer1 - cost.expert_seconds * c.n_experts_used;
   for (size_t p = 0; p < cost.tokens.size(); ++p) {
-    double dense = cost.layer_seconds[p] - cost.expert_seconds * expected_union_uniform(c.n_experts, c.n_experts_used, cost.tokens[p]);
+    const double probed = p < unions.size() && unions[p] > 0
+                              ? unions[p]
+                              : expected_union_uniform(c.n_experts, c.n_experts_used, cost.tokens[p]);
+    double dense = cost.layer_seconds[p] - cost.expert_seconds * probed;
     dense = std::max(dense, p > 0 ? cost.layer_seconds[p - 1] : dense1);
     cost.layer_seconds[p] = std::max(dense, 1e-3 * layer1);
   }
@@ -299,7 +313,7 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Typica
     cost.layer_seconds.push_back(std::max(layer, layer1));
     cost.head_seconds.push_back(std::max(head, 0.0));
   }
-  if (model.config.has_experts()) split_experts(model, layer1, cost);
+  if (model.config.has_experts()) split_experts(model, layer1, f.unions, cost);
   return cost;
 }
 
@@ -465,7 +479,10 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   Runs runs(points.size());
   for (int round = 0; round < kMaxRounds && (round < kMinRounds || probe.spent() < budget_seconds); ++round) {
     for (size_t p = 0; p < points.size(); ++p) {
-      if (whole_forwards) runs.full[p].push_back(probe.time_full_depth(points[p]));
+      if (whole_forwards) {
+        runs.full[p].push_back(probe.time_full_depth(points[p]));
+        runs.unions[p].push_back(probe.last_union());
+      }
       runs.last[p].push_back(probe.time(points[p], false));
       runs.all[p].push_back(probe.time(points[p], true));
       // the rounds every measurement runs are the work to show; later ones fit in the budget

@@ -33,10 +33,11 @@
 //           reads (k experts of expert_bytes beside the dense part's weights);
 // U(n):     the routing's expected union (uniform routing, E · (1 - (1 - k/E)^n), until
 //           `routing` holds what the forwards have seen);
-// dense(n): what whole forwards of n tokens took less expert_seconds · U(n) at the probes'
-//           routing (distinct made-up tokens: uniform), so at the measured batch sizes and
-//           uniform routing the prediction is the measured time, and a routing that keeps
-//           to fewer experts makes a wide verification cheaper, as it is.
+// dense(n): what whole forwards of n tokens took less expert_seconds times the experts
+//           those forwards read (as the backend counted them; uniform routing's U(n) where
+//           it does not count), so that the dense part does not depend on where the probes'
+//           made-up tokens happened to route, and a routing that keeps to fewer experts makes
+//           a wide verification cheaper, as it is.
 //
 // layer(n) comes from whole forwards of n tokens at a few batch sizes, interpolated linearly
 // between them; beyond the last one it grows at least in proportion to the batch. A one-token
