@@ -14,7 +14,10 @@
 #include <functional>
 #include <unistd.h>
 
+#include "compute/backend.h"
 #include "compute/cost_model.h"
+#include "compute/expert_union.h"
+#include "model/random_model.h"
 #include "fake_backend.h"
 
 using namespace specula;
@@ -67,6 +70,35 @@ struct SleepingWholeForwards : FakeBackend {
   }
 };
 
+// The price of a forward as it was before mixtures of experts were priced apart: written out
+// again here, so that a dense model's figures can be compared bit for bit.
+double interpolate_as_before(const std::vector<int>& xs, const std::vector<double>& ys, double x) {
+  if (x <= xs.front()) return ys.front();
+  const size_t n = xs.size();
+  if (n == 1) return ys.front() * x / xs.front();
+  size_t hi = 1;
+  while (hi + 1 < n && xs[hi] < x) ++hi;
+  const double slope = std::max(0.0, (ys[hi] - ys[hi - 1]) / (xs[hi] - xs[hi - 1]));
+  if (x > xs.back()) return ys.back() + std::max(slope, ys.back() / xs.back()) * (x - xs.back());
+  return ys[hi - 1] + slope * (x - xs[hi - 1]);
+}
+double seconds_as_before(const ForwardCost& c, int n, int rows, double positions, int layers = -1) {
+  if (n <= 0) return 0.0;
+  const int depth = layers < 0 ? c.n_layers : layers;
+  return depth * (interpolate_as_before(c.tokens, c.layer_seconds, n) + positions * c.position_seconds) +
+         interpolate_as_before(c.tokens, c.head_seconds, rows);
+}
+
+// hand_made() as a mixture of 128 experts, 8 per token, its layer_seconds the dense part.
+ForwardCost hand_made_mixture() {
+  ForwardCost c = hand_made();
+  c.n_experts = 128;
+  c.n_experts_used = 8;
+  c.expert_bytes = 3e6;
+  c.expert_seconds = 0.05;
+  return c;
+}
+
 }  // namespace
 
 class TestCostModel : public QObject {
@@ -88,6 +120,91 @@ class TestCostModel : public QObject {
     QCOMPARE(flat.seconds(8, 1, 0), 10 * (2.0 + 4 * (2.0 / 4)) + 0.5);
     // one sequence of 2 tokens after 10 cached: rows attend to 11 and 12 positions
     QCOMPARE(c.verify_seconds(2, 10), 10 * (1.0 + 23 * 0.01) + 0.5);
+  }
+
+  // A dense model's prices are those of the formula before experts, to the bit.
+  void denseUnchanged() {
+    const ForwardCost c = hand_made();
+    for (int n = 0; n <= 40; ++n) {
+      for (const double positions : {0.0, 7.0, 1234.5}) {
+        QCOMPARE(c.seconds(n, n, positions), seconds_as_before(c, n, n, positions));
+        QCOMPARE(c.seconds(n, 1, positions, 3), seconds_as_before(c, n, 1, positions, 3));
+      }
+      QCOMPARE(c.experts_touched(n), 0.0);
+    }
+  }
+
+  // A mixture's layer is its dense part plus one expert's seconds per expected distinct
+  // expert: the expert part grows with the union, which flattens toward E.
+  void expertsPricedByUnion() {
+    const ForwardCost m = hand_made_mixture();
+    const ForwardCost d = hand_made();
+    double last_experts = 0;
+    for (int n = 1; n <= 64; ++n) {
+      const double u = m.experts_touched(n);
+      QVERIFY(std::abs(u - expected_union_uniform(128, 8, n)) < 1e-12);
+      const double experts = m.seconds(n, n, 0) - d.seconds(n, n, 0);
+      QVERIFY(std::abs(experts - m.n_layers * m.expert_seconds * u) < 1e-9 * experts);
+      QVERIFY(experts > last_experts);  // more tokens, more experts read
+      if (n > 1) QVERIFY(experts < last_experts + m.n_layers * m.expert_seconds * m.n_experts_used);  // never 8 new ones
+      last_experts = experts;
+    }
+    QVERIFY(m.experts_touched(1) == 8.0 || std::abs(m.experts_touched(1) - 8.0) < 1e-12);
+    QVERIFY(m.experts_touched(64) < 128.0);
+    // an expert-heavy 32-token verification costs far less than 32 one-token forwards' experts
+    QVERIFY(m.seconds(32, 32, 0) - d.seconds(32, 32, 0) < 0.5 * 32 * (m.seconds(1, 1, 0) - d.seconds(1, 1, 0)));
+  }
+
+  // Routing seen that keeps to a few experts makes a wide verification cheaper; one token
+  // still reads k experts.
+  void routingSeenPricesTheUnion() {
+    ForwardCost m = hand_made_mixture();
+    const double uniform32 = m.seconds(32, 32, 0);
+    auto routing = std::make_shared<RoutingCounts>(m.n_layers, 128, 8);
+    std::vector<int32_t> picks;
+    for (int t = 0; t < 1000; ++t) {
+      for (int r = 0; r < 8; ++r) picks.push_back((t + r) % 16);  // every token within experts 0-15
+    }
+    for (int l = 0; l < m.n_layers; ++l) routing->add(l, picks, 1000);
+    m.routing = routing;
+    QVERIFY(std::abs(m.experts_touched(1) - 8.0) < 1e-9);
+    QVERIFY(m.experts_touched(32) < 32);  // 16 experts, and some 13 of the prior's share of the others
+    QVERIFY(m.seconds(32, 32, 0) < uniform32 - m.n_layers * m.expert_seconds * 50);
+    QVERIFY(format_forward_cost(m).find("routing seen") != std::string::npos);
+  }
+
+  // A measured random qwen3moe model: its experts are priced apart, one expert's bytes are
+  // those of its three matrices, and the terms are positive with a nondecreasing dense part.
+  // (No figure is compared with a clock.)
+  void measuredMixtureSplitsExperts() {
+    const ModelConfig config = random_model_config("tiny-qwen3moe");
+    const auto model = make_random_model(config, TensorType::Q8_0, 5);
+    std::unique_ptr<Backend> backend = create_cpu_backend(1);
+    const ForwardCost c = measure_forward_cost(*backend, *model, 0.0);
+    QCOMPARE(c.n_experts, config.n_experts);
+    QCOMPARE(c.n_experts_used, config.n_experts_used);
+    const LayerWeights& l = model->weights.layers.front();
+    QCOMPARE(c.expert_bytes, static_cast<double>(l.expert_gate[0].bytes() + l.expert_up[0].bytes() + l.expert_down[0].bytes()));
+    QVERIFY(c.expert_seconds > 0);
+    for (size_t p = 0; p < c.tokens.size(); ++p) {
+      QVERIFY(c.layer_seconds[p] > 0);
+      if (p > 0) QVERIFY(c.layer_seconds[p] >= c.layer_seconds[p - 1]);
+    }
+    const std::string table = format_forward_cost(c);
+    QVERIFY(table.find("mixture of experts: 8 experts, 2 per token") != std::string::npos);
+    QVERIFY(table.find("uniform routing") != std::string::npos);
+    // stored and read back with its expert terms
+    QTemporaryDir dir;
+    ForwardCost keyed = c;
+    keyed.key = "moe";
+    QVERIFY(write_cost_cache(dir.path().toStdString(), keyed));
+    const auto back = read_cost_cache(dir.path().toStdString(), "moe");
+    QVERIFY(back.has_value());
+    QCOMPARE(back->n_experts, c.n_experts);
+    QCOMPARE(back->n_experts_used, c.n_experts_used);
+    QCOMPARE(back->expert_bytes, c.expert_bytes);
+    QCOMPARE(back->expert_seconds, c.expert_seconds);
+    QCOMPARE(back->verify_seconds(16), c.verify_seconds(16));
   }
 
   // With no budget, the fewest probes: 1 to 16 tokens, three runs of each; with a large
@@ -279,6 +396,8 @@ class TestCostModel : public QObject {
     QTest::newRow("no load") << QString(good).replace("\"load\"", "\"lode\"");
     QTest::newRow("no sampling cost") << QString(good).replace("sample_row_seconds", "sample_seconds");
     QTest::newRow("no memory flag") << QString(good).replace("streams_weights", "streams");
+    QTest::newRow("no experts") << QString(good).replace("\"n_experts\"", "\"experts\"");
+    QTest::newRow("more used than experts") << QString(good).replace("\"n_experts_used\": 0", "\"n_experts_used\": 3");
   }
   void corruptFilesAreNotTrusted() {
     QFETCH(QString, text);

@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "compute/expert_union.h"
 #include "decode/decoder.h"
 #include "decode/goodput_policy.h"
 #include "decode/policy_simulation.h"
@@ -607,6 +608,58 @@ class TestSpecDecode : public QObject {
         QVERIFY2(sampled ? k[0] == 0 : k[0] >= 8, qPrintable(QString("%1, sampled %2: %3").arg(drafter.c_str()).arg(sampled).arg(k[0])));
       }
     }
+  }
+
+  // A mixture of experts: a verification costs its dense part plus one expert's seconds per
+  // distinct expert its tokens touch. Under uniform routing each draft token brings nearly
+  // k = 8 new experts of 128, and a sequence accepting two thirds of its drafts does not
+  // draft; where the routing seen keeps to 12 experts the union stays small, and the same
+  // sequence, on the same measured curve, drafts.
+  void goodputDraftsWhereTheUnionStaysSmall() {
+    auto uniform = std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0));
+    uniform->n_experts = 128;
+    uniform->n_experts_used = 8;
+    uniform->expert_seconds = 1e-3;
+    auto routing = std::make_shared<RoutingCounts>(4, 128, 8);
+    std::vector<int32_t> picks;
+    for (int t = 0; t < 4000; ++t) {
+      for (int r = 0; r < 8; ++r) picks.push_back((t + r) % 12);
+    }
+    for (int l = 0; l < 4; ++l) routing->add(l, picks, 4000);
+    auto concentrated = std::make_shared<ForwardCost>(*uniform);
+    concentrated->routing = routing;
+    const auto live = LiveBatch().add(0, 40).requests;
+    std::vector<int> drafted;
+    for (const auto& cost : {uniform, concentrated}) {
+      auto p = create_draft_policy("goodput", 1, StepCosts{cost, nullptr, -1, false});
+      feed(*p, live, 6, {4}, 10);
+      std::vector<int> k;
+      p->lengths(live, k);
+      drafted.push_back(k[0]);
+    }
+    QVERIFY2(drafted[0] == 0 && drafted[1] >= 3, qPrintable(QString("uniform %1, concentrated %2").arg(drafted[0]).arg(drafted[1])));
+  }
+
+  // A mixture's plain steps seen slower than the model (a loaded machine's memory) make its
+  // verifications slower alike: each token added reads experts of its own. The dense rule,
+  // a floor at the plain step's time, priced one draft token at nearly nothing beyond a
+  // plain step, and a sequence that should not draft (goodputDraftsWhereTheUnionStaysSmall)
+  // drafted.
+  void goodputScalesAMixturesVerifications() {
+    auto cost = std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0));
+    cost->n_experts = 128;
+    cost->n_experts_used = 8;
+    cost->expert_seconds = 1e-3;
+    cost->streams_weights = true;
+    const StepCosts costs{cost, nullptr, -1, true};
+    const auto live = LiveBatch().add(0, 40).requests;
+    auto p = create_draft_policy("goodput", 1, costs);
+    feed(*p, live, 6, {4}, 10);  // untimed: acceptance only
+    const double plain = predicted_step_seconds(costs, live, std::vector<int>{0});
+    for (int s = 0; s < 10; ++s) p->update(live, std::vector<int>{0}, std::vector<int>{0}, 1.5 * plain);
+    std::vector<int> k;
+    p->lengths(live, k);
+    QCOMPARE(k[0], 0);
   }
 
   // The batch is done when its last sequence is: of two sequences with the same evidence,

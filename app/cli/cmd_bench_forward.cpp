@@ -306,9 +306,15 @@ void run_bench(const BenchOptions& o) {
         {"cpu_weight_gb_s", weight_bytes / (one.cpu / backend_threads) / 1e9},
         {"cpu_fraction_of_bandwidth", median(cpu_fractions)}}},
   };
+  // a mixture of experts: the cost model's price of each verification, and the experts it
+  // expects against those the timed forwards read
+  std::shared_ptr<const ForwardCost> cost;
+  std::shared_ptr<const RoutingCounts> routing = backend->routing_counts(*model);
+  if (c.has_experts()) cost = backend->forward_cost(*model);
   nlohmann::json rows = nlohmann::json::array();
   for (int k : o.tokens) {
     const Timing seq = time_forward(*backend, *model, *cache, prefilled, 1, k, o.repeats);
+    const double touched = routing ? routing->last_union() : 0.0;
     const Timing seqs = time_forward(*backend, *model, *cache, prefilled, k, 1, o.repeats);
     const auto [seq_peak, seq_peak_cpu] = fraction_of_peak(k * macs_per_token, seq);
     const double cached = in_cache_rate(*model, level, k);
@@ -327,6 +333,11 @@ void run_bench(const BenchOptions& o) {
                     {"k_sequences_cpu_ms", seqs.cpu * 1e3},
                     {"k_sequences_tokens_per_s", k / seqs.seconds},
                     {"k_sequences_cost_vs_1", seqs.seconds / one.seconds}});
+    if (cost) {
+      rows.back()["one_sequence_predicted_ms"] = cost->verify_seconds(k, o.prefix) * 1e3;
+      rows.back()["experts_touched"] = touched;  // per layer, the last timed run's
+      rows.back()["experts_expected"] = cost->experts_touched(k);
+    }
   }
   report["forwards"] = rows;
 
@@ -365,6 +376,20 @@ void run_bench(const BenchOptions& o) {
                 r["k_sequences_ms"].get<double>(), r["k_sequences_best_ms"].get<double>(),
                 r["k_sequences_tokens_per_s"].get<double>(), r["k_sequences_cost_vs_1"].get<double>());
   }
+  if (!cost) return;
+  std::printf("\nmixture of experts, one sequence of k tokens: the cost model against the timed forwards\n%s",
+              format_expert_cost(*cost).c_str());
+  // the cost model times a probe by the smaller of its wall time and its CPU time per thread
+  // (other programs' turns on the cores not counted): the same measure here
+  std::printf("(timed: the smaller of the median wall ms and CPU ms per thread, as the cost model times its probes)\n");
+  std::printf("%6s | %9s | %9s | %12s | %9s | %15s | %15s\n", "k", "wall ms", "timed ms", "predicted ms", "ratio",
+              "experts/layer", "expected");
+  for (const nlohmann::json& r : rows) {
+    const double ms = r["one_sequence_ms"].get<double>(), predicted = r["one_sequence_predicted_ms"].get<double>();
+    const double timed = std::min(ms, r["one_sequence_cpu_ms"].get<double>() / backend_threads);
+    std::printf("%6d | %9.2f | %9.2f | %12.2f | %9.3f | %15.2f | %15.2f\n", r["tokens"].get<int>(), ms, timed, predicted,
+                predicted / timed, r["experts_touched"].get<double>(), r["experts_expected"].get<double>());
+  }
 }
 
 }  // namespace
@@ -376,7 +401,7 @@ void add_bench_forward_command(CLI::App& app) {
   cmd->add_option("-m,--model", options->model_path,
                   "Model file (GGUF, llama2.c, Hugging Face directory)");
   cmd->add_option("--random", options->random_shape,
-                  "Random weights of a named shape: tiny, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, 110m, 1.1b, 7b");
+                  "Random weights of a named shape: tiny, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, qwen3moe-1.3b, 110m, 1.1b, 7b");
   cmd->add_option("--type", options->type,
                   "Weight type of a random model: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q4_K, q5_K, q6_K, iq4_xs");
   cmd->add_option("--write-gguf", options->write_gguf,

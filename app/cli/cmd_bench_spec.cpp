@@ -454,7 +454,7 @@ void add_bench_spec_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench-spec", "Benchmark batched speculative decoding against plain batched decoding");
   cmd->add_option("-m,--model", args->model_path, "Model file");
-  cmd->add_option("--random", args->random_shape, "Random weights of a named shape instead of a file: tiny, 110m, 1.1b, 7b");
+  cmd->add_option("--random", args->random_shape, "Random weights of a named shape instead of a file: tiny, tiny-qwen3moe, qwen3moe-1.3b, 110m, 1.1b, 7b");
   cmd->add_option("--type", args->type, "Weight type of a random model (default q4_0)");
   cmd->add_option("--threads", args->threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--simd", args->simd, "CPU kernels: best, portable, avx2 or avx512 (default best)")

@@ -256,6 +256,20 @@ void print_header_text(const nlohmann::json& j) {
   std::printf("does not load %s\n", j["problem"].get<std::string>().c_str());
 }
 
+// A mixture of experts' terms: layer(n) = dense(n) + expert_ms x U(n), at 1 to 32 tokens.
+nlohmann::json describe_experts(const ForwardCost& cost) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (int n = 1; n <= 32; n *= 2) {
+    rows.push_back({{"tokens", n}, {"expected_experts", cost.experts_touched(n)}, {"forward_ms", cost.verify_seconds(n) * 1e3}});
+  }
+  return {{"experts", cost.n_experts},
+          {"experts_per_token", cost.n_experts_used},
+          {"expert_bytes", cost.expert_bytes},
+          {"expert_ms_per_layer", cost.expert_seconds * 1e3},
+          {"routing", cost.routing ? "seen" : "uniform"},
+          {"union", rows}};
+}
+
 nlohmann::json describe(const ForwardCost& cost, const std::string& backend) {
   nlohmann::json points = nlohmann::json::array();
   for (size_t p = 0; p < cost.tokens.size(); ++p) {
@@ -264,11 +278,13 @@ nlohmann::json describe(const ForwardCost& cost, const std::string& backend) {
                       {"layer_ms", cost.layer_seconds[p] * 1e3},
                       {"head_ms", cost.head_seconds[p] * 1e3}});
   }
-  return {{"backend", backend},           {"layers", cost.n_layers},
-          {"points", points},             {"position_ms_per_layer", cost.position_seconds * 1e3},
-          {"sample_row_ms", cost.sample_row_seconds * 1e3},
-          {"from_file", cost.from_file},  {"file", cost.file},
-          {"measure_ms", cost.measure_seconds * 1e3}};
+  nlohmann::json j = {{"backend", backend},           {"layers", cost.n_layers},
+                      {"points", points},             {"position_ms_per_layer", cost.position_seconds * 1e3},
+                      {"sample_row_ms", cost.sample_row_seconds * 1e3},
+                      {"from_file", cost.from_file},  {"file", cost.file},
+                      {"measure_ms", cost.measure_seconds * 1e3}};
+  if (cost.n_experts > 0) j["experts"] = describe_experts(cost);
+  return j;
 }
 
 }  // namespace

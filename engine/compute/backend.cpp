@@ -61,7 +61,9 @@ std::shared_ptr<const ForwardCost> Backend::forward_cost(const Model& model, con
   for (const KnownCost& known : known_costs_) {
     if (known.model == &model && known.weights == model.weights.output.data) return known.cost;
   }
-  auto cost = std::make_shared<const ForwardCost>(load_or_measure_forward_cost(*this, model, default_cost_cache_dir(), machine_load(), progress));
+  ForwardCost measured = load_or_measure_forward_cost(*this, model, default_cost_cache_dir(), machine_load(), progress);
+  measured.routing = routing_counts(model);  // a mixture's union from the routing seen, as it accrues
+  auto cost = std::make_shared<const ForwardCost>(std::move(measured));
   known_costs_.push_back({&model, model.weights.output.data, cost});
   return cost;
 }

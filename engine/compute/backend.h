@@ -12,6 +12,7 @@
 
 #include "compute/batch.h"
 #include "compute/cost_model.h"
+#include "compute/expert_union.h"
 #include "compute/kv_cache.h"
 #include "compute/simd_level.h"
 #include "model/model.h"
@@ -118,6 +119,12 @@ class Backend {
   // controlled cost instead.
   // `progress` hears how far a measurement has come (nothing when the cost is known).
   virtual std::shared_ptr<const ForwardCost> forward_cost(const Model& model, const CostProgress& progress = {});
+
+  // A mixture of experts' routing as this backend's forwards of `model` have counted it
+  // (compute/expert_union.h), which forward_cost's cost prices verifications by; null where
+  // the model is dense or the backend does not count. Counted and read on the thread that
+  // runs the forwards (decoding asks its draft policy between two forwards).
+  virtual std::shared_ptr<const RoutingCounts> routing_counts(const Model&) { return nullptr; }
 
  private:
   struct KnownCost {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "compute/backend.h"
+#include "compute/expert_union.h"
 #include "compute/sampler.h"
 #include "model/model.h"
 #include "common/statistics.h"
@@ -27,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Bumped whenever what a file holds or how it is measured changes: older files then miss.
-constexpr const char* kFormat = "specula forward cost 7";
+constexpr const char* kFormat = "specula forward cost 8";
 // Batch sizes measured, smallest first, while the budget lasts: dense where single
 // sequences verify short drafts, sparser where batches of drafts land.
 constexpr int kPoints[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -67,11 +68,30 @@ size_t layer_bytes(const Model& model) { return model.weights.layers.empty() ? 0
 
 size_t head_bytes(const Model& model) { return model.weights.output.bytes() + model.weights.final_norm.bytes(); }
 
-// What a one-token forward reads: every layer's weights and the head (and one embedding row,
-// which is nothing beside them).
+// One expert's gate, up and down matrices (the first layer's first expert: all are alike); 0: dense.
+size_t expert_bytes(const Model& model) {
+  if (model.weights.layers.empty() || model.weights.layers.front().expert_gate.empty()) return 0;
+  const LayerWeights& l = model.weights.layers.front();
+  return l.expert_gate.front().bytes() + l.expert_up.front().bytes() + l.expert_down.front().bytes();
+}
+
+// What one token reads of a layer: all of a dense layer, the dense part and k experts of a
+// mixture's (the other E - k are not touched).
+size_t one_token_bytes(const Model& model, const LayerWeights& layer) {
+  const ModelConfig& c = model.config;
+  const size_t untouched = c.has_experts() ? static_cast<size_t>(c.n_experts - c.n_experts_used) * expert_bytes(model) : 0;
+  return bytes_of(layer) - untouched;
+}
+
+size_t one_token_layer_bytes(const Model& model) {
+  return model.weights.layers.empty() ? 0 : one_token_bytes(model, model.weights.layers.front());
+}
+
+// What a one-token forward reads: every layer's weights (of a mixture, the experts one token
+// chooses) and the head (and one embedding row, which is nothing beside them).
 size_t streamed_bytes(const Model& model) {
   size_t bytes = head_bytes(model);
-  for (const LayerWeights& layer : model.weights.layers) bytes += bytes_of(layer);
+  for (const LayerWeights& layer : model.weights.layers) bytes += one_token_bytes(model, layer);
   return bytes;
 }
 
@@ -90,6 +110,7 @@ class Prober {
         seq_(cache_->create()),
         full_depth_cache_(backend.create_cache(model, max_tokens + 32, model.config.n_layers)),
         full_depth_seq_(full_depth_cache_->create()),
+        routing_(backend.routing_counts(model)),
         fits_in_cache_(model.weight_bytes() <= last_level_cache_bytes()) {
     // Between two uses of a layer's weights a real forward reads all the others; reading a
     // buffer as large as what the probe leaves out (up to twice the last-level cache) puts
@@ -133,6 +154,10 @@ class Prober {
     return seconds;
   }
 
+  // The distinct experts per layer the last whole forward read, as the backend counted
+  // them; 0 for a dense model or a backend that does not count.
+  double last_union() const { return routing_ ? routing_->last_union() : 0.0; }
+
   // The last probe's logits: a real row of the model's, for timing the sampler on.
   std::span<const float> last_row() const {
     const size_t vocab = static_cast<size_t>(model_.config.vocab_size);
@@ -173,6 +198,7 @@ class Prober {
   std::unique_ptr<KvCache> full_depth_cache_;  // every layer's
   int full_depth_seq_;
   std::vector<float> logits_;
+  std::shared_ptr<const RoutingCounts> routing_;  // a mixture's routing as the backend counts it; may be null
   std::vector<uint64_t> evict_;  // read before every probe
   volatile uint64_t sink_ = 0;   // keeps the reads
   double spent_ = 0;
@@ -190,25 +216,51 @@ struct Typical {
   std::vector<double> all;   // (points) 1 layer, n tokens, logits for all: layer(n) + head(n)
   std::vector<double> full;  // (points) all layers, n tokens, logits for the last: n_layers layer(n) + head(1)
   double context = 0;        // all layers (1 if the model has one), context_tokens tokens after kContextProbe positions, logits for the last
+  std::vector<double> unions;  // (points) a mixture's distinct experts per layer in `full`'s forwards; 0: not counted
 };
 
 // Every run of every probe, per batch size.
 struct Runs {
   std::vector<std::vector<double>> last, all, full;  // (points, runs) the probes of Typical
+  std::vector<std::vector<double>> unions;           // (points, runs) experts per layer each whole forward read
   std::vector<double> context;                       // (runs)
 
-  explicit Runs(size_t points) : last(points), all(points), full(points) {}
+  explicit Runs(size_t points) : last(points), all(points), full(points), unions(points) {}
   Typical typical(size_t points) const {
     Typical t;
     for (size_t p = 0; p < points; ++p) {
       t.last.push_back(median(last[p]));
       t.all.push_back(median(all[p]));
       t.full.push_back(median(full[p]));
+      t.unions.push_back(unions[p].empty() ? 0.0 : median(unions[p]));
     }
     t.context = median(context);
     return t;
   }
 };
+
+// A mixture's layer(n) less its experts' part (cost_model.h): one expert's seconds are its
+// bytes' share of a one-token layer's, and the experts the probes read are those the backend
+// counted (`unions`, per batch size), else those uniform routing would touch. (Assumed
+// uniform, the random 1.3B mixture's probes, whose routing keeps to about half the experts,
+// left no dense part at all, and wide verifications were predicted at a third of their
+// time.) What is left stays positive and nondecreasing, as layer(n) was.
+void split_experts(const Model& model, double layer1, const std::vector<double>& unions, ForwardCost& cost) {
+  const ModelConfig& c = model.config;
+  cost.n_experts = c.n_experts;
+  cost.n_experts_used = c.n_experts_used;
+  cost.expert_bytes = static_cast<double>(expert_bytes(model));
+  cost.expert_seconds = layer1 * cost.expert_bytes / static_cast<double>(one_token_layer_bytes(model));
+  const double dense1 = layer1 - cost.expert_seconds * c.n_experts_used;
+  for (size_t p = 0; p < cost.tokens.size(); ++p) {
+    const double probed = p < unions.size() && unions[p] > 0
+                              ? unions[p]
+                              : expected_union_uniform(c.n_experts, c.n_experts_used, cost.tokens[p]);
+    double dense = cost.layer_seconds[p] - cost.expert_seconds * probed;
+    dense = std::max(dense, p > 0 ? cost.layer_seconds[p - 1] : dense1);
+    cost.layer_seconds[p] = std::max(dense, 1e-3 * layer1);
+  }
+}
 
 // Seconds are split into the model's terms; noise may make a difference negative, so each
 // term is kept positive and nondecreasing in the batch size.
@@ -233,7 +285,8 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Typica
     layer1 = (f.full[0] - head1) / depth;
   } else {
     layer1 = depth >= 2 ? (f.full[0] - one) / (depth - 1)
-                        : one * static_cast<double>(layer_bytes(model)) / static_cast<double>(layer_bytes(model) + head_bytes(model));
+                        : one * static_cast<double>(one_token_layer_bytes(model)) /
+                              static_cast<double>(one_token_layer_bytes(model) + head_bytes(model));
     layer1 = std::clamp(layer1, 0.02 * one, one);
     head1 = one - layer1;
   }
@@ -260,6 +313,7 @@ ForwardCost fit(const Model& model, const std::vector<int>& points, const Typica
     cost.layer_seconds.push_back(std::max(layer, layer1));
     cost.head_seconds.push_back(std::max(head, 0.0));
   }
+  if (model.config.has_experts()) split_experts(model, layer1, f.unions, cost);
   return cost;
 }
 
@@ -275,6 +329,10 @@ bool plausible(const ForwardCost& c) {
                   c.head_seconds[p] < c.head_seconds[p - 1])) {
       return false;
     }
+  }
+  if (c.n_experts < 0 || c.n_experts_used < 0 || c.n_experts_used > c.n_experts || !finite_nonnegative(c.expert_bytes) ||
+      !finite_nonnegative(c.expert_seconds) || (c.n_experts > 0 && (c.n_experts_used == 0 || c.expert_seconds <= 0))) {
+    return false;
   }
   return finite_nonnegative(c.position_seconds) && finite_nonnegative(c.sample_row_seconds) &&
          finite_nonnegative(c.measure_seconds) && finite_nonnegative(c.load);
@@ -378,11 +436,21 @@ size_t last_level_cache_bytes() {
   return bytes;
 }
 
+double ForwardCost::experts_touched(double n_tokens) const {
+  if (n_experts <= 0) return 0.0;
+  return routing && !routing->empty() ? routing->expected_union(n_tokens)
+                                      : expected_union_uniform(n_experts, n_experts_used, n_tokens);
+}
+
+double ForwardCost::layer_at(int n_tokens) const {
+  const double dense = interpolate(tokens, layer_seconds, n_tokens);
+  return n_experts > 0 ? dense + expert_seconds * experts_touched(n_tokens) : dense;
+}
+
 double ForwardCost::seconds(int n_tokens, int rows, double positions, int layers) const {
   if (n_tokens <= 0) return 0.0;
   const int depth = layers < 0 ? n_layers : layers;
-  return depth * (interpolate(tokens, layer_seconds, n_tokens) + positions * position_seconds) +
-         interpolate(tokens, head_seconds, rows);
+  return depth * (layer_at(n_tokens) + positions * position_seconds) + interpolate(tokens, head_seconds, rows);
 }
 
 double ForwardCost::verify_seconds(int n_tokens, int context) const {
@@ -411,7 +479,10 @@ ForwardCost measure_forward_cost(Backend& backend, const Model& model, double bu
   Runs runs(points.size());
   for (int round = 0; round < kMaxRounds && (round < kMinRounds || probe.spent() < budget_seconds); ++round) {
     for (size_t p = 0; p < points.size(); ++p) {
-      if (whole_forwards) runs.full[p].push_back(probe.time_full_depth(points[p]));
+      if (whole_forwards) {
+        runs.full[p].push_back(probe.time_full_depth(points[p]));
+        runs.unions[p].push_back(probe.last_union());
+      }
       runs.last[p].push_back(probe.time(points[p], false));
       runs.all[p].push_back(probe.time(points[p], true));
       // the rounds every measurement runs are the work to show; later ones fit in the budget
@@ -485,6 +556,10 @@ std::optional<ForwardCost> read_cost_cache(const std::string& dir, const std::st
     c.position_seconds = j.at("position_seconds").get<double>();
     c.streams_weights = j.at("streams_weights").get<bool>();
     c.sample_row_seconds = j.at("sample_row_seconds").get<double>();
+    c.n_experts = j.at("n_experts").get<int>();
+    c.n_experts_used = j.at("n_experts_used").get<int>();
+    c.expert_bytes = j.at("expert_bytes").get<double>();
+    c.expert_seconds = j.at("expert_seconds").get<double>();
     c.measure_seconds = j.at("measure_seconds").get<double>();
     c.load = j.at("load").get<double>();
     if (c.key != key || !plausible(c)) return std::nullopt;
@@ -512,6 +587,10 @@ bool write_cost_cache(const std::string& dir, const ForwardCost& cost) {
                           {"position_seconds", cost.position_seconds},
                           {"streams_weights", cost.streams_weights},
                           {"sample_row_seconds", cost.sample_row_seconds},
+                          {"n_experts", cost.n_experts},
+                          {"n_experts_used", cost.n_experts_used},
+                          {"expert_bytes", cost.expert_bytes},
+                          {"expert_seconds", cost.expert_seconds},
                           {"measure_seconds", cost.measure_seconds},
                           {"load", cost.load}}
                .dump(1)
@@ -572,6 +651,30 @@ std::string format_forward_cost(const ForwardCost& cost) {
                 cost.tokens.back(), cost.position_seconds * cost.n_layers * 100 * 1e3, cost.sample_row_seconds * 1e3,
                 cost.load);
   out << line;
+  if (cost.n_experts > 0) out << format_expert_cost(cost);
+  return out.str();
+}
+
+std::string format_expert_cost(const ForwardCost& cost) {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "mixture of experts: %d experts, %d per token, one expert %.2f MB read in %.4f ms per layer;\n"
+                "layer(n) = dense(n) + %.4f ms x U(n), U(n) = %s\n",
+                cost.n_experts, cost.n_experts_used, cost.expert_bytes / 1e6, cost.expert_seconds * 1e3,
+                cost.expert_seconds * 1e3,
+                cost.routing && !cost.routing->empty() ? "sum_e 1 - (1 - p_e)^n (routing seen)" : "E (1 - (1 - k/E)^n) (uniform routing)");
+  out << line;
+  std::snprintf(line, sizeof line, "%8s | %10s | %9s | %10s | %10s\n", "tokens", "U(n)", "dense ms", "experts ms",
+                "forward ms");
+  out << line;
+  for (const int n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}) {
+    const double u = cost.experts_touched(n);
+    const double dense = interpolate(cost.tokens, cost.layer_seconds, n);
+    std::snprintf(line, sizeof line, "%8d | %10.2f | %9.3f | %10.3f | %10.3f\n", n, u, dense * cost.n_layers * 1e3,
+                  cost.expert_seconds * u * cost.n_layers * 1e3, cost.verify_seconds(n) * 1e3);
+    out << line;
+  }
   return out.str();
 }
 

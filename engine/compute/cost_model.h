@@ -22,6 +22,23 @@
 // sample_row_seconds each, some 70 µs for the demo pair's 4096-word vocabulary, more than
 // the demo draft's whole forward (about 50 µs).
 //
+// A mixture of experts (qwen3moe) reads, in each layer, only the experts its tokens chose,
+// each once for all its tokens (compute/expert_union.h). Its layer splits into a dense part
+// priced by tokens as above and the experts' part priced by the expected number of distinct
+// experts the batch touches:
+//
+//     layer(n) = dense(n) + expert_seconds · U(n),   U(n) = Σ_e 1 - (1 - p_e)^n
+//
+// expert_seconds: one expert in one layer, its share of a one-token layer by the bytes it
+//           reads (k experts of expert_bytes beside the dense part's weights);
+// U(n):     the routing's expected union (uniform routing, E · (1 - (1 - k/E)^n), until
+//           `routing` holds what the forwards have seen);
+// dense(n): what whole forwards of n tokens took less expert_seconds times the experts
+//           those forwards read (as the backend counted them; uniform routing's U(n) where
+//           it does not count), so that the dense part does not depend on where the probes'
+//           made-up tokens happened to route, and a routing that keeps to fewer experts makes
+//           a wide verification cheaper, as it is.
+//
 // layer(n) comes from whole forwards of n tokens at a few batch sizes, interpolated linearly
 // between them; beyond the last one it grows at least in proportion to the batch. A one-token
 // forward splits into the layers' and the head's shares by the bytes they read when the model
@@ -35,6 +52,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,13 +61,15 @@
 namespace specula {
 
 class Backend;
+class RoutingCounts;
 struct Model;
 
 struct ForwardCost {
   std::string key;                    // what was measured: model file, backend, machine, program (cost_model_key)
   int n_layers = 0;                   // the model's layers: the default depth of seconds()
   std::vector<int> tokens;            // (points) batch sizes measured, ascending, the first 1
-  std::vector<double> layer_seconds;  // (points) one layer over that many tokens, nondecreasing
+  std::vector<double> layer_seconds;  // (points) one layer over that many tokens, nondecreasing; with
+                                      // experts, its dense part (dense(n) above)
   std::vector<double> head_seconds;   // (points) the rest of a forward for that many logit rows, nondecreasing
   double position_seconds = 0.0;      // attention per token, cached position and layer
   bool streams_weights = false;       // the model is larger than the last-level cache: a few tokens' forward
@@ -58,6 +78,11 @@ struct ForwardCost {
   double sample_row_seconds = 0.0;    // drawing from one row of logits at a temperature (the softmax over
                                       // the vocabulary; filters not counted): what sampled decoding adds per
                                       // row it draws from, outside the forward; greedy rows take an argmax
+  int n_experts = 0;                  // a mixture of experts' experts per layer (E); 0: dense
+  int n_experts_used = 0;             // experts chosen per token (k)
+  double expert_bytes = 0;            // one expert's gate, up and down matrices, in bytes
+  double expert_seconds = 0;          // one expert in one layer of a forward of a few tokens
+  std::shared_ptr<const RoutingCounts> routing;  // the routing seen so far (not stored); null: uniform
   double measure_seconds = 0.0;       // how long measuring took
   double load = 0.0;                  // the machine's load while measuring: 1-minute load average per logical core
   std::string file;                   // the cache file it was read from or stored in; empty: none
@@ -67,6 +92,10 @@ struct ForwardCost {
   double seconds(int tokens, int rows, double positions, int layers = -1) const;
   // One sequence of `tokens` new tokens after `context` cached ones, logits for all.
   double verify_seconds(int tokens, int context = 0) const;
+  // The distinct experts a layer's forward of `tokens` tokens is expected to read (0: dense).
+  double experts_touched(double tokens) const;
+  // One layer over `tokens` tokens without attention: dense(n) + expert_seconds · U(n).
+  double layer_at(int tokens) const;
 };
 
 // Called with the fraction of a measurement done, in (0, 1], ending at 1: a large model's
@@ -134,5 +163,9 @@ ForwardCost load_or_measure_forward_cost(Backend& backend, const Model& model, c
 // A table of the cost at typical batch sizes, for people: ms per forward, ms per token and
 // the ratio to one token, with the attention term and where the figures come from.
 std::string format_forward_cost(const ForwardCost& cost);
+// A mixture of experts' terms (part of format_forward_cost): E, k, one expert's bytes and
+// seconds, and at 1 to 32 tokens the expected union U(n), the dense and expert milliseconds
+// of all layers and the predicted forward.
+std::string format_expert_cost(const ForwardCost& cost);
 
 }  // namespace specula

@@ -281,6 +281,8 @@ class CpuBackend : public Backend {
   }
   double cpu_seconds() const override { return pool_.cpu_seconds(); }
 
+  std::shared_ptr<const RoutingCounts> routing_counts(const Model& model) override { return counts_for(model); }
+
   std::unique_ptr<KvCache> create_cache(const Model& model, int max_tokens, int n_layers,
                                         int block_size) override {
     const ModelConfig& c = model.config;
@@ -380,6 +382,7 @@ class CpuBackend : public Backend {
     const size_t rows_per_thread = 2 * static_cast<size_t>(std::max(1, plan.max_context));
     attention_rows_.resize(static_cast<size_t>(pool_.size()) * rows_per_thread);
 
+    RoutingCounts* const routing = c.has_experts() ? counts_for(model).get() : nullptr;
     for (int l = 0; l < n_layers; ++l) {
       const LayerWeights& lw = w.layers[l];
       const bool sliding = c.sliding_layer(l);
@@ -467,6 +470,7 @@ class CpuBackend : public Backend {
       }
       if (c.has_experts()) {
         mixture_of_experts(model, lw, n);
+        if (routing) routing->add(l, chosen_, n);
       } else {
         feed_forward(model, lw.w_gate, lw.w_up, lw.w_down, xb_.data(), n, xb_.data());
       }
@@ -580,6 +584,20 @@ class CpuBackend : public Backend {
   std::vector<float> router_logits_;   // (n_tokens, n_experts)
   std::vector<float> probs_;           // (n_experts): one token's softmax
   std::vector<int32_t> chosen_;        // (n_tokens, n_experts_used): experts by rank
+  // the routing counted per mixture model, keyed by its first router's weights (statistics
+  // only: a model loaded where a freed one lay starts from that one's counts); a few
+  // additions per token and layer
+  std::vector<std::pair<const void*, std::shared_ptr<RoutingCounts>>> routing_;
+  std::shared_ptr<RoutingCounts> counts_for(const Model& model) {
+    const ModelConfig& c = model.config;
+    if (!c.has_experts() || model.weights.layers.empty()) return nullptr;
+    const void* key = model.weights.layers.front().router.data;
+    for (const auto& [k, counts] : routing_) {
+      if (k == key) return counts;
+    }
+    routing_.emplace_back(key, std::make_shared<RoutingCounts>(c.n_layers, c.n_experts, c.n_experts_used));
+    return routing_.back().second;
+  }
   std::vector<float> chosen_weights_;  // (n_tokens, n_experts_used): their weights
   std::vector<int> group_start_;       // (n_experts + 1): each expert's first entry in by_expert_
   std::vector<int> fill_;              // (n_experts): scratch of the grouping

@@ -63,10 +63,12 @@ class StepTime {
 
   // The target's verification alone: after reset(), the plain step's.
   double target_seconds() const {
-    return std::max(costs_.target->seconds(tokens_, tokens_, positions_), target_floor_);
+    return std::max(costs_.target->seconds(tokens_, tokens_, positions_) * target_scale_, target_floor_);
   }
   // No verification of these sequences costs less than `seconds`.
   void set_target_floor(double seconds) { target_floor_ = seconds; }
+  // Every verification of these sequences costs `scale` times the model's price.
+  void set_target_scale(double scale) { target_scale_ = scale; }
 
   double seconds() const {
     double s = target_seconds() + draft_seconds_;
@@ -92,6 +94,7 @@ class StepTime {
   int tokens_ = 0;                // verified by the target
   double positions_ = 0;          // attended to by the target's rows, in all
   double target_floor_ = 0;       // the least a verification costs (set_target_floor)
+  double target_scale_ = 1;       // verifications' price over the model's (set_target_scale)
   std::vector<Round> rounds_;     // (kMaxDraft) the drafter's forwards
   double draft_seconds_ = 0;      // of all rounds
   double sampled_rows_ = 0;       // the target's rows drawn from, expected: the tokens the step emits
@@ -140,8 +143,18 @@ class GoodputImpl {
     // the model and changes nothing. A model in the cache has no wait to hide compute
     // under: what its plain steps take beyond the model is work around the forward, which
     // verifications pay as well (stories260K drafted under the floor and read 0.97x).
+    // A mixture of experts has no such wait to hide under: each token a verification adds
+    // reads experts of its own, from the same slower memory, so every verification is
+    // scaled as the plain step is seen to be. (With the floor, the random qwen3moe-1.3b
+    // file's plain steps, timed at 1.5x the model on a loaded machine, lifted one token's
+    // price to near two tokens' unfloored one, and goodput drafted at N = 1-4 and lost up
+    // to 0.6x.)
     StepTime seen(costs_, live);
-    if (costs_.target->streams_weights) seen.set_target_floor(seen.target_seconds() * plain_steps_.scale());
+    if (costs_.target->streams_weights && costs_.target->n_experts > 0) {
+      seen.set_target_scale(plain_steps_.scale());
+    } else if (costs_.target->streams_weights) {
+      seen.set_target_floor(seen.target_seconds() * plain_steps_.scale());
+    }
     const double best = best_threshold(live, seen, sure_tokens() / seen.seconds(), k);
     if (costs_.draft) refine(live, seen, best, k);
     // With the lengths chosen, what steps were seen to take decides whether to draft, each
