@@ -1,6 +1,6 @@
-// Products with quantized weights that stay quantized on the device (Q8_0, Q4_0, Q4_K, Q6_K
-// in the tiles of quant_tiles.h), for the decode and verification regime and, in the
-// batch-invariant mode, for everything.
+// Products with quantized weights that stay quantized on the device (Q8_0, Q4_0, Q4_1, Q5_1,
+// Q4_K, Q5_K, Q2_K, Q6_K and IQ4_XS in the tiles of quant_tiles.h), for the decode and
+// verification regime and, in the batch-invariant mode, for everything.
 //
 // Design (the one llama.cpp's mmq kernels and Marlin arrive at for small batches): the
 // product is bound by reading the weights, so each weight is read from memory once per
@@ -16,8 +16,8 @@
 //     exactly (|code - offset| <= 128); mma.m16n8k16 multiplies them with the activations
 //     in fp32, and each scale group's partial sums are scaled in fp32 afterwards, so no
 //     weight is ever rounded to fp16 (more precise than expanding the matrix to fp16).
-//     Q4_K's minimums take one more mma per step against a register of ones: the sums of
-//     the activations.
+//     The minimums (Q4_1, Q5_1 and the K-quants but Q6_K) take one more mma per step
+//     against a register of ones: the sums of the activations.
 //   - Matrices too short to fill the device are also split along k over gridDim.z blocks,
 //     whose partial sums a second kernel adds in split order.
 // Batch invariance: an output's value is a fixed sequence of mma and fma steps over its
@@ -69,20 +69,32 @@ __device__ __forceinline__ float half_of(uint32_t word, int i) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(word >> (16 * i))));
 }
 
-// The scale of group g for one row: for Q8_0, Q4_0 and Q6_K the factor of the group's
-// mma sum; for Q4_K the factor and the minimum's factor.
+// The scale of group g for one row: the factor of the group's mma sum.
 template <tiles::Format F>
-__device__ __forceinline__ float group_scale(const uint4& scales, uint32_t super, int g) {
-  if constexpr (F == tiles::Format::Q8_0 || F == tiles::Format::Q4_0) {
+__device__ __forceinline__ float group_scale(const uint4& scales, const uint4& super, int g) {
+  using tiles::Format;
+  if constexpr (F == Format::Q8_0 || F == Format::Q4_0 || F == Format::Q4_1 || F == Format::Q5_1) {
     return half_of(word_of(scales, g / 2), g % 2);
-  } else if constexpr (F == tiles::Format::Q4_K) {
-    return half_of(super, 0) * static_cast<float>(byte_of(scales, g));
-  } else {
-    return half_of(super, 0) * static_cast<float>(static_cast<int8_t>(byte_of(scales, g)));
+  } else if constexpr (F == Format::Q4_K || F == Format::Q5_K) {
+    return half_of(super.x, 0) * static_cast<float>(byte_of(scales, g));
+  } else if constexpr (F == Format::Q2_K) {
+    return half_of(super.x, 0) * static_cast<float>(byte_of(scales, g) & 0xF);
+  } else {  // Q6_K, IQ4_XS
+    return half_of(super.x, 0) * static_cast<float>(static_cast<int8_t>(byte_of(scales, g)));
   }
 }
-__device__ __forceinline__ float q4k_min(const uint4& scales, uint32_t super, int g) {
-  return half_of(super, 1) * static_cast<float>(byte_of(scales, 8 + g));
+// The factor of the group's sum of activations, subtracted: the K-quants' scaled minimum,
+// or minus Q4_1's and Q5_1's minimum (added).
+template <tiles::Format F>
+__device__ __forceinline__ float group_minimum(const uint4& scales, const uint4& super, int g) {
+  using tiles::Format;
+  if constexpr (F == Format::Q4_1 || F == Format::Q5_1) {
+    return -half_of(word_of(super, g / 2), g % 2);
+  } else if constexpr (F == Format::Q2_K) {
+    return half_of(super.x, 1) * static_cast<float>(byte_of(scales, g) >> 4);
+  } else {  // Q4_K, Q5_K
+    return half_of(super.x, 1) * static_cast<float>(byte_of(scales, 8 + g));
+  }
 }
 
 struct QuantArgs {
@@ -114,7 +126,7 @@ __global__ void __launch_bounds__(kThreads) quant_gemm_kernel(QuantArgs a) {
     // the warp's codes and scales first, so they are in flight while the activations load
     uint32_t q[4 * QW];
     uint4 scales[2] = {};
-    uint32_t supers[2] = {};
+    uint4 supers[2] = {};
     if (active) {
 #pragma unroll
       for (int v = 0; v < QW; ++v) {
@@ -124,8 +136,11 @@ __global__ void __launch_bounds__(kThreads) quant_gemm_kernel(QuantArgs a) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         scales[h] = __ldg(reinterpret_cast<const uint4*>(panel + tiles::scale_offset(F, a.ktiles, kt, g + 8 * h)));
-        if constexpr (tiles::has_supers(F)) {
-          supers[h] = __ldg(reinterpret_cast<const uint32_t*>(panel + tiles::super_offset(F, a.ktiles, kt, g + 8 * h)));
+        const uint8_t* super = panel + tiles::super_offset(F, a.ktiles, kt, g + 8 * h);
+        if constexpr (tiles::super_bytes(F) == 16) {
+          supers[h] = __ldg(reinterpret_cast<const uint4*>(super));
+        } else if constexpr (tiles::super_bytes(F) == 4) {
+          supers[h].x = __ldg(reinterpret_cast<const uint32_t*>(super));
         }
       }
     }
@@ -153,14 +168,14 @@ __global__ void __launch_bounds__(kThreads) quant_gemm_kernel(QuantArgs a) {
         for (int nt = 0; nt < NT; ++nt) {
           const uint2 b = *reinterpret_cast<const uint2*>(&xs[8 * nt + g][64 * c + 16 * s + 4 * t]);
           mma_f16(part[nt], frag, b.x, b.y);
-          if constexpr (F == tiles::Format::Q4_K) {
+          if constexpr (tiles::has_minimum(F)) {
             constexpr uint32_t kOnes = 0x3c003c00u;  // 1.0 in both halves
             const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
             mma_f16(sums[nt], ones, b.x, b.y);
           }
         }
-        // a group ends every step (Q6_K, 16 values) or every other step (32 values)
-        if (F == tiles::Format::Q6_K || s % 2 == 1) {
+        // a group ends every step (16 values) or every other step (32 values)
+        if (tiles::group_size(F) == 16 || s % 2 == 1) {
           const int grp = tiles::group_of(F, c, s);
           const float scale[2] = {group_scale<F>(scales[0], supers[0], grp), group_scale<F>(scales[1], supers[1], grp)};
 #pragma unroll
@@ -171,8 +186,9 @@ __global__ void __launch_bounds__(kThreads) quant_gemm_kernel(QuantArgs a) {
               part[nt][i] = 0.0f;
             }
           }
-          if constexpr (F == tiles::Format::Q4_K) {
-            const float minimum[2] = {q4k_min(scales[0], supers[0], grp), q4k_min(scales[1], supers[1], grp)};
+          if constexpr (tiles::has_minimum(F)) {
+            const float minimum[2] = {group_minimum<F>(scales[0], supers[0], grp),
+                                      group_minimum<F>(scales[1], supers[1], grp)};
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
@@ -252,11 +268,17 @@ __global__ void dequantize_kernel(const uint8_t* w, tiles::Shape shape, int firs
 
 template <typename F>
 void dispatch_format(tiles::Format format, F&& f) {
+  using tiles::Format;
   switch (format) {
-    case tiles::Format::Q8_0: f(std::integral_constant<tiles::Format, tiles::Format::Q8_0>{}); return;
-    case tiles::Format::Q4_0: f(std::integral_constant<tiles::Format, tiles::Format::Q4_0>{}); return;
-    case tiles::Format::Q4_K: f(std::integral_constant<tiles::Format, tiles::Format::Q4_K>{}); return;
-    case tiles::Format::Q6_K: f(std::integral_constant<tiles::Format, tiles::Format::Q6_K>{}); return;
+    case Format::Q8_0: f(std::integral_constant<Format, Format::Q8_0>{}); return;
+    case Format::Q4_0: f(std::integral_constant<Format, Format::Q4_0>{}); return;
+    case Format::Q4_1: f(std::integral_constant<Format, Format::Q4_1>{}); return;
+    case Format::Q5_1: f(std::integral_constant<Format, Format::Q5_1>{}); return;
+    case Format::Q4_K: f(std::integral_constant<Format, Format::Q4_K>{}); return;
+    case Format::Q5_K: f(std::integral_constant<Format, Format::Q5_K>{}); return;
+    case Format::Q2_K: f(std::integral_constant<Format, Format::Q2_K>{}); return;
+    case Format::Q6_K: f(std::integral_constant<Format, Format::Q6_K>{}); return;
+    case Format::IQ4_XS: f(std::integral_constant<Format, Format::IQ4_XS>{}); return;
   }
 }
 

@@ -20,16 +20,27 @@
 // A tile row (16 weight rows, all their tiles) is one contiguous panel of the image:
 //   quants  (n_ktiles, quant words per lane, 32 lanes) 16-byte words
 //   scales  (n_ktiles, 16 rows) 16 bytes: the group scales of the row's 256 values
-//   supers  (n_ktiles, 16 rows) 4 bytes: the super-block scales (K-quants only)
+//   supers  (n_ktiles, 16 rows) super_bytes: the super-block scales, or Q4_1/Q5_1's minimums
 // Rows past the matrix and columns past a multiple of 256 are zero weights (scale 0).
 //
-// Codes stored, per value: Q8_0 q + 128 (a byte), Q4_0 and Q4_K the nibble, Q6_K the 6-bit
-// code split into its low nibble (a nibble plane laid out as Q4's) and its top 2 bits (a
-// 2-bit plane). The value is, as dequantize_row computes it in float:
-//   Q8_0  (code - 128) * d[32-group]          scales: 8 fp16 d
-//   Q4_0  (code - 8) * d[32-group]            scales: 8 fp16 d
-//   Q4_K  (d * sc[g32]) * code - dmin * m[g32] scales: 8 sc then 8 m bytes; super: fp16 d, dmin
-//   Q6_K  (d * sc[g16]) * (code - 32)         scales: 16 int8 sc; super: fp16 d, 0
+// Codes stored, per value: a byte (Q8_0 and IQ4_XS: the value's integer plus 128), a nibble
+// (Q4_0, Q4_1, Q4_K, Q2_K: the code; a nibble plane), or a 5- or 6-bit code split into its low
+// nibble (a nibble plane laid out as Q4's) and its top bits (a 2-bit plane: Q5_1, Q5_K, Q6_K).
+// The value is, as dequantize_row computes it in float (every product of a code and a scale
+// is exact in float, so only the last addition rounds, fused or not):
+//   Q8_0    (code - 128) * d[32-group]          scales: 8 fp16 d
+//   Q4_0    (code - 8) * d[32-group]            scales: 8 fp16 d
+//   Q4_1    code * d[32-group] + m[32-group]    scales: 8 fp16 d; super: 8 fp16 m
+//   Q5_1    as Q4_1, 5-bit codes
+//   Q4_K    (d * sc[g32]) * code - dmin * m[g32] scales: 8 sc then 8 m bytes; super: fp16 d, dmin
+//   Q5_K    as Q4_K, 5-bit codes
+//   Q2_K    (d * sc[g16]) * code - dmin * m[g16] scales: 16 bytes sc | m << 4; super: fp16 d, dmin
+//   Q6_K    (d * sc[g16]) * (code - 32)          scales: 16 int8 sc; super: fp16 d, 0
+//   IQ4_XS  (d * sc[g32]) * (code - 128)         scales: 8 int8 sc (the stored 6 bits - 32);
+//                                                super: fp16 d, 0; the code is 128 + the level
+//                                                the nibble names (kvalues_iq4nl)
+// The formats are the GGUF types the device keeps quantized; Q5_0, IQ4_NL and MXFP4 arrive in
+// Q8_0 and Q3_K in Q6_K (re-encoded exactly at load, model/tensor.h's kernel_type).
 #pragma once
 
 #include <cstdint>
@@ -48,21 +59,39 @@ constexpr int kCols = 256;     // columns per tile
 constexpr int kLanes = 32;
 constexpr int kChunks = 4;     // 64-column chunks per tile
 constexpr int kSteps = 4;      // 16-column mma k-steps per chunk
-constexpr int kScaleBytes = 16;  // per row per tile
-constexpr int kSuperBytes = 4;   // per row per tile, K-quants
+constexpr int kScaleBytes = 16;     // per row per tile
+constexpr int kMaxSuperBytes = 16;  // per row per tile, the largest super record (Q4_1's minimums)
 
-enum class Format : int { Q8_0, Q4_0, Q4_K, Q6_K };
+enum class Format : int { Q8_0, Q4_0, Q4_1, Q5_1, Q4_K, Q5_K, Q2_K, Q6_K, IQ4_XS };
+constexpr Format kFormats[] = {Format::Q8_0, Format::Q4_0, Format::Q4_1, Format::Q5_1, Format::Q4_K,
+                               Format::Q5_K, Format::Q2_K, Format::Q6_K, Format::IQ4_XS};
 
-// 16-byte quant words per lane per tile: 32 codes of 8 bits per chunk, 32 nibbles per chunk,
-// or for Q6_K 4 nibble words and 2 words of 2-bit fields.
-SPECULA_HD constexpr int quant_words(Format f) { return f == Format::Q8_0 ? 8 : f == Format::Q6_K ? 6 : 4; }
-SPECULA_HD constexpr int quant_tile_bytes(Format f) { return quant_words(f) * kLanes * 16; }
-SPECULA_HD constexpr bool has_supers(Format f) { return f == Format::Q4_K || f == Format::Q6_K; }
-SPECULA_HD constexpr int tile_bytes(Format f) {
-  return quant_tile_bytes(f) + kRows * kScaleBytes + (has_supers(f) ? kRows * kSuperBytes : 0);
+// How a format stores its codes: bytes, nibbles, or nibbles plus a 2-bit plane of top bits.
+enum class Planes : int { Bytes, Nibbles, NibblesAndCrumbs };
+SPECULA_HD constexpr Planes planes(Format f) {
+  return f == Format::Q8_0 || f == Format::IQ4_XS                      ? Planes::Bytes
+         : f == Format::Q5_1 || f == Format::Q5_K || f == Format::Q6_K ? Planes::NibblesAndCrumbs
+                                                                       : Planes::Nibbles;
 }
-// Values per scale group: 32, or 16 for Q6_K.
-SPECULA_HD constexpr int group_size(Format f) { return f == Format::Q6_K ? 16 : 32; }
+// 16-byte quant words per lane per tile: 32 codes of 8 bits per chunk, 32 nibbles per chunk,
+// or 4 nibble words and 2 words of 2-bit fields.
+SPECULA_HD constexpr int quant_words(Format f) {
+  return planes(f) == Planes::Bytes ? 8 : planes(f) == Planes::NibblesAndCrumbs ? 6 : 4;
+}
+SPECULA_HD constexpr int quant_tile_bytes(Format f) { return quant_words(f) * kLanes * 16; }
+SPECULA_HD constexpr bool has_supers(Format f) { return f != Format::Q8_0 && f != Format::Q4_0; }
+// Bytes of a row's super record per tile: Q4_1's and Q5_1's 8 fp16 minimums, the K-quants'
+// and IQ4_XS's fp16 d and dmin (or 0).
+SPECULA_HD constexpr int super_bytes(Format f) {
+  return !has_supers(f) ? 0 : f == Format::Q4_1 || f == Format::Q5_1 ? 16 : 4;
+}
+SPECULA_HD constexpr int tile_bytes(Format f) { return quant_tile_bytes(f) + kRows * (kScaleBytes + super_bytes(f)); }
+// Values per scale group: 32, or 16 for Q2_K and Q6_K.
+SPECULA_HD constexpr int group_size(Format f) { return f == Format::Q6_K || f == Format::Q2_K ? 16 : 32; }
+// Whether a group's value has a minimum term (its sum of activations is needed too).
+SPECULA_HD constexpr bool has_minimum(Format f) {
+  return f == Format::Q4_1 || f == Format::Q5_1 || f == Format::Q4_K || f == Format::Q5_K || f == Format::Q2_K;
+}
 
 // Where a lane's fragment value sits in its tile.
 SPECULA_HD constexpr int lane_row(int lane, int half) { return lane / 4 + 8 * half; }
@@ -85,13 +114,14 @@ SPECULA_HD constexpr int elem_of(int j) { return j % 2; }
 
 // Code pairs of register r as the low and high 16 bits of a word: the kernels OR the pair
 // into 0x64006400 (1024.0 in both fp16 halves) to get 1024 + code exactly.
-//   nibble words (Q4_0, Q4_K, the low plane of Q6_K): word s of the chunk, nibbles r and r + 4
+//   nibble words (the nibble formats, the low plane of the 5- and 6-bit ones): word s of the
+//   chunk, nibbles r and r + 4
 SPECULA_HD constexpr uint32_t nibble_pair(uint32_t word, int r) { return (word >> (4 * r)) & 0x000f000fu; }
-//   2-bit words (Q6_K top bits): word (2 chunk + step / 2), fields at 2 r + 8 (step % 2) + 16 e
+//   2-bit words (the top bits of 5- and 6-bit codes): word (2 chunk + step / 2), fields at 2 r + 8 (step % 2) + 16 e
 SPECULA_HD constexpr uint32_t crumb_pair(uint32_t word, int r, int step) {
   return (word >> (2 * r + 8 * (step % 2))) & 0x00030003u;
 }
-//   byte words (Q8_0): word (2 step + r / 2) of the chunk, bytes h and h + 2 (h = r % 2)
+//   byte words (Q8_0, IQ4_XS): word (2 step + r / 2) of the chunk, bytes h and h + 2 (h = r % 2)
 SPECULA_HD constexpr uint32_t byte_pair(uint32_t word, int r) {
   return (word >> (8 * (r % 2))) & 0x00ff00ffu;
 }
@@ -99,21 +129,22 @@ SPECULA_HD constexpr uint32_t byte_pair(uint32_t word, int r) {
 // The code pair of register r at (chunk, step), from the lane's quant words of its tile as
 // 32-bit words (4 per 16-byte word): what the kernels decode, and the host tests walk.
 SPECULA_HD uint32_t fragment_codes(Format f, const uint32_t* words, int chunk, int step, int r) {
-  switch (f) {
-    case Format::Q8_0: return byte_pair(words[4 * (2 * chunk + step / 2) + 2 * (step % 2) + r / 2], r);
-    case Format::Q6_K:
+  switch (planes(f)) {
+    case Planes::Bytes: return byte_pair(words[4 * (2 * chunk + step / 2) + 2 * (step % 2) + r / 2], r);
+    case Planes::NibblesAndCrumbs:
       return nibble_pair(words[4 * chunk + step], r) |
              crumb_pair(words[16 + 4 * (chunk / 2) + 2 * (chunk % 2) + step / 2], r, step) << 4;
-    default: return nibble_pair(words[4 * chunk + step], r);
+    case Planes::Nibbles: break;
   }
+  return nibble_pair(words[4 * chunk + step], r);
 }
-// The code of a zero value, subtracted from every code: 128, 8, 0, 32.
+// The code of a zero value, subtracted from every code: 128 (bytes), 8 (Q4_0), 32 (Q6_K), else 0.
 SPECULA_HD constexpr int code_offset(Format f) {
-  return f == Format::Q8_0 ? 128 : f == Format::Q4_0 ? 8 : f == Format::Q6_K ? 32 : 0;
+  return planes(f) == Planes::Bytes ? 128 : f == Format::Q4_0 ? 8 : f == Format::Q6_K ? 32 : 0;
 }
 // The scale group (index into the row's scale record) of (chunk, step).
 SPECULA_HD constexpr int group_of(Format f, int chunk, int step) {
-  return f == Format::Q6_K ? 4 * chunk + step : 2 * chunk + step / 2;
+  return group_size(f) == 16 ? 4 * chunk + step : 2 * chunk + step / 2;
 }
 
 // Bit position of a code within its word, and which 16-byte word of the lane it is in
@@ -131,7 +162,7 @@ SPECULA_HD constexpr CodeAt byte_at(int chunk, int step, int half, int j) {
   // 2 chunk + step / 2, dword 2 (step % 2) + r / 2
   return {2 * chunk + step / 2, 2 * (step % 2) + reg_of(half, j) / 2, 8 * (reg_of(half, j) % 2) + 16 * elem_of(j)};
 }
-// Q6_K's 2-bit plane follows its 4 nibble words: 16-byte word 4 + chunk / 2.
+// The 2-bit plane follows the 4 nibble words: 16-byte word 4 + chunk / 2.
 SPECULA_HD constexpr CodeAt crumb_at(int chunk, int step, int half, int j) {
   return {4 + chunk / 2, 2 * (chunk % 2) + step / 2, 2 * reg_of(half, j) + 8 * (step % 2) + 16 * elem_of(j)};
 }
@@ -144,7 +175,7 @@ SPECULA_HD constexpr int64_t scale_offset(Format f, int64_t n_ktiles, int64_t kt
   return n_ktiles * quant_tile_bytes(f) + (ktile * kRows + row) * kScaleBytes;
 }
 SPECULA_HD constexpr int64_t super_offset(Format f, int64_t n_ktiles, int64_t ktile, int row) {
-  return n_ktiles * (quant_tile_bytes(f) + kRows * kScaleBytes) + (ktile * kRows + row) * kSuperBytes;
+  return n_ktiles * (quant_tile_bytes(f) + kRows * kScaleBytes) + (ktile * kRows + row) * super_bytes(f);
 }
 
 // Shape of a matrix in this layout.
@@ -168,6 +199,7 @@ SPECULA_HD uint32_t load_u32(const uint8_t* p) {
 __device__ __forceinline__ float half_bits_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
 #else
 inline float half_bits_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -186,6 +218,7 @@ inline float half_bits_to_float(uint16_t h) {
 }
 inline float mul_rn(float a, float b) { return a * b; }
 inline float sub_rn(float a, float b) { return a - b; }
+inline float add_rn(float a, float b) { return a + b; }
 #endif
 
 SPECULA_HD float half_at(const uint8_t* record, int i) {
@@ -199,12 +232,21 @@ SPECULA_HD float tile_value(Format f, int code, const uint8_t* scales, const uin
   switch (f) {
     case Format::Q8_0:
     case Format::Q4_0: return mul_rn(q, half_at(scales, group));
-    case Format::Q4_K: {
+    case Format::Q4_1:
+    case Format::Q5_1: return add_rn(mul_rn(q, half_at(scales, group)), half_at(super, group));
+    case Format::Q4_K:
+    case Format::Q5_K: {
       const float d1 = mul_rn(half_at(super, 0), static_cast<float>(scales[group]));
       const float m1 = mul_rn(half_at(super, 1), static_cast<float>(scales[8 + group]));
       return sub_rn(mul_rn(d1, q), m1);
     }
+    case Format::Q2_K: {
+      const float d1 = mul_rn(half_at(super, 0), static_cast<float>(scales[group] & 0xF));
+      const float m1 = mul_rn(half_at(super, 1), static_cast<float>(scales[group] >> 4));
+      return sub_rn(mul_rn(d1, q), m1);
+    }
     case Format::Q6_K:
+    case Format::IQ4_XS:
       return mul_rn(mul_rn(half_at(super, 0), static_cast<float>(static_cast<int8_t>(scales[group]))), q);
   }
   return 0.0f;
@@ -222,14 +264,14 @@ SPECULA_HD float element(const Shape& shape, const uint8_t* image, int64_t row, 
     const uint32_t word = load_u32(panel + quant_offset(f, kt, where.word, at.lane) + 4 * where.dword);
     return static_cast<int>(word >> where.shift);
   };
-  int value_code;
-  switch (f) {
-    case Format::Q8_0: value_code = code(byte_at(at.chunk, at.step, at.half, at.j)) & 0xff; break;
-    case Format::Q6_K:
+  int value_code = 0;
+  switch (planes(f)) {
+    case Planes::Bytes: value_code = code(byte_at(at.chunk, at.step, at.half, at.j)) & 0xff; break;
+    case Planes::NibblesAndCrumbs:
       value_code = (code(nibble_at(at.chunk, at.step, at.half, at.j)) & 0xf) |
                    (code(crumb_at(at.chunk, at.step, at.half, at.j)) & 0x3) << 4;
       break;
-    default: value_code = code(nibble_at(at.chunk, at.step, at.half, at.j)) & 0xf;
+    case Planes::Nibbles: value_code = code(nibble_at(at.chunk, at.step, at.half, at.j)) & 0xf; break;
   }
   const uint8_t* super = has_supers(f) ? panel + super_offset(f, shape.ktiles(), kt, r) : nullptr;
   return tile_value(f, value_code, panel + scale_offset(f, shape.ktiles(), kt, r), super, c / group_size(f));

@@ -42,15 +42,6 @@ DType dtype_of(TensorType type) {
   }
 }
 
-tiles::Format tile_format(TensorType type) {
-  switch (type) {
-    case TensorType::Q8_0: return tiles::Format::Q8_0;
-    case TensorType::Q4_0: return tiles::Format::Q4_0;
-    case TensorType::Q4_K: return tiles::Format::Q4_K;
-    default: return tiles::Format::Q6_K;
-  }
-}
-
 // Memory freed with its owner: on the device, or page-locked on the host (the only kind of
 // host memory a copy runs asynchronously from).
 enum class Memory { Device, Pinned };
@@ -102,7 +93,7 @@ struct DeviceMatrix {
   DeviceMatrixLayout layout;
   DeviceBuffer data;
   cuda::QuantMatrix quant() const {
-    return {tile_format(layout.type), data.get(), static_cast<int>(layout.rows), static_cast<int>(layout.cols)};
+    return {device_tile_format(layout.type), data.get(), static_cast<int>(layout.rows), static_cast<int>(layout.cols)};
   }
 };
 

@@ -146,18 +146,8 @@ std::vector<const TensorView*> matrices(const Weights& w) {
   return all;
 }
 
-tiles::Format tile_format(TensorType type) {
-  switch (type) {
-    case TensorType::Q8_0: return tiles::Format::Q8_0;
-    case TensorType::Q4_0: return tiles::Format::Q4_0;
-    case TensorType::Q4_K: return tiles::Format::Q4_K;
-    case TensorType::Q6_K: return tiles::Format::Q6_K;
-    default: throw std::invalid_argument(std::string("no tile format for ") + std::string(type_traits(type).name));
-  }
-}
-
 tiles::Shape tile_shape(const DeviceMatrixLayout& layout) {
-  return {tile_format(layout.type), layout.rows, layout.cols};
+  return {device_tile_format(layout.type), layout.rows, layout.cols};
 }
 
 // One row of GGUF blocks as the tile writer wants it, over the row's whole tiles (columns
@@ -165,76 +155,110 @@ tiles::Shape tile_shape(const DeviceMatrixLayout& layout) {
 struct RowCodes {
   std::vector<uint8_t> code;   // (ktiles * 256) the stored code of each value
   std::vector<uint8_t> scale;  // (ktiles * 16) each tile's scale record
-  std::vector<uint8_t> super;  // (ktiles * 4) each tile's super-block scales
+  std::vector<uint8_t> super;  // (ktiles * kMaxSuperBytes) each tile's super record
 };
 
-// The code of a zero weight (with scale 0 it would be 0 anyway; this makes it 0 before scaling).
-uint8_t zero_code(tiles::Format f) {
-  switch (f) {
-    case tiles::Format::Q8_0: return 128;
-    case tiles::Format::Q4_0: return 8;
-    case tiles::Format::Q4_K: return 0;
-    case tiles::Format::Q6_K: return 32;
+// Value i of a 32-value block whose nibbles lie as Q4_0's: i in the low nibble of qs[i],
+// 16 + i in the high one.
+uint8_t q4_nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
+// Value i of a 256-value K-quant block whose nibbles lie as Q4_K's: 64-value chunks of 32
+// bytes, low nibbles first.
+uint8_t q4_k_nibble(const uint8_t* qs, int i) {
+  const int c = i / 64, l = i % 64;
+  return l < 32 ? qs[32 * c + l] & 0xF : qs[32 * c + l - 32] >> 4;
+}
+
+// The codes and scale records of one GGUF block whose first value is column `first` of the
+// row, as quant_tiles.h stores them.
+void unpack_block(TensorType type, const uint8_t* block, int64_t first, uint8_t* code, uint8_t* scale,
+                  uint8_t* super) {
+  const int group = static_cast<int>(first % tiles::kCols / 32);  // of a 32-value block
+  switch (type) {
+    case TensorType::Q8_0:  // d, then 32 int8
+      std::memcpy(scale + 2 * group, block, 2);
+      for (int i = 0; i < 32; ++i) code[i] = static_cast<uint8_t>(static_cast<int8_t>(block[2 + i]) + 128);
+      return;
+    case TensorType::Q4_0:  // d, then nibbles
+      std::memcpy(scale + 2 * group, block, 2);
+      for (int i = 0; i < 32; ++i) code[i] = q4_nibble(block + 2, i);
+      return;
+    case TensorType::Q4_1:  // d, m, then nibbles
+      std::memcpy(scale + 2 * group, block, 2);
+      std::memcpy(super + 2 * group, block + 2, 2);
+      for (int i = 0; i < 32; ++i) code[i] = q4_nibble(block + 4, i);
+      return;
+    case TensorType::Q5_1: {  // d, m, the fifth bit of value i in bit i of 4 bytes, nibbles
+      std::memcpy(scale + 2 * group, block, 2);
+      std::memcpy(super + 2 * group, block + 2, 2);
+      uint32_t high;
+      std::memcpy(&high, block + 4, 4);
+      for (int i = 0; i < 32; ++i) code[i] = static_cast<uint8_t>(q4_nibble(block + 8, i) | ((high >> i) & 1) << 4);
+      return;
+    }
+    case TensorType::Q4_K:  // d, dmin, 12 packed scale bytes, nibbles
+      std::memcpy(super, block, 4);
+      for (int j = 0; j < 8; ++j) q4_k_scale_min(j, block + 4, &scale[j], &scale[8 + j]);
+      for (int i = 0; i < 256; ++i) code[i] = q4_k_nibble(block + 16, i);
+      return;
+    case TensorType::Q5_K: {  // as Q4_K, then 32 bytes of fifth bits before the nibbles
+      std::memcpy(super, block, 4);
+      for (int j = 0; j < 8; ++j) q4_k_scale_min(j, block + 4, &scale[j], &scale[8 + j]);
+      const uint8_t* qh = block + 16;
+      for (int i = 0; i < 256; ++i) {
+        const int c = i / 64, l = i % 64;
+        const int fifth = (qh[l % 32] >> (2 * c + l / 32)) & 1;
+        code[i] = static_cast<uint8_t>(q4_k_nibble(block + 48, i) | fifth << 4);
+      }
+      return;
+    }
+    case TensorType::Q2_K:  // 16 bytes sc | m << 4, 64 bytes of 2-bit codes, d, dmin
+      std::memcpy(scale, block, 16);
+      std::memcpy(super, block + 80, 4);
+      for (int i = 0; i < 256; ++i) code[i] = (block[16 + 32 * (i / 128) + i % 32] >> (2 * (i % 128 / 32))) & 3;
+      return;
+    case TensorType::Q6_K: {  // 128 bytes low nibbles, 64 bytes top bits, 16 int8 scales, d
+      const uint8_t* ql = block;
+      const uint8_t* qh = block + 128;
+      std::memcpy(scale, block + 192, 16);
+      std::memcpy(super, block + 208, 2);
+      for (int i = 0; i < 256; ++i) {
+        const int half = i / 128, quarter = i % 128 / 32, l = i % 32;
+        const uint8_t low = ql[64 * half + l + 32 * (quarter % 2)];
+        const int lo = quarter < 2 ? low & 0xF : low >> 4;
+        const int hi = (qh[32 * half + l] >> (2 * quarter)) & 3;
+        code[i] = static_cast<uint8_t>(lo | hi << 4);
+      }
+      return;
+    }
+    case TensorType::IQ4_XS: {  // d, 2 bytes of top scale bits, 4 of low ones, nibbles
+      std::memcpy(super, block, 2);
+      const uint16_t scales_h = static_cast<uint16_t>(block[2] | block[3] << 8);
+      for (int ib = 0; ib < 8; ++ib) {
+        const int ls = ((block[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((scales_h >> 2 * ib) & 3) << 4);
+        scale[ib] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+      }
+      for (int i = 0; i < 256; ++i) {
+        code[i] = static_cast<uint8_t>(kIq4Levels[q4_nibble(block + 8 + 16 * (i / 32), i % 32)] + 128);
+      }
+      return;
+    }
+    default: throw std::invalid_argument("unpack_block: not a tiled type");
   }
-  return 0;
 }
 
 void unpack_row(TensorType type, const uint8_t* src, int64_t cols, int64_t ktiles, RowCodes& out) {
-  const tiles::Format f = tile_format(type);
-  out.code.assign(static_cast<size_t>(ktiles * tiles::kCols), zero_code(f));
+  const tiles::Format f = device_tile_format(type);
+  out.code.assign(static_cast<size_t>(ktiles * tiles::kCols), static_cast<uint8_t>(tiles::code_offset(f)));
   out.scale.assign(static_cast<size_t>(ktiles * tiles::kScaleBytes), 0);
-  out.super.assign(static_cast<size_t>(ktiles * tiles::kSuperBytes), 0);
+  out.super.assign(static_cast<size_t>(ktiles * tiles::kMaxSuperBytes), 0);
   if (!src) return;  // a padding row
   const int64_t block_bytes = type_traits(type).block_bytes;
   const int64_t block_values = type_traits(type).block_elements;
   for (int64_t b = 0; b < cols / block_values; ++b) {
-    const uint8_t* block = src + b * block_bytes;
     const int64_t first = b * block_values;  // column of the block's first value
-    uint8_t* code = out.code.data() + first;
-    uint8_t* scale = out.scale.data() + first / tiles::kCols * tiles::kScaleBytes;
-    uint8_t* super = out.super.data() + first / tiles::kCols * tiles::kSuperBytes;
-    switch (type) {
-      case TensorType::Q8_0: {  // d, then 32 int8
-        const int group = static_cast<int>(first % tiles::kCols / 32);
-        std::memcpy(scale + 2 * group, block, 2);
-        for (int i = 0; i < 32; ++i) code[i] = static_cast<uint8_t>(static_cast<int8_t>(block[2 + i]) + 128);
-        break;
-      }
-      case TensorType::Q4_0: {  // d, then value i in the low nibble of byte i, 16 + i in the high
-        const int group = static_cast<int>(first % tiles::kCols / 32);
-        std::memcpy(scale + 2 * group, block, 2);
-        for (int i = 0; i < 16; ++i) {
-          code[i] = block[2 + i] & 0xF;
-          code[16 + i] = block[2 + i] >> 4;
-        }
-        break;
-      }
-      case TensorType::Q4_K: {  // d, dmin, 12 packed scale bytes, 128 bytes: 64-value chunks, low nibbles first
-        std::memcpy(super, block, 4);
-        for (int j = 0; j < 8; ++j) q4_k_scale_min(j, block + 4, &scale[j], &scale[8 + j]);
-        const uint8_t* qs = block + 16;
-        for (int i = 0; i < 256; ++i) {
-          const int c = i / 64, l = i % 64;
-          code[i] = l < 32 ? qs[32 * c + l] & 0xF : qs[32 * c + l - 32] >> 4;
-        }
-        break;
-      }
-      case TensorType::Q6_K: {  // 128 bytes low nibbles, 64 bytes top bits, 16 int8 scales, d
-        const uint8_t* ql = block;
-        const uint8_t* qh = block + 128;
-        std::memcpy(scale, block + 192, 16);
-        std::memcpy(super, block + 208, 2);
-        for (int i = 0; i < 256; ++i) {
-          const int half = i / 128, quarter = i % 128 / 32, l = i % 32;
-          const uint8_t low = ql[64 * half + l + 32 * (quarter % 2)];
-          const int lo = quarter < 2 ? low & 0xF : low >> 4;
-          const int hi = (qh[32 * half + l] >> (2 * quarter)) & 3;
-          code[i] = static_cast<uint8_t>(lo | hi << 4);
-        }
-        break;
-      }
-      default: throw std::invalid_argument("unpack_row: not a tiled type");
-    }
+    const int64_t tile = first / tiles::kCols;
+    unpack_block(type, src + b * block_bytes, first, out.code.data() + first, out.scale.data() + tile * tiles::kScaleBytes,
+                 out.super.data() + tile * tiles::kMaxSuperBytes);
   }
 }
 
@@ -247,7 +271,7 @@ void or_code(uint8_t* panel, tiles::Format f, int64_t ktile, int lane, tiles::Co
 // One tile row: 16 weight rows (null past the matrix) into a panel.
 void write_panel(TensorType type, const uint8_t* const rows[tiles::kRows], int64_t cols, int64_t ktiles,
                  uint8_t* panel) {
-  const tiles::Format f = tile_format(type);
+  const tiles::Format f = device_tile_format(type);
   std::memset(panel, 0, static_cast<size_t>(ktiles * tiles::tile_bytes(f)));
   RowCodes codes;
   for (int r = 0; r < tiles::kRows; ++r) {
@@ -255,18 +279,16 @@ void write_panel(TensorType type, const uint8_t* const rows[tiles::kRows], int64
     for (int64_t kt = 0; kt < ktiles; ++kt) {
       std::memcpy(panel + tiles::scale_offset(f, ktiles, kt, r), codes.scale.data() + kt * tiles::kScaleBytes,
                   tiles::kScaleBytes);
-      if (tiles::has_supers(f)) {
-        std::memcpy(panel + tiles::super_offset(f, ktiles, kt, r), codes.super.data() + kt * tiles::kSuperBytes,
-                    tiles::kSuperBytes);
-      }
+      std::memcpy(panel + tiles::super_offset(f, ktiles, kt, r), codes.super.data() + kt * tiles::kMaxSuperBytes,
+                  static_cast<size_t>(tiles::super_bytes(f)));
       for (int c = 0; c < tiles::kCols; ++c) {
         const uint32_t code = codes.code[static_cast<size_t>(kt * tiles::kCols + c)];
         const tiles::Slot s = tiles::slot_of(r, c);
-        if (f == tiles::Format::Q8_0) {
+        if (tiles::planes(f) == tiles::Planes::Bytes) {
           or_code(panel, f, kt, s.lane, tiles::byte_at(s.chunk, s.step, s.half, s.j), code);
         } else {
           or_code(panel, f, kt, s.lane, tiles::nibble_at(s.chunk, s.step, s.half, s.j), code & 0xF);
-          if (f == tiles::Format::Q6_K) {
+          if (tiles::planes(f) == tiles::Planes::NibblesAndCrumbs) {
             or_code(panel, f, kt, s.lane, tiles::crumb_at(s.chunk, s.step, s.half, s.j), code >> 4);
           }
         }
@@ -315,8 +337,34 @@ TensorType device_compute_type(const Weights& weights) {
   return TensorType::F16;
 }
 
+tiles::Format device_tile_format(TensorType type) {
+  switch (type) {
+    case TensorType::Q8_0: return tiles::Format::Q8_0;
+    case TensorType::Q4_0: return tiles::Format::Q4_0;
+    case TensorType::Q4_1: return tiles::Format::Q4_1;
+    case TensorType::Q5_1: return tiles::Format::Q5_1;
+    case TensorType::Q4_K: return tiles::Format::Q4_K;
+    case TensorType::Q5_K: return tiles::Format::Q5_K;
+    case TensorType::Q2_K: return tiles::Format::Q2_K;
+    case TensorType::Q6_K: return tiles::Format::Q6_K;
+    case TensorType::IQ4_XS: return tiles::Format::IQ4_XS;
+    default: throw std::invalid_argument(std::string("no tile format for ") + std::string(type_traits(type).name));
+  }
+}
+
 bool is_tiled_type(TensorType type) {
-  return type == TensorType::Q8_0 || type == TensorType::Q4_0 || type == TensorType::Q4_K || type == TensorType::Q6_K;
+  switch (type) {
+    case TensorType::Q8_0:
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_1:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q2_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_XS: return true;
+    default: return false;
+  }
 }
 
 DeviceMatrixLayout device_layout(TensorType stored, TensorType compute, int64_t rows, int64_t cols) {
@@ -324,7 +372,7 @@ DeviceMatrixLayout device_layout(TensorType stored, TensorType compute, int64_t 
   l.rows = rows;
   l.cols = cols;
   if (is_tiled_type(stored)) {
-    const tiles::Shape shape{tile_format(stored), rows, cols};
+    const tiles::Shape shape{device_tile_format(stored), rows, cols};
     if (cols % tiles::group_size(shape.format) != 0) {
       throw std::invalid_argument("a " + std::string(type_traits(stored).name) + " matrix of " + std::to_string(cols) +
                                   " columns is not whole blocks");

@@ -14,6 +14,10 @@
 #include "model/model.h"
 #include "model/tensor.h"
 
+namespace specula::tiles {
+enum class Format : int;  // kernels/quant_tiles.h
+}
+
 namespace specula {
 
 // Up to `query_tile` consecutive new tokens of one batch sequence: the queries one attention
@@ -111,11 +115,12 @@ PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, 
 TensorType device_compute_type(const Weights& weights);
 
 // How one matrix (or several stacked row-wise) lives in device memory: quantized matrices
-// (Q8_0, Q4_0, Q4_K, Q6_K) stay quantized, in the tiles of kernels/quant_tiles.h; the others
-// are row-major in the compute type. Either way the image is `units` pieces of `unit_rows`
+// (Q8_0, Q4_0, Q4_1, Q5_1, Q4_K, Q5_K, Q2_K, Q6_K, IQ4_XS: every type kernel_type keeps) stay
+// quantized, in the tiles of kernels/quant_tiles.h; the others are row-major in the compute
+// type. Either way the image is `units` pieces of `unit_rows`
 // rows (a tile row of 16, or one row), the granularity of conversion and upload.
 struct DeviceMatrixLayout {
-  TensorType type = TensorType::F16;  // F32, F16, BF16 (dense) or Q8_0, Q4_0, Q4_K, Q6_K (tiled)
+  TensorType type = TensorType::F16;  // F32, F16, BF16 (dense) or a tiled type
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t unit_rows = 1;   // 16 when tiled, else 1
@@ -126,6 +131,8 @@ struct DeviceMatrixLayout {
   size_t bytes() const { return static_cast<size_t>(units) * unit_bytes; }
 };
 bool is_tiled_type(TensorType type);  // kept quantized on the device
+// The tile format of a tiled type; std::invalid_argument for the others.
+tiles::Format device_tile_format(TensorType type);
 // The layout of a (rows, cols) matrix stored as `stored` on a device computing in `compute`.
 DeviceMatrixLayout device_layout(TensorType stored, TensorType compute, int64_t rows, int64_t cols);
 

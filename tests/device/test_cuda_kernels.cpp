@@ -28,6 +28,9 @@ namespace ref = specula::cuda::reference;
 namespace {
 
 const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
+// Every type the device keeps quantized, in its tiles.
+constexpr TensorType kTiledTypes[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q4_K,
+                                      TensorType::Q5_K, TensorType::Q2_K, TensorType::Q6_K, TensorType::IQ4_XS};
 
 std::string label(const char* kernel, DType t) { return std::string(kernel) + " " + dtype_name(t); }
 
@@ -42,11 +45,7 @@ struct QuantCase {
   std::unique_ptr<Device<uint8_t>> image, d_x;
   std::unique_ptr<Device<float>> scratch;
   cuda::QuantMatrix matrix() const {
-    const tiles::Format f = layout.type == TensorType::Q8_0   ? tiles::Format::Q8_0
-                            : layout.type == TensorType::Q4_0 ? tiles::Format::Q4_0
-                            : layout.type == TensorType::Q4_K ? tiles::Format::Q4_K
-                                                              : tiles::Format::Q6_K;
-    return {f, image->get(), static_cast<int>(layout.rows), static_cast<int>(layout.cols)};
+    return {device_tile_format(layout.type), image->get(), static_cast<int>(layout.rows), static_cast<int>(layout.cols)};
   }
   void run(int m, float* y, int ldy) const {
     cuda::quant_gemm(matrix(), d_x->get(), m, y, ldy, scratch->get(), nullptr);
@@ -512,12 +511,14 @@ class TestCudaKernels : public QObject {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("n");
     QTest::addColumn<int>("k");
-    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    for (TensorType t : kTiledTypes) {
       QTest::newRow(qPrintable(QStringLiteral("%1 200x768").arg(type_traits(t).name.data()))) << static_cast<int>(t) << 200 << 768;
       QTest::newRow(qPrintable(QStringLiteral("%1 4096x4096").arg(type_traits(t).name.data()))) << static_cast<int>(t) << 4096 << 4096;
     }
     QTest::newRow("q8_0 odd width") << static_cast<int>(TensorType::Q8_0) << 37 << 160;
     QTest::newRow("q4_0 odd width") << static_cast<int>(TensorType::Q4_0) << 50 << 96;
+    QTest::newRow("q4_1 odd width") << static_cast<int>(TensorType::Q4_1) << 45 << 160;
+    QTest::newRow("q5_1 odd width") << static_cast<int>(TensorType::Q5_1) << 29 << 96;
   }
   void quantGemmMatchesTheReference() {
     QFETCH(int, type);
@@ -546,7 +547,7 @@ class TestCudaKernels : public QObject {
   // A row's products are the same bits alone and among 7, 8, 9, 33, 64, 65 or 140 rows, and
   // written into a wider output.
   void quantGemmRowsDoNotDependOnTheBatch() {
-    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    for (TensorType t : kTiledTypes) {
       const int n = 300, k = 1024, rows = 140;
       const QuantCase q = quant_case(t, n, k, rows, 22);
       Device<float> all(static_cast<size_t>(rows) * (n + 5));
@@ -567,7 +568,7 @@ class TestCudaKernels : public QObject {
   // The fp16 rows the prefill path hands cuBLAS, and embedding rows from a quantized table:
   // exactly what dequantize_row gives (rounded once to fp16 for the former).
   void dequantizedRowsAreExact() {
-    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    for (TensorType t : kTiledTypes) {
       const int n = 70, k = 512;
       const QuantCase q = quant_case(t, n, k, 1, 23);
       Device<uint16_t> rows(static_cast<size_t>(37) * k);

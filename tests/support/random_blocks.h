@@ -28,8 +28,13 @@ inline std::vector<uint8_t> random_rows(TensorType type, int64_t rows, int64_t c
     switch (type) {
       case TensorType::Q8_0:
       case TensorType::Q4_0: scale(block); break;
-      case TensorType::Q4_K: scale(block), scale(block + 2); break;  // d, dmin
+      case TensorType::Q4_1:
+      case TensorType::Q5_1:
+      case TensorType::Q4_K:
+      case TensorType::Q5_K: scale(block), scale(block + 2); break;  // d and m, or d and dmin
+      case TensorType::Q2_K: scale(block + 80), scale(block + 82); break;
       case TensorType::Q6_K: scale(block + 208); break;
+      case TensorType::IQ4_XS: scale(block); break;
       default: break;
     }
   }
