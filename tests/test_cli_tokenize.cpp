@@ -203,6 +203,72 @@ class TestCliTokenize : public QObject {
     QVERIFY2(gen.out.startsWith("def fibonacci(n):") && gen.out.size() > 30, gen.out.constData());
   }
 
+  // SmolLM2 against llama.cpp itself (tests/data/smollm2_llamacpp_reference.json, made by
+  // tools/oracles/llamacpp_reference.py from llama-tokenize and libllama): the ids of code and
+  // Unicode strings, plain and with --parse-special (llama-tokenize's --no-parse-special and
+  // default); `generate --temp 0`'s first 8 tokens, as text, equal to llama.cpp's greedy text
+  // on at least 4 of the 5 code prompts; and `perplexity --ctx 128` within 1 % of
+  // transformers' float32 figure with the same windows (test_forward_reference holds the
+  // engine to llama-perplexity's windows as well).
+  void realSmolLM2LikeLlamaCpp() {
+    SPECULA_REAL_MODEL(smol, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    QFile file(testDataDir() + "/smollm2_llamacpp_reference.json");
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QJsonObject oracle = QJsonDocument::fromJson(file.readAll()).object();
+    const QString model = QString::fromStdString(smol);
+    const QJsonArray cases = oracle["tokenize"].toArray();
+    QVERIFY(cases.size() >= 10);
+    int i = 0;
+    for (const QJsonValue& c : cases) {
+      const QString path = tmp_.filePath(QStringLiteral("llama%1.txt").arg(i++));
+      QFile text(path);
+      QVERIFY(text.open(QIODevice::WriteOnly));
+      text.write(c["text"].toString().toUtf8());
+      text.close();
+      for (const char* key : {"ids", "special_ids"}) {
+        QStringList args{"tokenize", "-m", model, "-f", path};
+        if (QByteArray(key) == "special_ids") args << "--parse-special";
+        const CliRun r = run_cli(args);
+        QVERIFY2(r.code == 0, r.err.constData());
+        QStringList ids;
+        for (const QJsonValue& id : c[key].toArray()) ids << QString::number(id.toInt());
+        QCOMPARE(QString::fromUtf8(r.out).trimmed(), ids.join(' '));
+      }
+    }
+    int alike = 0;
+    for (const QJsonValue& c : oracle["greedy"].toArray()) {
+      const QString prompt = tmp_.filePath(QStringLiteral("prompt%1.txt").arg(i++));
+      QFile text(prompt);
+      QVERIFY(text.open(QIODevice::WriteOnly));
+      text.write(c["prompt"].toString().toUtf8());
+      text.close();
+      const CliRun g = run_cli({"generate", "-m", model, "-f", prompt, "--temp", "0", "--max-tokens", "8", "--json",
+                                "--device", "cpu", "--threads", "2"});
+      QVERIFY2(g.code == 0, g.err.constData());
+      const QString got = QJsonDocument::fromJson(g.out).object()["candidates"].toArray().at(0)["text"].toString();
+      const QString want = c["llama_cpp_text_8"].toString();
+      if (got == want) ++alike;
+      else qInfo("generate: %s, llama.cpp: %s", qPrintable(got), qPrintable(want));
+    }
+    QVERIFY2(alike >= 4, qPrintable(QString("%1 of 5 greedy texts as llama.cpp's").arg(alike)));
+    const QJsonObject ppl = oracle["perplexity"].toObject();
+    QFile textSource(testDataDir() + "/perplexity_oracle.json");
+    QVERIFY(textSource.open(QIODevice::ReadOnly));
+    const QString textPath = tmp_.filePath("python_text.py");
+    QFile pythonText(textPath);
+    QVERIFY(pythonText.open(QIODevice::WriteOnly));
+    pythonText.write(QJsonDocument::fromJson(textSource.readAll())["text"].toString().toUtf8());
+    pythonText.close();
+    const CliRun p = run_cli({"perplexity", "-m", model, "-f", textPath, "--ctx",
+                              QString::number(ppl["context"].toInt()), "--json"});
+    QVERIFY2(p.code == 0, p.err.constData());
+    const QJsonObject got = QJsonDocument::fromJson(p.out).object();
+    const QJsonObject want = ppl["transformers_specula_windows"].toObject();
+    QCOMPARE(got["tokens"].toInt(), ppl["ids"].toArray().size());
+    QCOMPARE(got["scored"].toInt(), want["scored"].toInt());
+    QVERIFY2(std::abs(got["perplexity"].toDouble() / want["perplexity"].toDouble() - 1) < 0.01, p.out.constData());
+  }
+
   // --bench reports what it measured; the figures themselves are for docs/performance.md.
   void benchReport() {
     SPECULA_SHARED_FILE(gguf, "tokenizers/bpe-vocab/ggml-vocab-gpt-2.gguf");
