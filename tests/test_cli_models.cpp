@@ -127,6 +127,44 @@ class TestCliModels : public QObject {
     QVERIFY2(table.out.contains("qwen3moe (2 of 8 experts)") && table.out.contains("yes"), table.out.constData());
   }
 
+  // gpt-oss (the gptoss oracle's MXFP4 file): inspect names its sinks, alternating sliding
+  // window, YaRN and biased experts, and the GPU's refusal; models lists it as loadable.
+  void inspectAndListGptOss() {
+    const QString folder = tmp_.filePath("gptoss");
+    QVERIFY(QDir().mkpath(folder));
+    const QString file = folder + "/gptoss-mxfp4.gguf";
+    QVERIFY(QFile::copy(testDataDir() + "/gptoss/gptoss-mxfp4.gguf", file));
+    const CliRun inspect = run_cli({"inspect", file, "--json"});
+    QVERIFY2(inspect.code == 0, inspect.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(inspect.out).object();
+    QCOMPARE(j["architecture"].toString(), QString("gpt-oss"));
+    QVERIFY(j["loadable"].toBool());
+    QCOMPARE(j["experts"].toObject()["gating"].toString(), QString("top_k_then_softmax"));
+    QVERIFY(j["attention"].toObject()["sinks"].toBool());
+    QCOMPARE(j["rope"].toObject()["yarn_factor"].toDouble(), 32.0);
+    QVERIFY(j["converted_at_load"].toObject().contains("mxfp4"));
+    const QString refusal = j["device_weights"].toObject()["refusal"].toString();
+    QVERIFY2(refusal.contains("attention sinks") && refusal.contains("gpt-oss"), qPrintable(refusal));
+    const CliRun text = run_cli({"inspect", file});
+    for (const char* line : {"a sink logit per head", "sliding window of 8 positions, one layer in 2 global",
+                             "YaRN scaling 32", "3 used per token (router logits' top 3, softmax over them)",
+                             "not run: the GPU backend does not run gpt-oss models yet"}) {
+      QVERIFY2(text.out.contains(line), text.out.constData());
+    }
+
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", tmp_.path());  // no stores: the folder alone
+    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const CliRun json = run_cli({"models", "--dir", folder, "--json"}, 60000, env);
+    QVERIFY2(json.code == 0, json.err.constData());
+    const QJsonArray models = QJsonDocument::fromJson(json.out).object()["models"].toArray();
+    QCOMPARE(models.size(), 1);
+    const QJsonObject m = models[0].toObject();
+    QCOMPARE(m["architecture"].toString(), QString("gpt-oss"));
+    QVERIFY2(m["loadable"].toBool(), qPrintable(m["problem"].toString()));
+    QCOMPARE(m["experts"].toInt(), 8);
+  }
+
   // --cost measures (--remeasure: whatever the cache holds) and stores; the next run reads
   // the same figures back. The cache directory is the suite's (XDG_CACHE_HOME).
   // `perplexity --json` prints what the engine's perplexity() gives on the same text and
@@ -238,10 +276,10 @@ class TestCliModels : public QObject {
     const CliRun convert = run_cli({"convert", QString::fromStdString(bin), q8, "--tokenizer", QString::fromStdString(tok),
                                     "--type", "q8_0"});
     QVERIFY2(convert.code == 0, convert.err.constData());
-    const QString typed = tmp_.filePath("stories-q8_1.gguf"), gpt_oss = tmp_.filePath("stories-gpt-oss.gguf");
+    const QString typed = tmp_.filePath("stories-q8_1.gguf"), mamba = tmp_.filePath("stories-mamba.gguf");
     write_unrunnable_variant(q8.toStdString(), typed.toStdString(), "blk.0.attn_q.weight", specula::TensorType::Q8_1);
-    write_unrunnable_variant(q8.toStdString(), gpt_oss.toStdString(), "blk.0.attn_q.weight", specula::TensorType::Q8_1,
-                             "gpt-oss");
+    write_unrunnable_variant(q8.toStdString(), mamba.toStdString(), "blk.0.attn_q.weight", specula::TensorType::Q8_1,
+                             "mamba");
 
     const CliRun json = run_cli({"inspect", typed, "--json"});
     QVERIFY2(json.code == 0, json.err.constData());
@@ -260,11 +298,11 @@ class TestCliModels : public QObject {
     QCOMPARE(j["tokenizer"].toObject()["vocab_size"].toInt(), 512);
     QCOMPARE(j["tokenizer"].toObject()["sample_ids"].toArray().first().toInt(), 1);
 
-    const CliRun text = run_cli({"inspect", gpt_oss});
+    const CliRun text = run_cli({"inspect", mamba});
     QVERIFY2(text.code == 0, text.err.constData());
-    QVERIFY2(text.out.contains("architecture gpt-oss") && text.out.contains("512 pieces") &&
+    QVERIFY2(text.out.contains("architecture mamba") && text.out.contains("512 pieces") &&
                  text.out.contains("q8_1") && text.out.contains("not supported") &&
-                 text.out.contains("does not load") && text.out.contains("architecture 'gpt-oss' is not supported"),
+                 text.out.contains("does not load") && text.out.contains("architecture 'mamba' is not supported"),
              text.out.constData());
 
     const CliRun cost = run_cli({"inspect", typed, "--cost", "--device", "cpu"});
@@ -276,7 +314,7 @@ class TestCliModels : public QObject {
     for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
     const CliRun models = run_cli({"models", "--dir", tmp_.path(), "--json"}, 60000, env);
     QVERIFY2(models.code == 0, models.err.constData());
-    QVERIFY2(models.out.contains("has type q8_1") && models.out.contains("architecture 'gpt-oss' is not supported"),
+    QVERIFY2(models.out.contains("has type q8_1") && models.out.contains("architecture 'mamba' is not supported"),
              models.out.constData());
   }
 

@@ -210,19 +210,19 @@ class TestModelScan : public QObject {
     fs::copy_file(spm_vocab, lmstudio() / "llama.cpp/vocab/ggml-vocab-llama-spm.gguf");
     {
       GgufWriter w;
-      w.set("general.architecture", GgufValue::string("gpt-oss"));
+      w.set("general.architecture", GgufValue::string("mamba"));
       w.add_tensor("token_embd.weight", TensorType::F32, {32, 4}, [](uint8_t* d) { std::memset(d, 0, 32 * 4 * 4); });
-      fs::create_directories(lmstudio() / "openai/gpt-oss-GGUF");
-      w.write((lmstudio() / "openai/gpt-oss-GGUF/gpt-oss.gguf").string());
+      fs::create_directories(lmstudio() / "state-spaces/mamba-GGUF");
+      w.write((lmstudio() / "state-spaces/mamba-GGUF/mamba.gguf").string());
     }
     // Two files Specula reads but cannot run, as real downloads can be: a tensor of a type it
-    // does not compute with (q8_1) and an architecture it lacks (gpt-oss), each with the
+    // does not compute with (q8_1) and an architecture it lacks (mamba), each with the
     // draft's vocabulary.
     fs::create_directories(lmstudio() / "someone/unrunnable-GGUF");
     write_unrunnable_variant(draft_, (lmstudio() / "someone/unrunnable-GGUF/q8_1.gguf").string(),
                              "blk.0.ffn_down.weight", TensorType::Q8_1);
-    write_unrunnable_variant(draft_, (lmstudio() / "someone/unrunnable-GGUF/gpt-oss.gguf").string(),
-                             "blk.0.ffn_down.weight", TensorType::Q8_1, "gpt-oss");
+    write_unrunnable_variant(draft_, (lmstudio() / "someone/unrunnable-GGUF/mamba.gguf").string(),
+                             "blk.0.ffn_down.weight", TensorType::Q8_1, "mamba");
     copy_prefix(target_, lmstudio() / "cut/data/cut-data.gguf", static_cast<size_t>(fs::file_size(target_) / 2));
     copy_prefix(target_, lmstudio() / "cut/header/cut-header.gguf", 200);
     fs::create_directory_symlink("..", lmstudio() / "someone/loop");
@@ -317,10 +317,10 @@ class TestModelScan : public QObject {
     QVERIFY(vocab && !vocab->loadable && vocab->store == ModelStore::LmStudio);
     QVERIFY(vocab->problem.find("has no weights") != std::string::npos);
     QCOMPARE(vocab->vocabulary, 32000);
-    const FoundModel* gpt_oss = find(r, "openai/gpt-oss-GGUF/gpt-oss.gguf");
-    QVERIFY(gpt_oss && !gpt_oss->loadable);
-    QCOMPARE(gpt_oss->architecture, std::string("gpt-oss"));
-    QVERIFY(gpt_oss->problem.find("architecture 'gpt-oss' is not supported") != std::string::npos);
+    const FoundModel* mamba = find(r, "state-spaces/mamba-GGUF/mamba.gguf");
+    QVERIFY(mamba && !mamba->loadable);
+    QCOMPARE(mamba->architecture, std::string("mamba"));
+    QVERIFY(mamba->problem.find("architecture 'mamba' is not supported") != std::string::npos);
     const FoundModel* cut = find(r, "cut/data/cut-data.gguf");
     QVERIFY(cut && !cut->loadable);
     QVERIFY2(cut->problem.find("extends past the end of the file") != std::string::npos, cut->problem.c_str());
@@ -367,12 +367,12 @@ class TestModelScan : public QObject {
     QVERIFY2(typed->problem.find("tensor 'blk.0.ffn_down.weight' has type q8_1") != std::string::npos, typed->problem.c_str());
     QVERIFY2(typed->problem.find("f32, f16, bf16, q8_0, q4_0, q4_K, q6_K") != std::string::npos, typed->problem.c_str());
     QVERIFY2(typed->problem.find("invalid") == std::string::npos, typed->problem.c_str());
-    const FoundModel* gpt_oss = find(r, "someone/unrunnable-GGUF/gpt-oss.gguf");
-    QVERIFY(gpt_oss && !gpt_oss->loadable);
-    QCOMPARE(gpt_oss->architecture, std::string("gpt-oss"));
-    QCOMPARE(gpt_oss->vocabulary, 512);
-    QVERIFY2(gpt_oss->problem.find("architecture 'gpt-oss' is not supported") != std::string::npos, gpt_oss->problem.c_str());
-    QVERIFY2(gpt_oss->problem.find("invalid") == std::string::npos, gpt_oss->problem.c_str());
+    const FoundModel* mamba = find(r, "someone/unrunnable-GGUF/mamba.gguf");
+    QVERIFY(mamba && !mamba->loadable);
+    QCOMPARE(mamba->architecture, std::string("mamba"));
+    QCOMPARE(mamba->vocabulary, 512);
+    QVERIFY2(mamba->problem.find("architecture 'mamba' is not supported") != std::string::npos, mamba->problem.c_str());
+    QVERIFY2(mamba->problem.find("invalid") == std::string::npos, mamba->problem.c_str());
   }
 
   // Links that loop or lead out of the store and files that are not GGUF end as reasons.

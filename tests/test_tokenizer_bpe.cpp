@@ -224,7 +224,7 @@ class TestTokenizerBpe : public QObject {
     }
   }
 
-  // The six pre-tokenizers by their GGUF names, over one vocabulary (GPT-2's), against
+  // The seven pre-tokenizers by their GGUF names, over one vocabulary (GPT-2's), against
   // Hugging Face with each family's own pipeline. Texts that NFC changes are left to the
   // tokenizer.json test: a GGUF carries no normalizer.
   void preTokenizerRules_data() {

@@ -71,22 +71,29 @@ nlohmann::json describe(const Model& model) {
                  {"n_heads", c.n_heads},   {"n_kv_heads", c.n_kv_heads},         {"head_dim", c.head_dim()},
                  {"vocab_size", c.vocab_size}, {"context_length", c.context_length}, {"rope_theta", c.rope_theta},
                  {"norm_eps", c.norm_eps}};
+  const LayerWeights* first = model.weights.layers.empty() ? nullptr : &model.weights.layers[0];
   j["experts"] = {{"count", c.n_experts},
                   {"used", c.n_experts_used},
                   {"hidden_dim", c.has_experts() ? c.hidden_dim : 0},
-                  {"weights_renormalised", c.has_experts() && c.expert_weights_norm}};
-  const LayerWeights* first = model.weights.layers.empty() ? nullptr : &model.weights.layers[0];
+                  {"weights_renormalised", c.has_experts() && c.expert_weights_norm},
+                  {"gating", c.expert_gating == ExpertGating::TopKThenSoftmax ? "top_k_then_softmax" : "softmax_then_top_k"},
+                  {"biases", first && !first->expert_gate_bias.empty()},
+                  {"activation", c.activation == Activation::SwigluClamped ? "clamped SwiGLU" : "gated"}};
   j["rope"] = {{"style", std::string(rope_style_name(c.rope_style))},
                {"linear_factor", c.rope_linear_factor},
-               {"freq_factors", c.rope_freq_factors}};
+               {"freq_factors", c.rope_freq_factors},
+               {"yarn_factor", c.rope_yarn_factor},
+               {"yarn_original_context", c.rope_yarn_original_context}};
   j["attention"] = {{"q_dim", c.q_dim()},
                     {"qkv_biases", first && !first->bq.empty()},
                     {"output_bias", first && !first->bo.empty()},
                     {"qk_norms", first && !first->q_norm.empty()},
+                    {"sinks", first && !first->attn_sinks.empty()},
                     {"post_norms", first && !first->attn_post_norm.empty()},
                     {"sliding_window", c.sliding_window},
                     {"global_layer_period", c.global_layer_period},
-                    {"sliding_rope_theta", c.sliding_rope_theta}};
+                    {"sliding_rope_theta", c.sliding_rope_theta},
+                    {"sliding_rope_as_global", c.sliding_rope_as_global}};
   j["tied_output"] = model.tied_output();
   j["weight_bytes"] = model.weight_bytes();
   // a GPU keeps Q8_0/Q4_0/Q4_K/Q6_K matrices quantized and the others in its compute type
@@ -129,21 +136,36 @@ void print_text(const nlohmann::json& j) {
   std::printf("rope          %s", rope["style"] == "adjacent" ? "adjacent pairs (2i, 2i+1)" : "halves (i, i + head_dim/2)");
   if (rope["linear_factor"].get<double>() != 1.0) std::printf(", linear scaling %g", rope["linear_factor"].get<double>());
   if (!rope["freq_factors"].empty()) std::printf(", per-pair frequency factors (llama3 scaling)");
+  if (rope["yarn_factor"].get<double>() > 1.0) {
+    std::printf(", YaRN scaling %g over an original context of %d", rope["yarn_factor"].get<double>(),
+                rope["yarn_original_context"].get<int>());
+  }
   std::printf("\n");
   const auto& attention = j["attention"];
-  std::printf("attention     q %d wide%s%s%s\n", attention["q_dim"].get<int>(),
+  std::printf("attention     q %d wide%s%s%s%s\n", attention["q_dim"].get<int>(),
               attention["qkv_biases"].get<bool>() ? ", q/k/v biases" : "",
               attention["output_bias"].get<bool>() ? ", output bias" : "",
-              attention["qk_norms"].get<bool>() ? ", per-head q/k norms" : "");
+              attention["qk_norms"].get<bool>() ? ", per-head q/k norms" : "",
+              attention["sinks"].get<bool>() ? ", a sink logit per head" : "");
   if (attention["post_norms"].get<bool>()) std::printf("              norms of attention's and the feed-forward's outputs\n");
   if (const int window = attention["sliding_window"].get<int>(); window > 0) {
-    std::printf("              sliding window of %d positions, one layer in %d global; sliding layers rope_theta %g\n",
-                window, attention["global_layer_period"].get<int>(), attention["sliding_rope_theta"].get<double>());
+    std::printf("              sliding window of %d positions, one layer in %d global; ", window,
+                attention["global_layer_period"].get<int>());
+    if (attention["sliding_rope_as_global"].get<bool>()) {
+      std::printf("sliding layers rotate as global ones\n");
+    } else {
+      std::printf("sliding layers rope_theta %g\n", attention["sliding_rope_theta"].get<double>());
+    }
   }
   if (const auto& experts = j["experts"]; experts["count"].get<int>() > 0) {
-    std::printf("experts       %d per layer of feed-forward width %d, %d used per token (softmax, top %d%s)\n",
+    const bool top_k_first = experts["gating"] == "top_k_then_softmax";
+    std::printf("experts       %d per layer of feed-forward width %d, %d used per token (%s top %d%s%s)%s%s\n",
                 experts["count"].get<int>(), experts["hidden_dim"].get<int>(), experts["used"].get<int>(),
-                experts["used"].get<int>(), experts["weights_renormalised"].get<bool>() ? ", weights renormalised" : "");
+                top_k_first ? "router logits'" : "softmax,", experts["used"].get<int>(),
+                top_k_first ? ", softmax over them" : "",
+                experts["weights_renormalised"].get<bool>() ? ", weights renormalised" : "",
+                experts["biases"].get<bool>() ? ", with biases" : "",
+                experts["activation"] == "clamped SwiGLU" ? ", clamped SwiGLU" : "");
   }
   std::printf("output        %s\n", j["tied_output"].get<bool>() ? "tied to the token embedding" : "separate matrix");
   std::printf("weights       %zu bytes (%.2f MiB)\n", j["weight_bytes"].get<size_t>(),

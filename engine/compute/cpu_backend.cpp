@@ -1,6 +1,7 @@
-// The CPU backend: the forward pass of llama, qwen2, qwen3, qwen3moe and gemma3 over a
-// ragged batch, reading top to bottom (biases, q/k norms, post-norms, the rope style, the
-// activation, sliding windows and a mixture of experts are stages a model may or may not use).
+// The CPU backend: the forward pass of llama, qwen2, qwen3, qwen3moe, gemma3 and gpt-oss over
+// a ragged batch, reading top to bottom (biases, q/k norms, post-norms, the rope style, the
+// activation, sliding windows, attention sinks and a mixture of experts are stages a model
+// may or may not use).
 //
 // All tokens of the batch go through each weight matrix together (one pass over the
 // weights per layer, whatever the number of sequences); attention is per token over its
@@ -91,10 +92,20 @@ void post_norm(float* rows, int n, int dim, const TensorView& weight, float eps,
 }
 
 // gate[i] <- act(gate[i]) * up[i]: SiLU, or GELU with the tanh approximation (in float, as
-// transformers' gelu_pytorch_tanh computes in the activations' type).
+// transformers' gelu_pytorch_tanh computes in the activations' type), or gpt-oss's clamped
+// SwiGLU (as transformers' GptOssExperts: gate clamped above, up both sides, (up + 1) times).
 void gated_activation(float* gate, const float* up, int64_t begin, int64_t end, Activation activation) {
   if (activation == Activation::Silu) {
     for (int64_t i = begin; i < end; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    return;
+  }
+  if (activation == Activation::SwigluClamped) {
+    constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = std::min(gate[i], kLimit);
+      const float u = std::clamp(up[i], -kLimit, kLimit);
+      gate[i] = (u + 1.0f) * (g / (1.0f + std::exp(-kAlpha * g)));
+    }
     return;
   }
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
@@ -135,6 +146,29 @@ void route_token(const float* logits, int n_experts, int k, bool normalise, floa
   float total = 0.0f;
   for (int r = 0; r < k; ++r) total += weights[r];
   for (int r = 0; r < k; ++r) weights[r] /= total;
+}
+
+// gpt-oss's routing: the k largest logits, ties to the lower id, weighed by a softmax over
+// those k alone (max first, the sum in rank order), as transformers' GptOssTopKRouter and
+// llama.cpp's SOFTMAX_WEIGHT gating. `scratch` holds n_experts values.
+void route_token_top_k_first(const float* logits, int n_experts, int k, float* scratch, int32_t* experts,
+                             float* weights) {
+  constexpr float kTaken = -std::numeric_limits<float>::infinity();
+  std::copy(logits, logits + n_experts, scratch);
+  for (int r = 0; r < k; ++r) {
+    int best = -1;
+    for (int e = 0; e < n_experts; ++e) {
+      if (scratch[e] != kTaken && (best < 0 || scratch[e] > scratch[best])) best = e;
+    }
+    if (best < 0) best = r;  // every logit -inf: the lowest ids (NaN weights follow)
+    experts[r] = best;
+    weights[r] = logits[best];
+    scratch[best] = kTaken;
+  }
+  const float max = weights[0];
+  float sum = 0.0f;
+  for (int r = 0; r < k; ++r) sum += weights[r] = std::exp(weights[r] - max);
+  for (int r = 0; r < k; ++r) weights[r] /= sum;
 }
 
 // rows[t][i] += bias[i] for n rows of `width` values; nothing when the model has no bias.
@@ -219,16 +253,17 @@ class PackedWeights {
 };
 
 // cos and sin of every token's rotary angles: position * frequency of each pair, in double.
-void rotary_angles(const std::vector<double>& frequencies, const BatchPlan& plan, std::vector<float>& cos,
-                   std::vector<float>& sin) {
+// Both times `magnitude` (YaRN's scaling of q and k; 1 otherwise).
+void rotary_angles(const std::vector<double>& frequencies, float magnitude, const BatchPlan& plan,
+                   std::vector<float>& cos, std::vector<float>& sin) {
   const size_t half = frequencies.size();
   cos.resize(static_cast<size_t>(plan.n_tokens) * half);
   sin.resize(cos.size());
   for (int t = 0; t < plan.n_tokens; ++t) {
     for (size_t i = 0; i < half; ++i) {
       const double angle = plan.positions[t] * frequencies[i];
-      cos[t * half + i] = static_cast<float>(std::cos(angle));
-      sin[t * half + i] = static_cast<float>(std::sin(angle));
+      cos[t * half + i] = static_cast<float>(std::cos(angle)) * magnitude;
+      sin[t * half + i] = static_cast<float>(std::sin(angle)) * magnitude;
     }
   }
 }
@@ -368,8 +403,11 @@ class CpuBackend : public Backend {
     // rotary angles per token: position * frequency of each pair (theta^(-2i / head_dim)
     // with the model's scaling), in double; sliding layers have their own base
     const int half = head_dim / 2;
-    rotary_angles(c.rope_frequencies(), plan, cos_, sin_);
-    if (c.sliding_window > 0) rotary_angles(c.rope_frequencies(true), plan, sliding_cos_, sliding_sin_);
+    rotary_angles(c.rope_frequencies(), c.rope_magnitude(), plan, cos_, sin_);
+    if (c.sliding_window > 0) {
+      rotary_angles(c.rope_frequencies(true), c.sliding_rope_as_global ? c.rope_magnitude() : 1.0f, plan,
+                    sliding_cos_, sliding_sin_);
+    }
 
     const int block_size = cache.block_size();
     const float attn_scale = c.attention_score_scale();
@@ -429,6 +467,7 @@ class CpuBackend : public Backend {
         std::memcpy(values + slot * kv_dim, v_.data() + t * kv_dim, kv_dim * sizeof(float));
       }
 
+      const float* sinks = lw.attn_sinks.empty() ? nullptr : norm_weights(lw.attn_sinks, "attention sinks");
       // each token's query heads attend, one KV head's group at a time, over its
       // sequence's positions 0..its own (a sliding layer: the window's last ones; the cache
       // keeps every position, the older ones are only masked)
@@ -453,6 +492,7 @@ class CpuBackend : public Backend {
               args.kv_offset = g * head_dim;
               args.block_table = plan.block_tables.data() + plan.table_offsets[plan.token_seq[t]];
               args.start = c.first_attended(l, plan.positions[t]);
+              args.sinks = sinks == nullptr ? nullptr : sinks + g * heads_per_kv;
               args.length = plan.positions[t] + 1;
               attend(args, simd_);
             }
@@ -472,7 +512,7 @@ class CpuBackend : public Backend {
         mixture_of_experts(model, lw, n);
         if (routing) routing->add(l, chosen_, n);
       } else {
-        feed_forward(model, lw.w_gate, lw.w_up, lw.w_down, xb_.data(), n, xb_.data());
+        feed_forward(model, {&lw.w_gate, &lw.w_up, &lw.w_down, nullptr, nullptr, nullptr}, xb_.data(), n, xb_.data());
       }
       post_norm(xb_.data(), n, dim, lw.ffn_post_norm, c.norm_eps, "post-feed-forward norm");
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
@@ -491,19 +531,45 @@ class CpuBackend : public Backend {
   }
 
  private:
-  // y (n, dim) = down(act(gate(x)) * up(x)) for n rows of x (n, dim); y may be x.
-  void feed_forward(const Model& model, const TensorView& w_gate, const TensorView& w_up, const TensorView& w_down,
-                    const float* x, int n, float* y) {
+  // One feed-forward's matrices and, for gpt-oss's experts, the rows of their biases (or null).
+  struct FeedForward {
+    const TensorView* gate;
+    const TensorView* up;
+    const TensorView* down;
+    const float* gate_bias = nullptr;  // (hidden_dim)
+    const float* up_bias = nullptr;    // (hidden_dim)
+    const float* down_bias = nullptr;  // (dim)
+  };
+
+  // y (n, dim) = down(act(gate(x) + bg) * (up(x) + bu)) + bd for n rows of x (n, dim); y may be x.
+  void feed_forward(const Model& model, const FeedForward& f, const float* x, int n, float* y) {
+    const int hidden = model.config.hidden_dim, dim = model.config.dim;
     group_.clear();
-    group_.push_back({&weights_.get(model, w_gate, simd_, pool_), gate_.data()});
-    group_.push_back({&weights_.get(model, w_up, simd_, pool_), up_.data()});
+    group_.push_back({&weights_.get(model, *f.gate, simd_, pool_), gate_.data()});
+    group_.push_back({&weights_.get(model, *f.up, simd_, pool_), up_.data()});
     matmul_shared_input(group_, x, n, pool_);
+    add_bias_row(gate_.data(), n, hidden, f.gate_bias);
+    add_bias_row(up_.data(), n, hidden, f.up_bias);
     const Activation activation = model.config.activation;
     pool_.parallel_for(
-        static_cast<int64_t>(n) * model.config.hidden_dim,
+        static_cast<int64_t>(n) * hidden,
         [&](int64_t begin, int64_t end, int) { gated_activation(gate_.data(), up_.data(), begin, end, activation); },
         1024);
-    specula::matmul(weights_.get(model, w_down, simd_, pool_), gate_.data(), n, y, pool_);
+    specula::matmul(weights_.get(model, *f.down, simd_, pool_), gate_.data(), n, y, pool_);
+    add_bias_row(y, n, dim, f.down_bias);
+  }
+
+  // rows[t][i] += bias[i] for n rows of `width`; nothing for a null bias.
+  static void add_bias_row(float* rows, int n, int width, const float* bias) {
+    if (bias == nullptr) return;
+    for (int t = 0; t < n; ++t) {
+      for (int i = 0; i < width; ++i) rows[static_cast<size_t>(t) * width + i] += bias[i];
+    }
+  }
+
+  // Expert e's row of a (n_experts, width) bias, or null when the layer has none.
+  static const float* expert_bias(const TensorView& bias, int e) {
+    return bias.empty() ? nullptr : norm_weights(bias, "expert bias") + static_cast<size_t>(e) * bias.cols;
   }
 
   // The routed feed-forward of the n rows of xb_, in place. Each token picks its experts
@@ -518,12 +584,19 @@ class CpuBackend : public Backend {
     const size_t picks = static_cast<size_t>(n) * k;
     router_logits_.resize(static_cast<size_t>(n) * n_experts);
     specula::matmul(weights_.get(model, lw.router, simd_, pool_), xb_.data(), n, router_logits_.data(), pool_);
+    add_bias(router_logits_.data(), n, n_experts, lw.router_bias);
     probs_.resize(static_cast<size_t>(n_experts));
     chosen_.resize(picks);
     chosen_weights_.resize(picks);
     for (int t = 0; t < n; ++t) {
-      route_token(router_logits_.data() + static_cast<size_t>(t) * n_experts, n_experts, k, c.expert_weights_norm,
-                  probs_.data(), chosen_.data() + static_cast<size_t>(t) * k, chosen_weights_.data() + static_cast<size_t>(t) * k);
+      const float* logits = router_logits_.data() + static_cast<size_t>(t) * n_experts;
+      int32_t* experts = chosen_.data() + static_cast<size_t>(t) * k;
+      float* weights = chosen_weights_.data() + static_cast<size_t>(t) * k;
+      if (c.expert_gating == ExpertGating::TopKThenSoftmax) {
+        route_token_top_k_first(logits, n_experts, k, probs_.data(), experts, weights);
+      } else {
+        route_token(logits, n_experts, k, c.expert_weights_norm, probs_.data(), experts, weights);
+      }
     }
     // the picks (token * k + rank) grouped by expert, each group in token order
     group_start_.assign(static_cast<size_t>(n_experts) + 1, 0);
@@ -543,7 +616,9 @@ class CpuBackend : public Backend {
         std::memcpy(gathered_.data() + static_cast<size_t>(i) * dim, xb_.data() + token * dim, dim * sizeof(float));
       }
       const auto ex = static_cast<size_t>(e);
-      feed_forward(model, lw.expert_gate[ex], lw.expert_up[ex], lw.expert_down[ex], gathered_.data(), m, gathered_.data());
+      const FeedForward f{&lw.expert_gate[ex], &lw.expert_up[ex], &lw.expert_down[ex], expert_bias(lw.expert_gate_bias, e),
+                          expert_bias(lw.expert_up_bias, e), expert_bias(lw.expert_down_bias, e)};
+      feed_forward(model, f, gathered_.data(), m, gathered_.data());
       for (int i = 0; i < m; ++i) {
         std::memcpy(expert_out_.data() + static_cast<size_t>(by_expert_[first + i]) * dim,
                     gathered_.data() + static_cast<size_t>(i) * dim, dim * sizeof(float));

@@ -104,6 +104,8 @@ void quantize_activations_q8k(const float* x, BlockQ8K* out, int64_t n,
 
 // One token's attention for the query heads that share one KV head, over positions
 // 0 .. length-1 of its sequence in the paged cache: out_h = Σ_p softmax_p(q_h·k_p · scale) v_p.
+// With sinks (gpt-oss), each head's softmax has one more logit, sink_h, in its denominator:
+// exp(s_p) / (Σ exp(s_p') + exp(sink_h)), a share of the attention that goes to no value.
 struct AttentionArgs {
   const float* q = nullptr;              // (heads, head_dim): the group's query heads
   const float* keys = nullptr;           // the layer's cache keys: (slots, kv_dim)
@@ -117,6 +119,7 @@ struct AttentionArgs {
   int heads = 0;                         // query heads sharing the KV head
   int head_dim = 0;                      // floats per head
   float scale = 0.0f;                    // score scale, 1 / sqrt(head_dim)
+  const float* sinks = nullptr;          // (heads) sink logits, or null for none
   float* scores = nullptr;               // scratch of heads · (length - start) floats
   const float** rows = nullptr;          // scratch of 2 · (length - start) pointers
   float* out = nullptr;                  // (heads, head_dim) results

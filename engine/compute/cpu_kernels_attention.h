@@ -66,12 +66,14 @@ inline void score_tile(const AttentionArgs& a, const float* const* keys, int h0,
   }
 }
 
-// s[0 .. length) <- softmax(s), in place.
+// s[0 .. length) <- softmax(s), in place; with a sink logit, exp(sink - max) is added to the
+// denominator after the scores' sum (max over the scores and the sink).
 template <class V>
-inline void softmax_row(float* s, int length) {
+inline void softmax_row(float* s, int length, const float* sink) {
   using F = typename V::F;
   const int whole = length / 8 * 8;
-  const F shift = V::fset1(-row_max<V>(s, length)), one = V::fset1(1.0f);
+  const float max = sink ? std::max(row_max<V>(s, length), *sink) : row_max<V>(s, length);
+  const F shift = V::fset1(-max), one = V::fset1(1.0f);
   F acc = V::fzero();
   for (int p = 0; p < whole; p += 8) {
     const F e = exp_nonpositive<V>(V::fma(V::fload(s + p), one, shift));
@@ -85,6 +87,7 @@ inline void softmax_row(float* s, int length) {
     V::fstore(tail, exp_nonpositive<V>(V::fma(V::fload(tail), one, shift)));
     for (int p = whole; p < length; ++p) sum += s[p] = tail[p - whole];
   }
+  if (sink) sum += std::exp(*sink - max);
   const float inverse = 1.0f / sum;
   const F scale = V::fset1(inverse);
   for (int p = 0; p < whole; p += 8) V::fstore(s + p, V::fmul(V::fload(s + p), scale));
@@ -150,7 +153,9 @@ void attend(const AttentionArgs& args) {
     }
   }
 
-  for (int h = 0; h < heads; ++h) softmax_row<V>(a.scores + static_cast<size_t>(h) * length, length);
+  for (int h = 0; h < heads; ++h) {
+    softmax_row<V>(a.scores + static_cast<size_t>(h) * length, length, a.sinks ? a.sinks + h : nullptr);
+  }
 
   const int chunks = whole / 8;
   for (int h = 0; h < heads; h += pairs ? 2 : 1) {

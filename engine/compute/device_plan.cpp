@@ -518,7 +518,10 @@ std::string device_refusal(const Model& model) {
   if (any_layer(&LayerWeights::attn_post_norm) || any_layer(&LayerWeights::ffn_post_norm)) {
     missing.push_back("norms of attention's and the feed-forward's outputs");
   }
-  if (c.activation != Activation::Silu) missing.push_back("the GELU-tanh feed-forward");
+  if (c.activation == Activation::GeluTanh) missing.push_back("the GELU-tanh feed-forward");
+  if (c.activation == Activation::SwigluClamped) missing.push_back("the clamped SwiGLU feed-forward");
+  if (any_layer(&LayerWeights::attn_sinks)) missing.push_back("attention sinks");
+  if (c.rope_yarn_factor > 1.0f) missing.push_back("YaRN rope scaling");
   if (c.embedding_scale != 1.0f) missing.push_back("the scaled embedding");
   if (c.attention_scale != 0.0f) missing.push_back("a query scale other than 1/sqrt(head_dim)");
   if (c.has_experts()) missing.push_back("a mixture of experts (the router and grouped expert products)");

@@ -181,7 +181,8 @@ DeviceModelPlan plan_device_model(const Model& model);
 
 // Why a device backend cannot run `model`, naming every stage of its forward the device
 // kernels lack (gemma3's sliding-window attention, post-norms, GELU-tanh, scaled embedding,
-// query scale; qwen3moe's experts), or "" when they run all of it: a device refuses such a model (ModelError)
+// query scale; qwen3moe's experts; gpt-oss's sinks, YaRN and clamped SwiGLU), or "" when they run all
+// of it: a device refuses such a model (ModelError)
 // rather than compute a different one.
 std::string device_refusal(const Model& model);
 

@@ -36,24 +36,33 @@ struct ModelError : std::runtime_error {
 // Which dimensions of a head the rotary embedding turns together.
 enum class RopeStyle {
   Adjacent,  // (x[2i], x[2i+1]): llama (llama.cpp's "norm" rope)
-  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3, qwen3moe, gemma3 (llama.cpp's "neox" rope, transformers)
+  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3, qwen3moe, gemma3, gpt-oss (llama.cpp's "neox" rope, transformers)
 };
 std::string_view rope_style_name(RopeStyle style);  // "adjacent", "halves"
 
 // The architectures the engine runs, and the rope style of each one's GGUF layout;
 // std::nullopt for any other name.
 std::optional<RopeStyle> architecture_rope_style(std::string_view architecture);
-// "llama, qwen2, qwen3, qwen3moe, gemma3", for messages.
+// "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss", for messages.
 std::string supported_architectures();
 
 // The feed-forward's gate activation: down(act(gate(x)) * up(x)).
 enum class Activation {
   Silu,      // x * sigmoid(x): llama, qwen2, qwen3
   GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): gemma3 (gelu_pytorch_tanh)
+  // gpt-oss's clamped SwiGLU: g = min(gate, 7), u = clamp(up, -7, 7), (u + 1) * g * sigmoid(1.702 g)
+  // (llama.cpp's swiglu_oai, transformers' GptOssExperts)
+  SwigluClamped,
+};
+
+// How a mixture of experts weighs the experts it picks.
+enum class ExpertGating {
+  SoftmaxThenTopK,  // softmax over all router logits, the k most probable (qwen3moe)
+  TopKThenSoftmax,  // the k largest logits, softmax over those k (gpt-oss: llama.cpp's SOFTMAX_WEIGHT)
 };
 
 struct ModelConfig {
-  std::string architecture = "llama";  // "llama", "qwen2", "qwen3", "qwen3moe" or "gemma3"
+  std::string architecture = "llama";  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3" or "gpt-oss"
   std::string name;
   int dim = 0;             // residual stream width
   int hidden_dim = 0;      // feed-forward width; with experts, each expert's
@@ -74,6 +83,15 @@ struct ModelConfig {
   // (head_dim / 2) per-pair frequency divisors, llama3 scaling (GGUF rope_freqs.weight, or
   // computed from HF rope_scaling by llama3_rope_factors); empty when there are none.
   std::vector<float> rope_freq_factors;
+  // YaRN scaling (gpt-oss) when rope_yarn_factor > 1: each pair's frequency blends the
+  // interpolated theta^(-2i/d) / factor and the original by a ramp over the pairs between
+  // the correction dimensions of beta_fast and beta_slow rotations in the original context
+  // (not rounded to whole pairs: transformers' truncate false, gpt-oss's config), and cos
+  // and sin are scaled by 0.1 ln(factor) + 1. Global and sliding layers alike.
+  float rope_yarn_factor = 1.0f;
+  int rope_yarn_original_context = 0;
+  float rope_yarn_beta_fast = 32.0f;
+  float rope_yarn_beta_slow = 1.0f;
   Activation activation = Activation::Silu;
   // The token embedding is multiplied by this (gemma3: sqrt(dim), in float as transformers
   // multiplies in the activations' type).
@@ -89,6 +107,8 @@ struct ModelConfig {
   // RoPE base of sliding layers (gemma3: 10 000, llama.cpp's rope_freq_base_train_swa); they
   // take no rope scaling. Global layers use rope_theta and the scaling.
   float sliding_rope_theta = 10000.0f;
+  // Sliding layers rotate as global ones do (rope_theta and its scaling: gpt-oss).
+  bool sliding_rope_as_global = false;
   // A mixture of experts (qwen3moe): each layer's feed-forward is n_experts feed-forwards of
   // hidden_dim, of which a router picks n_experts_used per token (softmax over all, the
   // top n_experts_used by probability, ties to the lower id) and sums their outputs weighted
@@ -96,6 +116,7 @@ struct ModelConfig {
   int n_experts = 0;
   int n_experts_used = 0;
   bool expert_weights_norm = true;
+  ExpertGating expert_gating = ExpertGating::SoftmaxThenTopK;
 
   bool has_experts() const { return n_experts > 0; }
   int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
@@ -115,6 +136,8 @@ struct ModelConfig {
   // divided by rope_linear_factor and rope_freq_factors[i], in double (the angle of
   // position p is p * frequency). For a sliding layer: sliding_rope_theta^(-2i / head_dim).
   std::vector<double> rope_frequencies(bool sliding = false) const;
+  // The factor YaRN scales every cos and sin by (1 without YaRN).
+  float rope_magnitude() const;
 };
 
 // Llama 3.1's rope scaling as per-pair divisors of the frequencies (1 for wavelengths
@@ -137,6 +160,7 @@ struct LayerWeights {
   TensorView k_norm;     // (head_dim) f32 or empty: the same for k
   TensorView wo;         // (dim rows, q_dim cols)
   TensorView bo;         // (dim) f32 or empty: llama with attention biases
+  TensorView attn_sinks; // (n_heads) f32 or empty: gpt-oss's learned logit per head in each softmax's denominator
   TensorView attn_post_norm;  // (dim) f32 or empty: gemma3's RMSNorm of attention's output before the residual
   TensorView ffn_norm;   // (dim) f32
   TensorView w_gate;     // (hidden_dim rows, dim cols)
@@ -146,9 +170,14 @@ struct LayerWeights {
   // A mixture of experts (w_gate, w_up and w_down then empty): GGUF's 3-D ffn_*_exps tensors,
   // one view per expert of its rows.
   TensorView router;                     // (n_experts rows, dim cols) or empty: ffn_gate_inp
+  TensorView router_bias;                // (n_experts) f32 or empty: gpt-oss
   std::vector<TensorView> expert_gate;   // (n_experts) of (hidden_dim rows, dim cols)
   std::vector<TensorView> expert_up;     // (n_experts) of (hidden_dim rows, dim cols)
   std::vector<TensorView> expert_down;   // (n_experts) of (dim rows, hidden_dim cols)
+  // Each expert's biases, one row per expert, f32, or empty (gpt-oss: ffn_*_exps.bias)
+  TensorView expert_gate_bias;           // (n_experts rows, hidden_dim cols)
+  TensorView expert_up_bias;             // (n_experts rows, hidden_dim cols)
+  TensorView expert_down_bias;           // (n_experts rows, dim cols)
 
   // The weight matrices, in the order a forward multiplies by them (q, k, v, o, then gate,
   // up and down, or the router and each expert's gate, up and down); empty ones left out.
@@ -158,8 +187,9 @@ struct LayerWeights {
   // Every tensor the layer has, in the order above (empty ones left out; experts last).
   std::vector<const TensorView*> tensors() const {
     std::vector<const TensorView*> all;
-    for (const TensorView* v : {&attn_norm, &wq, &wk, &wv, &bq, &bk, &bv, &q_norm, &k_norm, &wo, &bo,
-                                &attn_post_norm, &ffn_norm, &w_gate, &w_up, &w_down, &ffn_post_norm, &router}) {
+    for (const TensorView* v : {&attn_norm, &wq, &wk, &wv, &bq, &bk, &bv, &q_norm, &k_norm, &wo, &bo, &attn_sinks,
+                                &attn_post_norm, &ffn_norm, &w_gate, &w_up, &w_down, &ffn_post_norm, &router,
+                                &router_bias, &expert_gate_bias, &expert_up_bias, &expert_down_bias}) {
       if (!v->empty()) all.push_back(v);
     }
     for (size_t e = 0; e < expert_gate.size(); ++e) {

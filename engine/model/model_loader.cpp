@@ -102,14 +102,16 @@ std::shared_ptr<const Tokenizer> tokenizer_from_file(const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------------------
-// GGUF, architectures llama, qwen2, qwen3, qwen3moe and gemma3, keys and tensor names as llama.cpp writes them.
+// GGUF, architectures llama, qwen2, qwen3, qwen3moe, gemma3 and gpt-oss, keys and tensor names as llama.cpp writes them.
 
 // RoPE scaling from `<arch>.rope.scaling.*` (or the older `<arch>.rope.scale_linear`) and
 // llama3's per-pair divisors from the rope_freqs.weight tensor, as llama.cpp reads them.
 void read_gguf_rope_scaling(const GgufFile& gguf, const std::string& arch, ModelConfig& c) {
   const std::string type = gguf.get_string(arch + ".rope.scaling.type", "none");
+  if (type == "yarn" && arch == "gpt-oss") return;  // read_gpt_oss
   if (type != "none" && type != "linear") {
-    throw ModelError(gguf.path + ": rope scaling '" + type + "' is not supported (only linear, and llama3's rope_freqs)");
+    throw ModelError(gguf.path + ": rope scaling '" + type +
+                     "' is not supported (only linear, llama3's rope_freqs, and gpt-oss's yarn)");
   }
   double factor = gguf.get_real(arch + ".rope.scaling.factor", gguf.get_real(arch + ".rope.scale_linear", 0.0));
   if (type == "linear" || factor != 0.0) c.rope_linear_factor = factor == 0.0 ? 1.0f : static_cast<float>(factor);
@@ -142,6 +144,33 @@ void read_gemma3(const GgufFile& gguf, ModelConfig& c) {
   if (c.n_layers == 62 && c.n_heads > 0) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
 }
 
+// What gpt-oss adds, read as llama.cpp's openai-moe model reads it: sliding layers
+// (attention.sliding_window) alternating with global ones from layer 0, all rotating alike
+// with YaRN scaling (rope.scaling.*: factor, original_context_length, the betas 32 and 1
+// unless the file says), the clamped SwiGLU, and the experts weighed by a softmax over the
+// top k router logits (llama.cpp's SOFTMAX_WEIGHT gating, whatever expert_gating_func says).
+void read_gpt_oss(const GgufFile& gguf, ModelConfig& c) {
+  const std::string a = "gpt-oss.";
+  c.activation = Activation::SwigluClamped;
+  c.expert_gating = ExpertGating::TopKThenSoftmax;
+  c.expert_weights_norm = false;  // the softmax over the k is their weights already (llama.cpp: norm_w false)
+  c.sliding_window = static_cast<int>(gguf.get_int(a + "attention.sliding_window"));
+  if (c.sliding_window <= 0) throw ModelError(gguf.path + ": gpt-oss.attention.sliding_window must be positive");
+  c.global_layer_period = 2;
+  c.sliding_rope_as_global = true;
+  const std::string type = gguf.get_string(a + "rope.scaling.type", "none");
+  if (type == "none") return;
+  if (type != "yarn") throw ModelError(gguf.path + ": gpt-oss with rope scaling '" + type + "' (only yarn)");
+  c.rope_yarn_factor = static_cast<float>(gguf.get_real(a + "rope.scaling.factor", 0.0));
+  const int64_t original = gguf.get_int(a + "rope.scaling.original_context_length");
+  if (!(c.rope_yarn_factor >= 1.0f) || original < 1 || original > (int64_t{1} << 30)) {
+    throw ModelError(gguf.path + ": yarn scaling needs a factor of at least 1 and a positive original context");
+  }
+  c.rope_yarn_original_context = static_cast<int>(original);
+  c.rope_yarn_beta_fast = static_cast<float>(gguf.get_real(a + "rope.scaling.yarn_beta_fast", 32.0));
+  c.rope_yarn_beta_slow = static_cast<float>(gguf.get_real(a + "rope.scaling.yarn_beta_slow", 1.0));
+}
+
 // A mixture of experts' sizes, as llama.cpp's qwen3moe reads them: expert_count experts of
 // expert_feed_forward_length (the dense feed_forward_length, which the files also carry, is
 // unused), expert_used_count of them per token, softmax gating, the selected weights
@@ -161,6 +190,7 @@ void read_experts(const GgufFile& gguf, const std::string& arch, ModelConfig& c)
   }
   c.hidden_dim = count("expert_feed_forward_length");
   c.expert_weights_norm = gguf.get_bool(a + "expert_weights_norm", true);
+  if (arch == "gpt-oss") return;
   // llama.cpp's enum llama_expert_gating_func_type: 1 softmax, 2 sigmoid
   if (const int64_t gating = gguf.get_int(a + "expert_gating_func", 1); gating != 1) {
     throw ModelError(gguf.path + ": " + a + "expert_gating_func " + std::to_string(gating) +
@@ -196,7 +226,8 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   };
   const std::string a = c.architecture + ".";
   c.dim = int_key(a + "embedding_length");
-  const bool experts = c.architecture == "qwen3moe";
+  const bool gpt_oss = c.architecture == "gpt-oss";
+  const bool experts = c.architecture == "qwen3moe" || gpt_oss;
   if (experts) {
     read_experts(gguf, c.architecture, c);
   } else {
@@ -225,6 +256,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   }
   if (c.n_layers > 4096) throw ModelError(path + ": " + a + "block_count " + std::to_string(c.n_layers) + " is absurd");
   if (c.architecture == "gemma3") read_gemma3(gguf, c);
+  if (gpt_oss) read_gpt_oss(gguf, c);
 
   const auto tensor = [&](const std::string& name) {
     const GgufTensorInfo* t = gguf.tensor(name);
@@ -284,15 +316,24 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     L.k_norm = optional_vector(p + "attn_k_norm.weight");
     L.wo = tensor(p + "attn_output.weight");
     L.bo = optional_vector(p + "attn_output.bias");
-    L.attn_post_norm = optional_vector(p + "post_attention_norm.weight");
-    L.ffn_norm = norm_as_f32(*model, tensor(p + "ffn_norm.weight"));
+    L.attn_sinks = optional_vector(p + "attn_sinks.weight");
+    if (gpt_oss) {  // its feed-forward's input norm is named post_attention_norm
+      L.ffn_norm = norm_as_f32(*model, tensor(p + "post_attention_norm.weight"));
+    } else {
+      L.attn_post_norm = optional_vector(p + "post_attention_norm.weight");
+      L.ffn_norm = norm_as_f32(*model, tensor(p + "ffn_norm.weight"));
+    }
     if (experts) {
       L.router = tensor(p + "ffn_gate_inp.weight");
+      L.router_bias = optional_vector(p + "ffn_gate_inp.bias");
       L.expert_gate = expert_tensors(p + "ffn_gate_exps.weight", c.hidden_dim, c.dim);
       L.expert_up = expert_tensors(p + "ffn_up_exps.weight", c.hidden_dim, c.dim);
       L.expert_down = expert_tensors(p + "ffn_down_exps.weight", c.dim, c.hidden_dim);
+      L.expert_gate_bias = optional_vector(p + "ffn_gate_exps.bias");
+      L.expert_up_bias = optional_vector(p + "ffn_up_exps.bias");
+      L.expert_down_bias = optional_vector(p + "ffn_down_exps.bias");
       if (gguf.tensor(p + "ffn_gate_inp_shexp.weight") || gguf.tensor(p + "ffn_gate_shexp.weight")) {
-        throw ModelError(path + ": layer " + std::to_string(l) + " has shared experts, which qwen3moe does not have");
+        throw ModelError(path + ": layer " + std::to_string(l) + " has shared experts, which " + c.architecture + " does not have");
       }
     } else {
       L.w_gate = tensor(p + "ffn_gate.weight");
@@ -305,6 +346,12 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     }
     if ((c.architecture == "qwen3" || c.architecture == "qwen3moe" || c.architecture == "gemma3") && (L.q_norm.empty() || L.k_norm.empty())) {
       throw ModelError(path + ": " + c.architecture + " layer " + std::to_string(l) + " lacks its q, k norms");
+    }
+    if (gpt_oss && (L.attn_sinks.empty() || L.bq.empty() || L.bk.empty() || L.bv.empty() || L.bo.empty() ||
+                    L.router_bias.empty() || L.expert_gate_bias.empty() || L.expert_up_bias.empty() ||
+                    L.expert_down_bias.empty())) {
+      throw ModelError(path + ": gpt-oss layer " + std::to_string(l) +
+                       " lacks its attention sinks or one of its biases (attention, router, experts)");
     }
     if (c.architecture == "gemma3" && (L.attn_post_norm.empty() || L.ffn_post_norm.empty())) {
       throw ModelError(path + ": gemma3 layer " + std::to_string(l) +
@@ -668,6 +715,13 @@ void check_experts(const Model& model, int l) {
   }
   if (!L.w_gate.empty() || !L.w_up.empty() || !L.w_down.empty()) throw fail("has a dense feed-forward beside its experts");
   check_view(model, "router", l, L.router, c.n_experts, c.dim, false);
+  if (!L.router_bias.empty()) check_view(model, "router bias", l, L.router_bias, 1, c.n_experts, true);
+  const auto expert_bias = [&](const char* name, const TensorView& v, int64_t width) {
+    if (!v.empty()) check_view(model, name, l, v, c.n_experts, width, true);
+  };
+  expert_bias("expert gate bias", L.expert_gate_bias, c.hidden_dim);
+  expert_bias("expert up bias", L.expert_up_bias, c.hidden_dim);
+  expert_bias("expert down bias", L.expert_down_bias, c.dim);
   for (const auto* experts : {&L.expert_gate, &L.expert_up, &L.expert_down}) {
     if (experts->size() != static_cast<size_t>(c.n_experts)) {
       throw fail("has " + std::to_string(experts->size()) + " experts, expected " + std::to_string(c.n_experts));
@@ -742,6 +796,7 @@ void validate_model(const Model& model) {
     if (L.q_norm.empty() != L.k_norm.empty()) throw fail("layer " + std::to_string(l) + " has a norm for only one of q, k");
     check_view(model, "wo", l, L.wo, c.dim, q_dim, false);
     optional("bo", L.bo, c.dim);
+    optional("attn_sinks", L.attn_sinks, c.n_heads);
     optional("attn_post_norm", L.attn_post_norm, c.dim);
     optional("ffn_post_norm", L.ffn_post_norm, c.dim);
     check_view(model, "ffn_norm", l, L.ffn_norm, 1, c.dim, true);

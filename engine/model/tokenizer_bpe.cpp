@@ -26,6 +26,12 @@ const char* const kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// tiktoken's o200k_base (GPT-4o, gpt-oss): cased letter runs with an optional contraction,
+// digits by threes, punctuation runs that take trailing newlines and slashes.
+const char* const kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kCjk = "[\xE4\xB8\x80-\xE9\xBE\xA5\xE0\xA0\x80-\xE4\xB8\x80\xEA\xB0\x80-\xED\x9F\xBF]+";  // [一-龥ࠀ-一가-퟿]+
 
 struct KnownPreTokenizer {
@@ -40,6 +46,7 @@ const std::vector<KnownPreTokenizer>& known_pre_tokenizers() {
       {{"qwen2", "stablelm2", "megrez"}, {{kQwen2}}},
       {{"llama-bpe", "llama3", "llama-v3", "falcon3"}, {{kLlama3}, true}},
       {{"dbrx", "smaug-bpe"}, {{kLlama3}}},
+      {{"gpt-4o", "llama4"}, {{kGpt4o}}},
       {{"deepseek-coder"}, {{"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjk, R"(\p{N})"}}},
       {{"deepseek-llm"},
        {{"[\r\n]",

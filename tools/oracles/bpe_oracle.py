@@ -57,6 +57,17 @@ QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# tiktoken's o200k_base pat_str (tiktoken_ext/openai_public.py): GPT-4o's and gpt-oss's rules,
+# llama.cpp's "gpt-4o" pre-tokenizer.
+O200K_REGEX = "|".join([
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"\p{N}{1,3}",
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    r"\s*[\r\n]+",
+    r"\s+(?!\S)",
+    r"\s+",
+])
 CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
 DEEPSEEK_LLM_LETTERS = (
     "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af"
@@ -88,6 +99,7 @@ FAMILIES = {
     "starcoder": dict(pre=pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level(True)])),
     "qwen2": dict(pre=pre_tokenizers.Sequence([split(QWEN2_REGEX), byte_level(False)]), nfc=True),
     "llama-bpe": dict(pre=pre_tokenizers.Sequence([split(LLAMA3_REGEX), byte_level(False)]), ignore_merges=True),
+    "gpt-4o": dict(pre=pre_tokenizers.Sequence([split(O200K_REGEX), byte_level(False)])),
     "deepseek-coder": dict(pre=pre_tokenizers.Sequence(
         [split("[\r\n]"), split(r"\s?\p{L}+"), split(r"\s?\p{P}+"), split(CJK), split(r"\p{N}"), byte_level(False)])),
     "deepseek-llm": dict(pre=pre_tokenizers.Sequence(
