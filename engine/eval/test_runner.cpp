@@ -362,6 +362,21 @@ SandboxRun TestRunner::run_program(const std::vector<SandboxFile>& files, const 
   return warm->run(files, "main.py", args, limits);
 }
 
+void TestRunner::warm_up() {
+  if (mode_ == SandboxMode::Cold || sandbox_.isolation() != Isolation::Full) return;
+  std::vector<std::unique_ptr<WarmSandbox>> started;
+  {
+    std::lock_guard lock(warm_mutex_);
+    while (started.size() + idle_warm_.size() < workers_.size())
+      started.push_back(std::make_unique<WarmSandbox>(sandbox_, SandboxFile{"main.py", test_harness_source()}));
+  }
+  std::vector<std::thread> starting;
+  for (auto& warm : started) starting.emplace_back([this, &warm] { warm->prepare(limits_); });
+  for (std::thread& t : starting) t.join();
+  std::lock_guard lock(warm_mutex_);
+  for (auto& warm : started) idle_warm_.push_back(std::move(warm));
+}
+
 int TestRunner::warm_starts() const {
   std::lock_guard lock(warm_mutex_);
   int n = 0;

@@ -139,6 +139,11 @@ class TestRunner {
   // Why warm runs went cold here ("" when none did for want of a warm process).
   std::string warm_note() const;
 
+  // Warm: starts a warm process for each worker now (concurrently), so that the first runs
+  // within a budget do not pay for starting them; nothing in cold mode. Returns when they
+  // have started or failed to (then runs go cold, and warm_note() says why).
+  void warm_up();
+
   // Queues a program; wall_seconds > 0 overrides the limit for this run only. `on_done`
   // (optional) is called on the worker thread with the result before the future is ready.
   // A `deadline` (a budget's end) bounds the run as run_until says, however long it queued.
