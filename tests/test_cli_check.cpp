@@ -1,5 +1,6 @@
 // `specula-cli check` end to end: HumanEval's 164 canonical solutions pass and the same
-// functions returning None fail; warm and cold runs agree; bad input gets clear messages and
+// functions returning None fail; warm and cold runs agree; --run chooses the tests, the
+// docstring's examples or the checks alone; bad input gets clear messages and
 // the documented exit codes.
 #include <QDir>
 #include <QElapsedTimer>
@@ -68,6 +69,12 @@ QList<int> processes_named(const QString& name) {
     if (close >= 0 && fields.mid(close + 2, 1) != "Z") pids.append(pid.toInt());
   }
   return pids;
+}
+
+// The text output of `check --run RUN`: its verdicts with their details.
+QString results_detail(const QString& problems, const QString& samples, const QString& run) {
+  const Outcome o = run_cli({"check", "--problems", problems, "--samples", samples, "--run", run});
+  return o.out + o.err;
 }
 
 }  // namespace
@@ -168,6 +175,50 @@ class TestCliCheck : public QObject {
     QVERIFY2(o.out.contains("t/add #1: failed"), qPrintable(o.out));
     QVERIFY2(o.out.contains("11 #0: passed"), qPrintable(o.out));
     QVERIFY2(o.out.contains("pass@1: 0.7500"), qPrintable(o.out));  // (1/2 + 1) / 2
+  }
+
+  // --run: the same wrong sample fails the tests, fails the docstring's example without them,
+  // and passes the checks alone (nothing tested); one that does not parse fails at every
+  // level. The summary's median and 95th percentile lie within the runs' own seconds.
+  void run_selects_tests_examples_or_checks() {
+    QTemporaryDir dir;
+    const nlohmann::json add = {{"task_id", "t/add"},
+                                {"prompt", "def add(a, b):\n    '''\n    >>> add(2, 3)\n    5\n    '''\n"},
+                                {"test", "def check(candidate):\n    assert candidate(1, 2) == 3\n"},
+                                {"entry_point", "add"}};
+    const QString problems = write_file(dir, "problems.jsonl", add.dump() + "\n");
+    const QString samples = write_file(dir, "samples.jsonl",
+        R"J({"task_id": "t/add", "completion": "    return a - b\n"})J" "\n"
+        R"J({"task_id": "t/add", "completion": "    return a +\n"})J" "\n");
+    const std::map<QString, QStringList> expected = {{"tests", {"failed", "failed"}},
+                                                     {"examples", {"failed", "failed"}},
+                                                     {"checks", {"untested", "failed"}}};
+    for (const auto& [run, verdicts] : expected) {
+      const Outcome o = run_cli({"check", "--problems", problems, "--samples", samples, "--run", run, "--json"});
+      QVERIFY2(o.code == 0, qPrintable(o.err));
+      const QJsonObject out = QJsonDocument::fromJson(o.out.toUtf8()).object();
+      QCOMPARE(out["run"].toString(), run);
+      const QJsonArray results = out["results"].toArray();
+      QCOMPARE(results.size(), 2);
+      QStringList got;
+      double least = 1e9, most = 0;
+      for (const QJsonValue& r : results) {
+        got << r.toObject()["verdict"].toString();
+        least = std::min(least, r.toObject()["seconds"].toDouble());
+        most = std::max(most, r.toObject()["seconds"].toDouble());
+      }
+      QCOMPARE(got, verdicts);
+      const QJsonObject seconds = out["seconds"].toObject();
+      QVERIFY2(seconds["median"].toDouble() >= least && seconds["median"].toDouble() <= most, qPrintable(o.out));
+      QCOMPARE(seconds["p95"].toDouble(), most);  // two runs: the nearest rank is the larger
+    }
+    const QString checks = results_detail(problems, samples, "checks");
+    QVERIFY2(checks.contains("SyntaxError"), qPrintable(checks));
+    const QString examples = results_detail(problems, samples, "examples");
+    QVERIFY2(examples.contains("add(2, 3)"), qPrintable(examples));
+    const Outcome bad = run_cli({"check", "--problems", problems, "--samples", samples, "--run", "doctest"});
+    QVERIFY(bad.code != 0);
+    QVERIFY2(bad.err.contains("--run"), qPrintable(bad.err));
   }
 
   void json_survives_invalid_utf8_in_tracebacks() {

@@ -1,12 +1,16 @@
 // pass@k against hand-computed values, ranking order, problem-set loading with bad lines,
-// the budgeted scheduler driven by a controlled fake generator, and fill-in-the-middle
+// the budgeted scheduler driven by a controlled fake generator (duplicate texts tested once),
+// and fill-in-the-middle
 // candidates tested with the code after their hole.
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -389,6 +393,66 @@ class TestEvaluation : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::runtime_error, evaluate_problem(problem, generator, runner, 30.0,
                                                                   [&](const EvaluatedCandidate&) { ++tested; }));
     QCOMPARE(tested.load(), 1);
+  }
+
+  // The same text is tested once: a fake test counts its runs and holds the first until the
+  // duplicate has arrived, so one duplicate waits for the verdict and a later one finds it.
+  void duplicate_texts_are_tested_once() {
+    const Problem problem = make_problem("def neg(x):\n", "assert neg(1) == -1\n");
+    std::mutex mutex;
+    std::map<std::string, int> runs;
+    std::atomic<bool> release{false};
+    const CandidateTesting testing{.test = [&](const CandidateTest& c, double) {
+                                     {
+                                       std::lock_guard lock(mutex);
+                                       ++runs[c.completion];
+                                     }
+                                     while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                     TestResult r;
+                                     // exactly this text passes: a trailing space is a text of its own
+                                     r.verdict = c.completion == "    return -x\n" ? Verdict::Passed : Verdict::Failed;
+                                     return r;
+                                   },
+                                   .jobs = 2};
+    std::atomic<int> reported_before_third{0};
+    std::vector<int> reported;       // candidate indices, as on_tested saw them
+    std::vector<int> wrong_reports;  // those reported with another text's verdict
+    const CandidateGenerator generator = [&](const Problem&, double, const CandidateSink& deliver, const std::atomic<bool>&) {
+      deliver({0, "    return -x\n", -0.3});
+      deliver({1, "    return x\n", -0.2});
+      deliver({2, "    return -x\n", -0.1});  // its text's test is still running
+      release = true;
+      for (int i = 0; i < 5000; ++i) {
+        {
+          std::lock_guard lock(mutex);
+          if (reported.size() == 3) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      {
+        std::lock_guard lock(mutex);
+        reported_before_third = int(reported.size());
+      }
+      deliver({3, "    return -x\n", -0.4});  // its text's verdict is known
+      deliver({4, "    return -x \n", -0.5});  // another text (a trailing space): tested, fails
+    };
+    const ProblemEvaluation e = evaluate_problem(problem, generator, testing, 0.0, [&](const EvaluatedCandidate& c) {
+      std::lock_guard lock(mutex);
+      reported.push_back(c.index);
+      const bool passes = c.completion == "    return -x\n";
+      if (c.result.verdict != (passes ? Verdict::Passed : Verdict::Failed)) wrong_reports.push_back(c.index);
+    });
+    QCOMPARE(wrong_reports, std::vector<int>{});
+    QCOMPARE(runs["    return -x\n"], 1);
+    QCOMPARE(runs["    return x\n"], 1);
+    QCOMPARE(runs["    return -x \n"], 1);
+    QCOMPARE(reported_before_third.load(), 3);
+    std::sort(reported.begin(), reported.end());
+    QCOMPARE(reported, (std::vector<int>{0, 1, 2, 3, 4}));
+    QCOMPARE(e.n, 5);
+    QCOMPARE(e.c, 3);
+    for (const EvaluatedCandidate& c : e.candidates)
+      QCOMPARE(verdict_name(c.result.verdict), c.completion == "    return -x\n" ? "passed" : "failed");
   }
 
   void unbudgeted_scheduler_first_candidate_passes() {

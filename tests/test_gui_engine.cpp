@@ -1,6 +1,8 @@
 // The acceptance flow with the real engine and a real model (stories260K from ../shared):
 // load, four candidates stream, Stop ends the run midway, a second run goes to the end and
-// every candidate gets a sandbox verdict and a rank; bad model files (a text file named
+// every candidate gets a sandbox verdict and a rank; the demo pair's verdicts arrive while
+// other candidates still decode (EngineWorker's signals, in an order forced by holding the
+// decoding thread, not by timing); bad model files (a text file named
 // .gguf with GGUF's message) and an unusable device become messages in the window. Ranking
 // without tests: the demo pair's greedy candidates, all alike, collapse into one pane; fixed
 // texts tested by the real sandbox and harness show their checks, docstring examples,
@@ -24,7 +26,9 @@
 #include <QtTest>
 #include <pthread.h>
 
+#include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "behaviour_view.h"
@@ -167,6 +171,75 @@ class GuiEngineTest : public QObject {
     }
     std::sort(order.begin(), order.end());
     QCOMPARE(order, (QVector<int>{0, 1, 2, 3}));
+  }
+
+  // The demo pair decodes eight candidates of different lengths; the first delta of a
+  // candidate still decoding after another has finished holds the decoding thread (inside
+  // EngineWorker's candidateDelta) until some verdict arrives. Only a verdict sent while
+  // decoding goes on lets that delta return: were the tests to start after decoding, the hold
+  // would run out, no verdict seen, and the test fail. The order is forced, not timed.
+  void verdictsArriveWhileDecoding() {
+    const QString models = SPECULA_SOURCE_DIR "/resources/models/";
+    auto window = makeWindow();
+    window->loadModels(models + "specula-demo-target.gguf", {}, models + "specula-demo-draft.gguf");
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isLoading(), kTimeoutMs);
+    QVERIFY2(window->hasModel(), qPrintable(window->message()));
+    window->promptEditor()->setPlainText(kPrompt);
+    window->testsEditor()->setPlainText("assert add(2, 3) == 5\n");
+    window->findChild<QSpinBox*>("candidatesSpin")->setValue(8);
+    window->findChild<QDoubleSpinBox*>("temperatureSpin")->setValue(0.8);
+    window->findChild<QSpinBox*>("maxTokensSpin")->setValue(200);
+    window->findChild<QDoubleSpinBox*>("budgetSpin")->setValue(0);  // no budget: every candidate ends by itself
+
+    std::mutex mutex;
+    std::condition_variable verdict_came;
+    std::vector<QString> events;  // "verdict I", "finished I", "held by J", "released J": in order
+    std::set<int> finished, verdicts;
+    bool held = false;             // the hold has been taken (once per run)
+    bool released_by_verdict = false;
+    auto* worker = window->worker();
+    const auto on_state = connect(
+        worker, &specula::ui::EngineWorker::candidateState, worker,
+        [&](int index, int state, const QString&) {
+          const auto s = CandidateState(state);
+          std::lock_guard lock(mutex);
+          if (s == CandidateState::Testing) {
+            finished.insert(index);
+            events.push_back(QString("finished %1").arg(index));
+          } else if (s != CandidateState::Generating) {
+            verdicts.insert(index);
+            events.push_back(QString("verdict %1").arg(index));
+            verdict_came.notify_all();
+          }
+        },
+        Qt::DirectConnection);
+    const auto on_delta = connect(
+        worker, &specula::ui::EngineWorker::candidateDelta, worker,
+        [&](int index, const QString&, int, int, int) {
+          std::unique_lock lock(mutex);
+          if (held || finished.empty() || finished.count(index)) return;
+          held = true;  // a candidate has finished and this one is still decoding
+          events.push_back(QString("held by %1").arg(index));
+          released_by_verdict = verdict_came.wait_for(lock, std::chrono::seconds(60), [&] { return !verdicts.empty(); });
+          events.push_back(QString("released %1").arg(index));
+        },
+        Qt::DirectConnection);
+    window->generate();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeoutMs);
+    disconnect(on_state);
+    disconnect(on_delta);
+    std::lock_guard lock(mutex);
+    QStringList log;
+    for (const QString& e : events) log << e;
+    QVERIFY2(held, qPrintable("every candidate finished on the same step: " + log.join(", ")));
+    QVERIFY2(released_by_verdict, qPrintable("no verdict while decoding was held: " + log.join(", ")));
+    // the held candidate's own verdict came after the verdict that released it
+    const qsizetype release = log.indexOf(QRegularExpression("released \\d+"));
+    const QString held_index = log[release].section(' ', 1);
+    QVERIFY(log.indexOf(QRegularExpression("verdict \\d+")) < release);
+    QVERIFY(log.indexOf("verdict " + held_index) > release);
+    QCOMPARE(int(verdicts.size()), 8);
+    QVERIFY2(window->message().isEmpty(), qPrintable(window->message()));
   }
 
   void runAllEvaluatesEveryTask() {

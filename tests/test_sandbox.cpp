@@ -472,6 +472,26 @@ class TestSandbox : public QObject {
     QCOMPARE(runner.warm_starts(), 2);
   }
 
+  // warm_up starts one warm process per worker before any run; the runs then start none,
+  // and a second warm_up (all of them idle and alive) starts none either. Cold: nothing.
+  void warm_up_starts_one_process_per_worker() {
+    const Sandbox& sandbox = *sandboxes_.full;
+    if (sandbox.isolation() != Isolation::Full) QSKIP(("no warm runs without full isolation: " + sandbox.isolation_note()).c_str());
+    TestRunner runner(sandbox, SandboxLimits{}, 2, SandboxMode::Warm);
+    runner.warm_up();
+    QCOMPARE(runner.warm_starts(), 2);
+    const std::vector<TestResult> results = runner.run_all({make_test_program(kPrompt, "    return a + b\n", "", kTest, "add"),
+                                                            make_test_program(kPrompt, "    return a - b\n", "", kTest, "add")});
+    QCOMPARE(verdict_name(results[0].verdict), "passed");
+    QCOMPARE(verdict_name(results[1].verdict), "failed");
+    runner.warm_up();
+    QCOMPARE(runner.warm_starts(), 2);
+    QCOMPARE(runner.cold_fallbacks(), 0);
+    TestRunner cold(sandbox, SandboxLimits{}, 2, SandboxMode::Cold);
+    cold.warm_up();
+    QCOMPARE(cold.warm_starts(), 0);
+  }
+
   // A warm process killed between runs is restarted for the next; one killed during a run
   // hands that run to the cold path: its verdict is the candidate's either way.
   void dead_warm_process_never_gives_a_verdict() {

@@ -104,6 +104,7 @@ class SpeculaEngine final : public EnginePort {
       try {
         sandbox_ = std::make_unique<Sandbox>();
         runner_ = std::make_unique<TestRunner>(*sandbox_, SandboxLimits{}, kTestJobs);
+        runner_->warm_up();  // with the model's load, not within the first run's budget
       } catch (const SandboxError& e) {
         isolation_ = std::string("no tests: ") + e.what();
       }

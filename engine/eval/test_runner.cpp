@@ -362,6 +362,32 @@ SandboxRun TestRunner::run_program(const std::vector<SandboxFile>& files, const 
   return warm->run(files, "main.py", args, limits);
 }
 
+void TestRunner::warm_up() {
+  if (mode_ == SandboxMode::Cold || sandbox_.isolation() != Isolation::Full) return;
+  // Each worker starts one: a run's processes die with the thread that started them
+  // (PR_SET_PDEATHSIG), and the workers live as long as the runner.
+  std::unique_lock lock(mutex_);
+  ++warm_round_;
+  warming_ = static_cast<int>(workers_.size());
+  wake_.notify_all();
+  warmed_.wait(lock, [this] { return warming_ == 0; });
+}
+
+// A new warm process, started on this worker's thread, unless the runner has one per worker
+// already (idle, or being started by another worker).
+void TestRunner::warm_one() const {
+  {
+    std::lock_guard lock(warm_mutex_);
+    if (idle_warm_.size() + warm_starting_ >= workers_.size()) return;
+    ++warm_starting_;
+  }
+  auto warm = std::make_unique<WarmSandbox>(sandbox_, SandboxFile{"main.py", test_harness_source()});
+  warm->prepare(limits_);
+  std::lock_guard lock(warm_mutex_);
+  idle_warm_.push_back(std::move(warm));
+  --warm_starting_;
+}
+
 int TestRunner::warm_starts() const {
   std::lock_guard lock(warm_mutex_);
   int n = 0;
@@ -386,11 +412,20 @@ std::string TestRunner::warm_note() const {
 }
 
 void TestRunner::work() {
+  int round = 0;  // the last warm_up round this worker took part in
   while (true) {
     Job job;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+      wake_.wait(lock, [&] { return closing_ || !queue_.empty() || round != warm_round_; });
+      if (round != warm_round_) {
+        round = warm_round_;
+        lock.unlock();
+        warm_one();
+        lock.lock();
+        if (--warming_ == 0) warmed_.notify_all();
+        continue;
+      }
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();

@@ -139,6 +139,11 @@ class TestRunner {
   // Why warm runs went cold here ("" when none did for want of a warm process).
   std::string warm_note() const;
 
+  // Warm: each worker starts a warm process now (concurrently), so that the first runs
+  // within a budget do not pay for starting them; nothing in cold mode. Returns when they
+  // have started or failed to (then runs go cold, and warm_note() says why).
+  void warm_up();
+
   // Queues a program; wall_seconds > 0 overrides the limit for this run only. `on_done`
   // (optional) is called on the worker thread with the result before the future is ready.
   // A `deadline` (a budget's end) bounds the run as run_until says, however long it queued.
@@ -159,6 +164,7 @@ class TestRunner {
     std::promise<TestResult> result;
   };
   void work();
+  void warm_one() const;
   SandboxRun run_program(const std::vector<SandboxFile>& files, const std::vector<std::string>& args,
                          const SandboxLimits& limits) const;
 
@@ -167,11 +173,15 @@ class TestRunner {
   SandboxMode mode_;
   mutable std::mutex warm_mutex_;
   mutable std::vector<std::unique_ptr<WarmSandbox>> idle_warm_;  // warm processes no run holds
+  mutable std::size_t warm_starting_ = 0;                         // being started by warm_up
   std::vector<std::thread> workers_;
   std::deque<Job> queue_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool closing_ = false;
+  int warm_round_ = 0;  // warm_up calls so far: each worker takes part in each once
+  int warming_ = 0;     // workers still starting their warm process for the current round
+  std::condition_variable warmed_;
 };
 
 }  // namespace specula

@@ -258,6 +258,15 @@ WarmSandbox::Outcome WarmSandbox::attempt(const std::vector<SandboxFile>& files,
   return Outcome::Done;
 }
 
+void WarmSandbox::prepare(const SandboxLimits& limits) {
+  if (!warm() || pid_ > 0) return;
+  try {
+    start(limits);
+  } catch (const SandboxError& e) {
+    broken_ = e.what();
+  }
+}
+
 SandboxRun WarmSandbox::run(const std::vector<SandboxFile>& files, const std::string& main_file,
                             const std::vector<std::string>& args, const SandboxLimits& limits) {
   if (!warm()) return sandbox_.run(files, main_file, args, limits);

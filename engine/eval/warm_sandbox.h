@@ -44,6 +44,11 @@ class WarmSandbox {
   SandboxRun run(const std::vector<SandboxFile>& files, const std::string& main_file,
                  const std::vector<std::string>& args, const SandboxLimits& limits);
 
+  // Starts the warm process now, if runs here are warm and none is running, so that the
+  // first run does not pay its start (about one cold run); a failure to start is kept as
+  // note() and runs go cold, as when run() finds it.
+  void prepare(const SandboxLimits& limits);
+
   // Whether runs go through a warm process here (full isolation, and it started).
   bool warm() const { return sandbox_.isolation() == Isolation::Full && broken_.empty(); }
   // Why runs are cold, "" when they are warm.
