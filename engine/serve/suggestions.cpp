@@ -56,12 +56,12 @@ std::optional<std::vector<TestResult>> run_checks(const SuggestionInput& input, 
   }
   std::vector<TestResult> runs;
   for (std::future<TestResult>& f : futures) {
-    while (f.wait_for(kAbandonPoll) != std::future_status::ready) {
+    do {
       if (abandoned && abandoned()) {
         was_abandoned = true;
         return std::nullopt;  // the runs under way end by the deadline on their own
       }
-    }
+    } while (f.wait_for(kAbandonPoll) != std::future_status::ready);
     runs.push_back(f.get());
     if (runs.back().verdict == Verdict::NotTested) return std::nullopt;
   }
