@@ -36,13 +36,26 @@ struct ServeArgs {
 };
 
 // --suggestions' default: kGpuSuggestions on a GPU; on a CPU the largest batch whose decoding
-// step the cost model prices at most kSuggestionCostRatio times one sequence's.
-int default_suggestions(Backend& backend, const LoadedModels& loaded) {
-  if (backend.name().rfind("cuda", 0) == 0) return serve::kGpuSuggestions;
+// step the cost model prices at most kSuggestionCostRatio times one sequence's. `why` says
+// which, with the price of the next larger batch.
+int default_suggestions(Backend& backend, const LoadedModels& loaded, std::string& why) {
+  if (backend.name().rfind("cuda", 0) == 0) {
+    why = "the default on a GPU";
+    return serve::kGpuSuggestions;
+  }
   const std::shared_ptr<const ForwardCost> target = backend.forward_cost(*loaded.target);
   std::shared_ptr<const ForwardCost> draft;
   if (loaded.draft.kind == "model" && loaded.draft.draft_model) draft = backend.forward_cost(*loaded.draft.draft_model);
-  return serve::suggestions_for_cost(*target, draft.get());
+  const int n = serve::suggestions_for_cost(*target, draft.get());
+  const auto step = [&](int k) {
+    return serve::suggestion_step_seconds(*target, draft.get(), k, serve::kSuggestionDraftTokens,
+                                          serve::kSuggestionContext);
+  };
+  char text[160];
+  std::snprintf(text, sizeof text, "by the cost model: a step of %d sequences costs %.2f times one's", n + 1,
+                step(n + 1) / step(1));
+  why = text;
+  return n;
 }
 
 // The sandbox and the runner of the suggestions' checks; none (with a note) where Python
@@ -91,15 +104,17 @@ void run(ServeArgs& a) {
   a.server.model_name = model_name(a);
   if (!a.chat_template_file.empty()) a.server.chat_template = read_input_file(a.chat_template_file);
   a.server.draft = loaded.draft;
-  a.server.suggestions = a.suggestions > 0 ? a.suggestions : default_suggestions(*loaded.backend, loaded);
+  std::string why = "--suggestions";
+  a.server.suggestions = a.suggestions > 0 ? a.suggestions : default_suggestions(*loaded.backend, loaded, why);
   const SuggestionChecks checks =
       a.server.suggestions > 1 ? open_suggestion_checks(a.python, a.server.suggestions) : SuggestionChecks{};
   a.server.checks = checks.runner.get();
   LocalGenerator generator(std::move(loaded.backend), std::move(loaded.target), std::move(loaded.draft.draft_model));
   serve::CompletionServer server(generator, a.server);
   const int port = server.listen();
-  std::fprintf(stderr, "%s; drafter %s, policy %s; %d suggestions per editor request\n", loaded.backend_note.c_str(),
-               a.server.draft.kind.c_str(), a.server.draft.policy.c_str(), a.server.suggestions);
+  std::fprintf(stderr, "%s; drafter %s, policy %s; %d suggestions per editor request (%s)\n",
+               loaded.backend_note.c_str(), a.server.draft.kind.c_str(), a.server.draft.policy.c_str(),
+               a.server.suggestions, why.c_str());
   std::printf("specula-cli serve: model %s listening on http://%s:%d\n", a.server.model_name.c_str(),
               a.server.host.c_str(), port);
   std::fflush(stdout);

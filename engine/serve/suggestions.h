@@ -82,8 +82,11 @@ RankedSuggestions rank_suggestions(const SuggestionInput& input, TestRunner* run
 // after `context` cached positions (and the drafter's forwards, when `draft` is given), costs
 // at most `max_ratio` times the step of one sequence. At least 1.
 inline constexpr double kSuggestionCostRatio = 1.3;
+inline constexpr int kSuggestionDraftTokens = 4;
+inline constexpr int kSuggestionContext = 512;
 int suggestions_for_cost(const ForwardCost& target, const ForwardCost* draft, int max_n = 8,
-                         double max_ratio = kSuggestionCostRatio, int draft_tokens = 4, int context = 512);
+                         double max_ratio = kSuggestionCostRatio, int draft_tokens = kSuggestionDraftTokens,
+                         int context = kSuggestionContext);
 // Predicted seconds of that step for `n` sequences.
 double suggestion_step_seconds(const ForwardCost& target, const ForwardCost* draft, int n, int draft_tokens,
                                int context);
