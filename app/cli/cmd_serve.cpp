@@ -6,16 +6,21 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "commands.h"
+#include "eval/sandbox.h"
+#include "eval/test_runner.h"
 #include "model_options.h"
 #include "serve/completion_server.h"
+#include "serve/suggestions.h"
 
 namespace specula::cli {
 
@@ -26,7 +31,56 @@ struct ServeArgs {
   serve::ServerOptions server;
   std::string name;
   std::string chat_template_file;  // empty: the model's own template
+  int suggestions = 0;             // --suggestions; 0: chosen for the device (default_suggestions)
+  std::string python;              // the sandbox's interpreter for the suggestions' checks ("" = python3)
 };
+
+// --suggestions' default: kGpuSuggestions on a GPU; on a CPU the largest batch whose decoding
+// step the cost model prices at most kSuggestionCostRatio times one sequence's. `why` says
+// which, with the price of the next larger batch.
+int default_suggestions(Backend& backend, const LoadedModels& loaded, std::string& why) {
+  if (backend.name().rfind("cuda", 0) == 0) {
+    why = "the default on a GPU";
+    return serve::kGpuSuggestions;
+  }
+  const std::shared_ptr<const ForwardCost> target = backend.forward_cost(*loaded.target);
+  std::shared_ptr<const ForwardCost> draft;
+  if (loaded.draft.kind == "model" && loaded.draft.draft_model) draft = backend.forward_cost(*loaded.draft.draft_model);
+  const int n = serve::suggestions_for_cost(*target, draft.get());
+  const auto step = [&](int k) {
+    return serve::suggestion_step_seconds(*target, draft.get(), k, serve::kSuggestionDraftTokens,
+                                          serve::kSuggestionContext);
+  };
+  char text[160];
+  std::snprintf(text, sizeof text, "by the cost model: a step of %d sequences costs %.2f times one's", n + 1,
+                step(n + 1) / step(1));
+  why = text;
+  return n;
+}
+
+// The sandbox and the runner of the suggestions' checks; none (with a note) where Python
+// does not run: the suggestions are then ranked by likelihood.
+struct SuggestionChecks {
+  std::unique_ptr<Sandbox> sandbox;
+  std::unique_ptr<TestRunner> runner;
+};
+SuggestionChecks open_suggestion_checks(const std::string& python, int suggestions) {
+  SuggestionChecks checks;
+  try {
+    checks.sandbox = std::make_unique<Sandbox>(SandboxOptions{.python = python, .use_namespaces = true});
+  } catch (const SandboxError& e) {
+    std::fprintf(stderr, "no sandbox for the suggestions' checks (%s): they are ranked by likelihood\n", e.what());
+    return checks;
+  }
+  SandboxLimits limits;
+  limits.wall_seconds = serve::kUntimedCheckSeconds;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  checks.runner = std::make_unique<TestRunner>(*checks.sandbox, limits, std::min(suggestions, cores));
+  // The warm interpreters start now rather than within the first request's time limit.
+  const TestProgram nothing = make_test_program("", "pass\n", "", "", "");
+  checks.runner->run_all(std::vector<TestProgram>(static_cast<size_t>(checks.runner->jobs()), nothing));
+  return checks;
+}
 
 // The id clients ask for: --name, else the model file's name without its extension.
 std::string model_name(const ServeArgs& a) {
@@ -50,11 +104,17 @@ void run(ServeArgs& a) {
   a.server.model_name = model_name(a);
   if (!a.chat_template_file.empty()) a.server.chat_template = read_input_file(a.chat_template_file);
   a.server.draft = loaded.draft;
+  std::string why = "--suggestions";
+  a.server.suggestions = a.suggestions > 0 ? a.suggestions : default_suggestions(*loaded.backend, loaded, why);
+  const SuggestionChecks checks =
+      a.server.suggestions > 1 ? open_suggestion_checks(a.python, a.server.suggestions) : SuggestionChecks{};
+  a.server.checks = checks.runner.get();
   LocalGenerator generator(std::move(loaded.backend), std::move(loaded.target), std::move(loaded.draft.draft_model));
   serve::CompletionServer server(generator, a.server);
   const int port = server.listen();
-  std::fprintf(stderr, "%s; drafter %s, policy %s\n", loaded.backend_note.c_str(), a.server.draft.kind.c_str(),
-               a.server.draft.policy.c_str());
+  std::fprintf(stderr, "%s; drafter %s, policy %s; %d suggestions per editor request (%s)\n",
+               loaded.backend_note.c_str(), a.server.draft.kind.c_str(), a.server.draft.policy.c_str(),
+               a.server.suggestions, why.c_str());
   std::printf("specula-cli serve: model %s listening on http://%s:%d\n", a.server.model_name.c_str(),
               a.server.host.c_str(), port);
   std::fflush(stdout);
@@ -112,6 +172,13 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--infill-fallback", a->server.infill_fallback,
                "POST /infill on a model without fill-in-the-middle tokens: complete the code before the hole as a "
                "plain prompt, cut at the first line that dedents below the hole (without it: 501, as llama.cpp)");
+  cmd->add_option("--suggestions", a->suggestions,
+                  "Candidates decoded together for each whole /infill and /completion answer; the best by checks "
+                  "that need no tests (Python: the filled code compiles and runs, in the sandbox), agreement and "
+                  "likelihood is `content`, all are in `candidates` (default: 4 on a GPU; on a CPU the most whose "
+                  "decoding step costs at most 1.3 times one's, by the cost model; 1: no ranking)")
+      ->check(CLI::Range(1, kMaxCandidates));
+  cmd->add_option("--python", a->python, "Python interpreter of the suggestions' checks (default: python3 on PATH)");
   cmd->add_option("--name", a->name, "Model id the server lists and answers to (default: the model file's name)");
   cmd->callback([a] {
     try {

@@ -22,6 +22,7 @@
 #include "serve/llama_api.h"
 #include "serve/openai_api.h"
 #include "serve/sse.h"
+#include "serve/suggestions.h"
 
 namespace specula::serve {
 
@@ -57,6 +58,11 @@ struct Job {
   std::string next_line;                // the infill fallback's: a line repeating this one ends it
   std::vector<char> limited;            // (n) ended by n_indent, the fallback's dedent or the time limit
                                         // (written by the engine thread before `done`)
+  bool ranked = false;                  // best of N: its candidates are ranked, the best answered (suggestions.h)
+  SuggestionInput hole;                 // ranked: the code around the hole (the candidates come after)
+  long long predict_limit_ms = 0;       // the generation's share of t_max_predict_ms
+  Clock::time_point started;            // when generation began
+  std::optional<RankedSuggestions> ranking;  // ranked: the order, set by the thread that answers
   GenerationRequest generation;
   std::vector<int> prompt_ids;          // the encoded prompt, BOS included (for token texts)
   std::string id;                       // "cmpl-..." or "chatcmpl-..."
@@ -279,7 +285,9 @@ struct CompletionServer::Impl {
   void finish_without_generating(Job& job);
   void stream_llama(Job& job, HttpExchange& exchange, const HttpRequest& request);
   nlohmann::json llama_json(const Job& job) const;
-  nlohmann::json llama_final(const Job& job, const Candidate& c) const;
+  nlohmann::json llama_final(const Job& job, const Candidate& c, bool apply_fields = true) const;
+  nlohmann::json ranked_llama_json(const Job& job) const;
+  bool rank(Job& job, HttpExchange& exchange);
   void enqueue(const std::shared_ptr<Job>& job);
   void abandon(const std::shared_ptr<Job>& job);
   void engine_loop();
@@ -590,15 +598,16 @@ std::shared_ptr<Job> CompletionServer::Impl::accept_llama(Dialect dialect, const
   }
   GenerationRequest& g = job->generation;
   g.prompt_ids = job->prompt_ids;
-  g.n_candidates = r.n;
+  const int decoded = decoded_candidates(r.n, options.suggestions, r.stream, kMaxCandidates);
+  g.n_candidates = decoded;
   // -1, or more than the context leaves: until the context is full (llama.cpp's truncated)
   g.max_new_tokens = r.n_predict < 0 ? context() - prompt_tokens : std::min(r.n_predict, context() - prompt_tokens);
   DecodeOptions sizing;
-  sizing.n_seqs = r.n;
+  sizing.n_seqs = decoded;
   sizing.max_new_tokens = std::max(1, g.max_new_tokens);
   const int kv = decode_cache_tokens(prompt_tokens, context(), sizing);
   if (kv > options.max_kv_tokens) {
-    throw ApiError(400, std::to_string(r.n) + " completions need " + std::to_string(kv) +
+    throw ApiError(400, std::to_string(decoded) + " completions need " + std::to_string(kv) +
                             " KV positions; this server allows " + std::to_string(options.max_kv_tokens) + " per request");
   }
   g.sampling = r.sampling;
@@ -606,7 +615,10 @@ std::shared_ptr<Job> CompletionServer::Impl::accept_llama(Dialect dialect, const
   r.sampling.seed = g.sampling.seed;  // generation_settings says the seed used
   g.stop = r.stop;
   g.draft = options.draft;
-  job->limited.assign(static_cast<size_t>(r.n), 0);
+  job->limited.assign(static_cast<size_t>(decoded), 0);
+  job->ranked = options.suggestions > 1 && !r.stream && g.max_new_tokens > 0;
+  if (job->ranked) job->hole = suggestion_hole(r);
+  job->predict_limit_ms = generation_limit_ms(r.t_max_predict_ms, job->ranked);
   const bool rules = r.n_indent > 0 || r.t_max_predict_ms > 0 || job->hole_indent > 0 || !job->next_line.empty();
   if (rules) g.text_end = line_rules(*job);  // without one, text streams token by token
   job->request.n = r.n;
@@ -629,9 +641,9 @@ std::function<size_t(int, const std::string&)> CompletionServer::Impl::line_rule
     std::vector<size_t> seen;                // (n) text length at the previous call
   };
   auto state = std::make_shared<State>();
-  state->seen.assign(static_cast<size_t>(job.llama.n), 0);
+  state->seen.assign(static_cast<size_t>(job.generation.n_candidates), 0);
   const int n_indent = job.llama.n_indent;
-  const auto limit = std::chrono::milliseconds(job.llama.t_max_predict_ms);
+  const auto limit = std::chrono::milliseconds(job.predict_limit_ms);
   return [state, &job, n_indent, limit](int i, const std::string& text) -> size_t {
     const auto now = Clock::now();
     if (!state->first) state->first = now;
@@ -661,7 +673,7 @@ void CompletionServer::Impl::finish_without_generating(Job& job) {
   job.done = true;
 }
 
-nlohmann::json CompletionServer::Impl::llama_final(const Job& job, const Candidate& c) const {
+nlohmann::json CompletionServer::Impl::llama_final(const Job& job, const Candidate& c, bool apply_fields) const {
   const size_t i = static_cast<size_t>(c.index);
   const bool limited = i < job.limited.size() && job.limited[i];
   LlamaOutcome o{.prompt_tokens = job.result->totals.prompt_tokens,
@@ -681,15 +693,52 @@ nlohmann::json CompletionServer::Impl::llama_final(const Job& job, const Candida
     }
   }
   if (job.llama.n_probs > 0) o.token_texts = token_texts(tokenizer(), job.prompt_ids, c.tokens);
-  return llama_final_json(job.llama, c, o);
+  if (apply_fields) return llama_final_json(job.llama, c, o);
+  LlamaRequest every_field = job.llama;
+  every_field.response_fields.clear();
+  return llama_final_json(every_field, c, o);
 }
 
 // One completion: its object; several: an array of them, as llama.cpp answers.
 nlohmann::json CompletionServer::Impl::llama_json(const Job& job) const {
+  if (job.ranking) return ranked_llama_json(job);
   if (job.result->candidates.size() == 1) return llama_final(job, job.result->candidates[0]);
   json all = json::array();
   for (const Candidate& c : job.result->candidates) all.push_back(llama_final(job, c));
   return all;
+}
+
+// Ranks a best-of-N job's candidates by the deadline of its t_max_predict_ms, on the thread
+// that answers it (the engine goes on with the next request meanwhile). False: the client
+// went away or the server stops; the checks stop being waited for.
+bool CompletionServer::Impl::rank(Job& job, HttpExchange& exchange) {
+  for (const Candidate& c : job.result->candidates) {
+    job.hole.candidates.push_back({.text = c.text, .mean_logprob = c.mean_logprob()});
+  }
+  const auto deadline =
+      check_deadline(job.started, job.result->totals.prefill_seconds, job.llama.t_max_predict_ms, Clock::now());
+  bool gone = false;
+  const auto abandoned = [&] {
+    std::lock_guard lock(mutex);
+    return gone = stopping || !exchange.connected();
+  };
+  job.ranking = rank_suggestions(job.hole, options.checks, deadline, abandoned);
+  return !gone;
+}
+
+// The best of a ranked job's candidates, as many as were asked for, best first, each with its
+// place as its index; the first also carries the ranking (ranking_json). One asked for: its
+// object; several: an array, as llama.cpp answers.
+nlohmann::json CompletionServer::Impl::ranked_llama_json(const Job& job) const {
+  const std::vector<int>& order = job.ranking->order;
+  json all = json::array();
+  for (size_t place = 0; place < order.size() && place < static_cast<size_t>(job.llama.n); ++place) {
+    json one = llama_final(job, job.result->candidates[static_cast<size_t>(order[place])], false);
+    one["index"] = place;
+    if (place == 0) one.update(ranking_json(*job.ranking, job.hole));
+    all.push_back(job.llama.response_fields.empty() ? one : select_fields(one, job.llama.response_fields));
+  }
+  return all.size() == 1 ? all[0] : all;
 }
 
 // llama.cpp's stream: a `data:` event per text delta, then each completion's final object
@@ -778,7 +827,8 @@ void CompletionServer::Impl::engine_loop() {
 }
 
 void CompletionServer::Impl::generate(Job& job) {
-  job.queue_seconds = std::chrono::duration<double>(Clock::now() - job.queued).count();
+  job.started = Clock::now();
+  job.queue_seconds = std::chrono::duration<double>(job.started - job.queued).count();
   SessionCallbacks callbacks;
   callbacks.on_delta = [&job](const CandidateDelta& d) {
     std::lock_guard lock(job.mutex);
@@ -909,6 +959,12 @@ void CompletionServer::Impl::respond(Job& job, HttpExchange& exchange, const Htt
       job.cancel = true;
       return;
     }
+  }
+  if (job.ranked && job.failure.empty() && !rank(job, exchange)) {
+    std::lock_guard lock(mutex);  // generation had ended: the client left while it was ranked
+    --counters.completed;
+    ++counters.cancelled;
+    return;
   }
   const nlohmann::json body = job.dialect == Dialect::OpenAi ? completion_json(job) : llama_json(job);
   HttpResponse res = job.failure.empty() ? json_response(body)

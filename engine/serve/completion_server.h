@@ -23,6 +23,10 @@
 #include "decode/generator.h"
 #include "decode/session.h"
 
+namespace specula {
+class TestRunner;
+}
+
 namespace specula::serve {
 
 struct ServerOptions {
@@ -44,6 +48,10 @@ struct ServerOptions {
   bool infill_fallback = false;        // /infill on a model without FIM tokens: the prefix as a plain
                                        // prompt, cut at the first line that dedents below the hole
                                        // (else 501, as llama.cpp answers)
+  int suggestions = 1;                 // candidates decoded for each whole /infill and /completion answer,
+                                       // the best answered first (suggestions.h); 1: the one asked for
+  TestRunner* checks = nullptr;        // runs the suggestions' checks (the sandbox; must outlive the
+                                       // server); null: suggestions ranked by likelihood
 };
 
 // What GET /health reports: the queue now, and counters since the server started.
