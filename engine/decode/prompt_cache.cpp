@@ -20,10 +20,10 @@ KvCache& PromptCache::cache_for(Backend& backend, const Model& target, int sessi
   const auto blocks = [block_size](int tokens) { return (tokens + block_size - 1) / block_size; };
   const int needed = max_blocks_ + blocks(session_tokens);
   if (!cache_ || backend_ != &backend || model_ != &target || cache_->num_blocks() < needed) {
-    // Room for any one-candidate session (a prompt and its completion fill at most the
-    // context, drafts and slack aside: decode_cache_tokens), so that prompts growing by a
-    // keystroke do not make it anew, which would lose what it keeps.
-    const int one_candidate = blocks(2 * target.config.context_length + 4 * block_size + DraftPolicy::kMaxDraft);
+    // Room for any one-candidate session whose prompt and completion fit the context (serve
+    // cuts n_predict to it; decode_cache_tokens adds drafts and slack), so that prompts
+    // growing by a keystroke do not make it anew, which would lose what it keeps.
+    const int one_candidate = blocks(target.config.context_length + DraftPolicy::kMaxDraft + 1 + 2 * block_size);
     clear();
     cache_.reset();  // its memory goes before the larger cache's is asked for
     cache_ = backend.create_cache(target, std::max(needed, max_blocks_ + one_candidate) * block_size);

@@ -6,7 +6,10 @@ both servers write the same text) on `specula-cli serve` with its prompt cache a
 n_predict -1 and t_max_predict_ms 1000, whose answer must come within 1 s plus the prompt's
 time. Both servers run side by side and are asked in turn, round by round; medians.
 
-Usage: tools/bench/prompt_cache.py [SPECULA_CLI] [ROUNDS]   (standard library only)
+Usage: tools/bench/prompt_cache.py [SPECULA_CLI] [ROUNDS] [FUNCTIONS] [MODEL ARGS...]
+(standard library only). FUNCTIONS: functions in the prefix, about 50 tokens each (default 20);
+MODEL ARGS: serve's model options (default: the demo pair, whose context of 256 positions cuts
+the prefix to 3/4 of the room left after n_predict).
 """
 import json
 import re
@@ -18,11 +21,13 @@ import urllib.request
 
 CLI = sys.argv[1] if len(sys.argv) > 1 else "build/app/specula-cli"
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 9
+FUNCTIONS = int(sys.argv[3]) if len(sys.argv) > 3 else 20
+MODEL = sys.argv[4:]
 
 
 def start(extra):
     proc = subprocess.Popen([CLI, "serve", "--device", "cpu", "--threads", "2", "--port", "0", "--infill-fallback"]
-                            + extra, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            + MODEL + extra, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     match = re.search(r"listening on (http://[0-9.]+:[0-9]+)", line)
     if not match:
@@ -58,7 +63,7 @@ def ghost_text(text, n_predict=128):
 def main():
     servers = {"cache": start([]), "no cache": start(["--prompt-cache-blocks", "0"])}
     try:
-        text = prefix(15)
+        text = prefix(FUNCTIONS)
         _, probe = post(servers["no cache"][1], ghost_text(text))
         print(f"prefix: {probe['tokens_evaluated']} tokens; {time.strftime('%Y-%m-%d', time.gmtime())}; "
               f"load average before: {open('/proc/loadavg').read().split()[:3]}")
