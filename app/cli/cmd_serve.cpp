@@ -169,6 +169,11 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--chat-template", a->chat_template_file,
                   "Jinja chat template file for /v1/chat/completions instead of the model's own");
+  cmd->add_option("--prompt-cache-blocks", a->server.prompt_cache_blocks,
+                  "KV blocks (16 positions each) of recent prompts kept across requests, so that a request "
+                  "whose prompt starts as an earlier one prefills only the rest; least recently used go first "
+                  "(0: no prompt cache; default: four contexts, at most 8192 positions)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--infill-fallback", a->server.infill_fallback,
                "POST /infill on a model without fill-in-the-middle tokens: complete the code before the hole as a "
                "plain prompt, cut at the first line that dedents below the hole (without it: 501, as llama.cpp)");

@@ -152,10 +152,19 @@ void run_target(Run& run, const RaggedBatch& batch) {
 void prefill(Run& run, std::span<const int> prompt) {
   const int n = run.options.n_seqs;
   run.result.stats.prompt_tokens = static_cast<int>(prompt.size());
-  const int root = run.guard.track(run.cache.create());
+  PromptReuse* reuse = run.options.reuse;
+  const PromptReuse::Start start = reuse ? reuse->begin(run.cache, prompt) : PromptReuse::Start{run.cache.create(), 0};
+  const int root = run.guard.track(start.seq);
+  run.result.stats.cached_tokens = start.cached;
   RaggedBatch batch;
-  batch.add(root, prompt, false);
+  batch.add(root, prompt.subspan(static_cast<size_t>(start.cached)), false);
   run_target(run, batch);
+  if (reuse) reuse->keep(run.cache, root, prompt);
+  if (run.options.max_new_tokens == 0) {  // the prompt only: prefilled for the prompt cache to keep
+    run.cache.release(root);
+    for (int i = 0; i < n; ++i) finish(run, i, FinishReason::Length);
+    return;
+  }
   run.drafter.prepare(prompt, n, run.cache);
   for (int i = 0; i < n; ++i) {
     run.ids[static_cast<size_t>(i)] = run.guard.track(run.cache.fork(root));
@@ -272,7 +281,7 @@ void validate(const Model& target, std::span<const int> prompt, const DecodeOpti
                                 " tokens; the model's context holds " + std::to_string(context));
   }
   if (options.n_seqs < 1) throw std::invalid_argument("at least one sequence is needed");
-  if (options.max_new_tokens < 1) throw std::invalid_argument("max new tokens must be at least 1");
+  if (options.max_new_tokens < 0) throw std::invalid_argument("max new tokens cannot be negative");
 }
 
 }  // namespace

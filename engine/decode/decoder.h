@@ -23,12 +23,31 @@
 namespace specula {
 
 enum class FinishReason { Running, Stop, Eos, Length, Budget, Cancelled };
+
+// Keys and values of earlier prompts that a decode may start from (decode/prompt_cache.h):
+// decode() asks it for a sequence already holding the start of its prompt, prefills only
+// the rest, and offers it the prefilled prompt to keep for later decodes.
+class PromptReuse {
+ public:
+  virtual ~PromptReuse() = default;
+  struct Start {
+    int seq = -1;     // a new sequence of the cache, holding positions [0, cached)
+    int cached = 0;   // prompt tokens whose keys and values it holds; less than the prompt's length
+  };
+  // A new sequence of `cache` holding the keys and values of the longest start of `prompt`
+  // that is kept (an empty one when none is), never the whole prompt: its last token's
+  // logits are computed.
+  virtual Start begin(KvCache& cache, std::span<const int> prompt) = 0;
+  // `seq` now holds the whole prompt: keep what is wanted of it (sharing its blocks; the
+  // sequence itself stays the decoder's).
+  virtual void keep(KvCache& cache, int seq, std::span<const int> prompt) = 0;
+};
 const char* finish_reason_name(FinishReason reason);  // "running", "stop", "eos", "length", ...
 
 struct DecodeOptions {
   int n_seqs = 1;
   SamplingParams sampling;          // sequence i draws with seed sampling.seed + i
-  int max_new_tokens = 256;         // per sequence
+  int max_new_tokens = 256;         // per sequence; 0: the prompt is prefilled (for options.reuse) and nothing more
   double budget_seconds = 0.0;      // wall clock from the start; 0: none
   std::vector<int> eos;             // tokens that end a sequence (not kept): the tokenizer's
                                     // end_of_generation(); empty: none
@@ -38,6 +57,10 @@ struct DecodeOptions {
   // The tokens every sequence's first token is drawn from (token healing, see heal_prompt);
   // empty: any. Its log-probability stays the model's own, over the whole vocabulary.
   std::vector<int> first_tokens;
+  // Not null: the prompt's prefill starts from the keys and values it keeps, and it keeps
+  // this prompt's. The output is the same either way: a forward's rows do not depend on how
+  // a sequence's tokens were split across calls (Backend::forward).
+  PromptReuse* reuse = nullptr;
 };
 
 struct SequenceOutput {
@@ -55,6 +78,7 @@ struct DecodeStats {
   int target_tokens = 0;          // tokens run through the target, prompt included
   int draft_forwards = 0;
   int prompt_tokens = 0;
+  int cached_tokens = 0;          // prompt tokens whose keys and values came from options.reuse (not computed)
   int peak_blocks = 0;            // most target KV blocks in use at once
   double prefill_seconds = 0.0;   // from the start to the end of the prefill (the first tokens sampled)
   double wall_seconds = 0.0;      // from the start to the end, prefill included

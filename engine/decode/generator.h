@@ -9,6 +9,7 @@
 #include <string>
 
 #include "compute/backend.h"
+#include "decode/prompt_cache.h"
 #include "decode/session.h"
 #include "model/model.h"
 
@@ -42,6 +43,13 @@ class LocalGenerator final : public Generator {
                          const std::atomic<bool>* stop = nullptr) override;
   std::string describe() const override { return backend_->name(); }
 
+  // Keeps the keys and values of recent prompts, at most `max_blocks` KV blocks, for the
+  // requests that ask for it (GenerationRequest::cache_prompt); 0 turns it off. Call it before
+  // generating, from the thread that generates.
+  void enable_prompt_cache(int max_blocks);
+  // What the prompt cache holds (all 0 without one); any thread.
+  PromptCacheStats prompt_cache_stats() const;
+
   const Model& target() const { return *target_; }
   const std::shared_ptr<const Model>& draft() const { return draft_; }
 
@@ -49,6 +57,7 @@ class LocalGenerator final : public Generator {
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<const Model> target_;
   std::shared_ptr<const Model> draft_;
+  std::unique_ptr<PromptCache> prompt_cache_;
 };
 
 }  // namespace specula

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "decode/prompt_cache.h"
 #include "model/model_chat.h"
 #include "model/tokenizer.h"
 
@@ -87,7 +88,7 @@ void validate(const GenerationRequest& r) {
     throw std::invalid_argument("the number of candidates must be between 1 and " + std::to_string(kMaxCandidates) +
                                 ", got " + std::to_string(r.n_candidates));
   }
-  if (r.max_new_tokens < 1) throw std::invalid_argument("max new tokens must be at least 1");
+  if (r.max_new_tokens < 0) throw std::invalid_argument("max new tokens cannot be negative");
   if (!(r.budget_seconds >= 0) || std::isinf(r.budget_seconds)) {
     throw std::invalid_argument("the time budget must be a positive number of seconds (0: none)");
   }
@@ -188,7 +189,8 @@ class CandidateText {
 }  // namespace
 
 SessionResult run_session(Backend& backend, const Model& target, const GenerationRequest& request,
-                          const SessionCallbacks& callbacks, const std::atomic<bool>* stop) {
+                          const SessionCallbacks& callbacks, const std::atomic<bool>* stop,
+                          PromptCache* prompt_cache) {
   validate(request);
   if (!target.tokenizer) throw std::invalid_argument("the model has no tokenizer: name one (--tokenizer)");
   const Tokenizer& tokenizer = *target.tokenizer;
@@ -215,7 +217,10 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
                                 request.n_candidates, cache_tokens);
   auto policy = create_draft_policy(request.draft.policy, request.n_candidates, backend, target, *drafter,
                                     request.sampling);
-  auto cache = backend.create_cache(target, cache_tokens);
+  std::unique_ptr<KvCache> own_cache;
+  if (!prompt_cache) own_cache = backend.create_cache(target, cache_tokens);
+  KvCache& cache = prompt_cache ? prompt_cache->cache_for(backend, target, cache_tokens) : *own_cache;
+  options.reuse = prompt_cache;
 
   SessionResult result;
   result.candidates.resize(static_cast<size_t>(request.n_candidates));
@@ -258,7 +263,7 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
     if (callbacks.on_finished) callbacks.on_finished(c);
   };
 
-  const DecodeResult decoded = decode(backend, target, *cache, *drafter, *policy, prompt, options, hooks, stop);
+  const DecodeResult decoded = decode(backend, target, cache, *drafter, *policy, prompt, options, hooks, stop);
 
   SessionTotals& t = result.totals;
   t.wall_seconds = decoded.stats.wall_seconds;
@@ -269,7 +274,9 @@ SessionResult run_session(Backend& backend, const Model& target, const Generatio
   t.prompt_tokens = decoded.stats.prompt_tokens;
   t.peak_blocks = decoded.stats.peak_blocks;
   t.prefill_seconds = decoded.stats.prefill_seconds;
-  t.kv_blocks_left = cache->blocks_in_use() + drafter->blocks_in_use();
+  t.cached_tokens = decoded.stats.cached_tokens;
+  const int kept = prompt_cache ? prompt_cache->blocks_held() : 0;  // the cache's, not the session's
+  t.kv_blocks_left = cache.blocks_in_use() - kept + drafter->blocks_in_use();
   for (const Candidate& c : result.candidates) {
     t.generated_tokens += static_cast<int>(c.tokens.size());
     t.accepted += c.accepted;

@@ -19,6 +19,8 @@
 
 namespace specula {
 
+class PromptCache;
+
 constexpr int kMaxCandidates = 64;  // most candidates one session decodes at once
 
 struct DraftOptions {
@@ -43,13 +45,16 @@ struct GenerationRequest {
                                     // fill-in-the-middle prompt may always be empty
   int n_candidates = 1;             // 1 .. kMaxCandidates
   SamplingParams sampling;          // candidate i uses seed sampling.seed + i
-  int max_new_tokens = 256;
+  int max_new_tokens = 256;         // 0: the prompt only, prefilled for a prompt cache to keep
   double budget_seconds = 0.0;      // 0: no budget; negative is an error
   std::vector<std::string> stop;    // stop strings; the completion is cut before them
   bool code_stops = false;          // add the default code-completion stops (code_stop_strings)
   bool token_healing = false;       // back off the prompt's last token when others extend it
                                     // (heal_prompt); not with a suffix
   DraftOptions draft;
+  bool cache_prompt = false;        // start from the keys and values of earlier prompts where the
+                                    // generator keeps them (LocalGenerator::enable_prompt_cache), and
+                                    // keep this one's; the output is the same either way
   // Ends a candidate from its text, for rules a stop string cannot say (llama.cpp's n_indent, a
   // time limit that waits for a line end): called after each step that added tokens to
   // candidate `index`, with its whole text so far. A position ends the candidate with
@@ -119,6 +124,7 @@ struct SessionTotals {
   int target_tokens = 0;            // tokens run through the target, prompt included
   int draft_forwards = 0;
   int prompt_tokens = 0;
+  int cached_tokens = 0;            // prompt tokens whose keys and values a prompt cache gave (not computed)
   int peak_blocks = 0;              // most target KV blocks in use at once
   double prefill_seconds = 0.0;     // from the start to the end of the prompt's prefill
   int kv_blocks_left = 0;           // target and draft KV blocks still held when decoding ended: 0 unless one leaked
@@ -142,9 +148,10 @@ struct SessionResult {
 // Runs the whole session on `backend`. Throws std::invalid_argument for a bad request
 // (empty prompt, N out of range, incompatible draft, ...). Setting `*stop` from another
 // thread ends every candidate with FinishReason::Cancelled within one decoding step.
-// Callbacks run on the calling thread.
+// Callbacks run on the calling thread. With a `prompt_cache` the session runs in its target
+// cache and starts from the longest prompt start it keeps (request.cache_prompt aside).
 SessionResult run_session(Backend& backend, const Model& target, const GenerationRequest& request,
                           const SessionCallbacks& callbacks = {},
-                          const std::atomic<bool>* stop = nullptr);
+                          const std::atomic<bool>* stop = nullptr, PromptCache* prompt_cache = nullptr);
 
 }  // namespace specula

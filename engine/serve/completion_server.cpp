@@ -163,10 +163,17 @@ json delta_choice_json(const Job& job, const CandidateDelta& d) {
           {"specula", {{"tokens", d.tokens}, {"accepted", d.accepted}, {"proposed", d.proposed}}}};
 }
 
+// The prompt cache's size and use, for /health.
+json prompt_cache_json(const PromptCacheStats& s) {
+  return {{"max_blocks", s.max_blocks}, {"blocks", s.blocks}, {"tokens", s.tokens},
+          {"lookups", s.lookups}, {"hits", s.hits}, {"tokens_reused", s.tokens_reused}};
+}
+
 json usage_json(const SessionTotals& t) {
   return {{"prompt_tokens", t.prompt_tokens},
           {"completion_tokens", t.generated_tokens},
-          {"total_tokens", t.prompt_tokens + t.generated_tokens}};
+          {"total_tokens", t.prompt_tokens + t.generated_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", t.cached_tokens}}}};
 }
 
 std::string bearer_token(const HttpRequest& req) {
@@ -299,11 +306,20 @@ struct CompletionServer::Impl {
   json health_json() const;
 };
 
+int prompt_cache_blocks(const ServerOptions& options, int context_length) {
+  if (options.prompt_cache_blocks >= 0) return options.prompt_cache_blocks;
+  const int tokens = std::min(4 * std::max(context_length, 1), kDefaultPromptCacheTokens);
+  return (tokens + 15) / 16;
+}
+
 CompletionServer::CompletionServer(LocalGenerator& generator, ServerOptions options)
     : impl_(std::make_unique<Impl>(generator, std::move(options))) {
   if (!generator.target().tokenizer) throw std::invalid_argument("the model has no tokenizer: name one (--tokenizer)");
   if (impl_->options.max_queue < 0) throw std::invalid_argument("the queue length cannot be negative");
   if (impl_->options.model_name.empty()) throw std::invalid_argument("the served model needs a name");
+  if (impl_->options.prompt_cache_blocks < -1)
+    throw std::invalid_argument("the prompt cache's size cannot be negative (0: none)");
+  generator.enable_prompt_cache(prompt_cache_blocks(impl_->options, generator.target().config.context_length));
 }
 
 CompletionServer::~CompletionServer() { stop(); }
@@ -434,8 +450,9 @@ void CompletionServer::Impl::work(const HttpRequest& request, HttpExchange& exch
     } else {
       job = request.path == "/v1/chat/completions" ? accept_chat(request.body) : accept(request.body);
     }
-    if (dialect != Dialect::OpenAi && job->generation.max_new_tokens == 0) {  // llama.cpp's n_predict 0: the prompt only
-      finish_without_generating(*job);
+    const bool warms_cache = job->generation.cache_prompt && generator.prompt_cache_stats().max_blocks > 0;
+    if (dialect != Dialect::OpenAi && job->generation.max_new_tokens == 0 && !warms_cache) {
+      finish_without_generating(*job);  // llama.cpp's n_predict 0: the prompt only, and no cache to keep it
     } else {
       enqueue(job);
     }
@@ -555,6 +572,7 @@ void CompletionServer::Impl::prepare(Job& job, const char* id_prefix) {
   g.max_new_tokens = r.max_tokens;
   g.stop = r.stop;
   g.draft = options.draft;
+  g.cache_prompt = true;
   char id[32];
   std::snprintf(id, sizeof id, "%s-%08lx", id_prefix, next_id.fetch_add(1));
   job.id = id;
@@ -615,6 +633,7 @@ std::shared_ptr<Job> CompletionServer::Impl::accept_llama(Dialect dialect, const
   r.sampling.seed = g.sampling.seed;  // generation_settings says the seed used
   g.stop = r.stop;
   g.draft = options.draft;
+  g.cache_prompt = r.cache_prompt;
   job->limited.assign(static_cast<size_t>(decoded), 0);
   job->ranked = options.suggestions > 1 && !r.stream && g.max_new_tokens > 0;
   if (job->ranked) job->hole = suggestion_hole(r);
@@ -677,6 +696,7 @@ nlohmann::json CompletionServer::Impl::llama_final(const Job& job, const Candida
   const size_t i = static_cast<size_t>(c.index);
   const bool limited = i < job.limited.size() && job.limited[i];
   LlamaOutcome o{.prompt_tokens = job.result->totals.prompt_tokens,
+                 .cached_tokens = job.result->totals.cached_tokens,
                  .prefill_seconds = job.result->totals.prefill_seconds,
                  .truncated = job.prompt_truncated ||
                               job.result->totals.prompt_tokens + static_cast<int>(c.tokens.size()) >= context(),
@@ -1010,6 +1030,7 @@ json CompletionServer::Impl::health_json() const {
           {"rejected", s.rejected},
           {"failed", s.failed},
           {"kv_blocks_left", s.kv_blocks_left},
+          {"prompt_cache", prompt_cache_json(generator.prompt_cache_stats())},
           {"connections", http.connections()}};
 }
 

@@ -45,6 +45,9 @@ struct ServerOptions {
   std::string model_name;              // the id /v1/models lists; a request names it or no model
   std::string chat_template;           // Jinja source for chat requests; empty: the model's own
   DraftOptions draft;                  // drafter and policy of every request (the generator has the draft model)
+  int prompt_cache_blocks = -1;        // KV blocks (16 positions) of recent prompts kept across requests, which
+                                       // start from the longest kept start of their prompt; 0: none; -1: four
+                                       // contexts, at most kDefaultPromptCacheTokens positions
   bool infill_fallback = false;        // /infill on a model without FIM tokens: the prefix as a plain
                                        // prompt, cut at the first line that dedents below the hole
                                        // (else 501, as llama.cpp answers)
@@ -53,6 +56,11 @@ struct ServerOptions {
   TestRunner* checks = nullptr;        // runs the suggestions' checks (the sandbox; must outlive the
                                        // server); null: suggestions ranked by likelihood
 };
+
+// The default prompt cache's largest size, in positions.
+constexpr int kDefaultPromptCacheTokens = 8192;
+// The prompt cache's size in blocks for `options` and a model of `context_length` positions.
+int prompt_cache_blocks(const ServerOptions& options, int context_length);
 
 // What GET /health reports: the queue now, and counters since the server started.
 struct ServerStats {

@@ -205,7 +205,7 @@ void read_common(const json& j, LlamaRequest& r, int max_n) {
     r.t_max_predict_ms = static_cast<long long>(number(*v, "t_max_predict_ms"));
   if (const json* v = field(j, "t_max_prompt_ms"))
     number(*v, "t_max_prompt_ms");  // read; llama.cpp does not act on it either
-  if (const json* v = field(j, "cache_prompt")) boolean(*v, "cache_prompt");
+  if (const json* v = field(j, "cache_prompt")) r.cache_prompt = boolean(*v, "cache_prompt");
   if (const json* v = field(j, "response_fields")) r.response_fields = strings(*v, "response_fields");
   refuse_unsupported(j);
 }
@@ -482,11 +482,12 @@ json llama_final_json(const LlamaRequest& r, const Candidate& c, const LlamaOutc
   const double prompt_ms = 1000.0 * o.prefill_seconds;
   const double predicted_ms = 1000.0 * std::max(0.0, c.seconds - o.prefill_seconds);
   const int predicted = static_cast<int>(c.tokens.size());
-  json timings = {{"cache_n", 0},
-                  {"prompt_n", o.prompt_tokens},
+  const int computed = o.prompt_tokens - o.cached_tokens;  // llama.cpp's prompt_n: the prompt cache's tokens not counted
+  json timings = {{"cache_n", o.cached_tokens},
+                  {"prompt_n", computed},
                   {"prompt_ms", prompt_ms},
-                  {"prompt_per_token_ms", o.prompt_tokens > 0 ? prompt_ms / o.prompt_tokens : 0.0},
-                  {"prompt_per_second", prompt_ms > 0 ? 1e3 * o.prompt_tokens / prompt_ms : 0.0},
+                  {"prompt_per_token_ms", computed > 0 ? prompt_ms / computed : 0.0},
+                  {"prompt_per_second", prompt_ms > 0 ? 1e3 * computed / prompt_ms : 0.0},
                   {"predicted_n", predicted},
                   {"predicted_ms", predicted_ms},
                   {"predicted_per_token_ms", predicted > 0 ? predicted_ms / predicted : 0.0},
@@ -515,7 +516,7 @@ json llama_final_json(const LlamaRequest& r, const Candidate& c, const LlamaOutc
               {"truncated", o.truncated},
               {"stop_type", llama_stop_type(c.finish, o.limited)},
               {"stopping_word", o.stopping_word},
-              {"tokens_cached", 0},
+              {"tokens_cached", o.cached_tokens},
               {"timings", timings}};
   if (r.n_probs > 0 && !r.stream) {
     json probs = json::array();  // the sampled tokens only: the decoder keeps no alternatives

@@ -58,6 +58,7 @@ struct LlamaRequest {
   int n_probs = 0;  // > 0: completion_probabilities
   bool return_tokens = false;
   long long t_max_predict_ms = 0;            // > 0: stop at the first line end after this long
+  bool cache_prompt = true;                  // start from the server's prompt cache and keep this prompt
   std::vector<std::string> response_fields;  // non-empty: only these ("a/b" flattened)
 };
 
@@ -119,6 +120,7 @@ size_t repeat_end(std::string_view text, std::string_view line);
 // What a finished completion's answer says besides the candidate.
 struct LlamaOutcome {
   int prompt_tokens = 0;
+  int cached_tokens = 0;      // of them, those the prompt cache gave (not computed)
   double prefill_seconds = 0.0;
   bool truncated = false;     // the prompt was cut, or prompt and completion filled the context
   bool limited = false;       // ended by n_indent, the fallback's dedent or t_max_predict_ms
