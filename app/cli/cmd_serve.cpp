@@ -26,6 +26,7 @@ struct ServeArgs {
   serve::ServerOptions server;
   std::string name;
   std::string chat_template_file;  // empty: the model's own template
+  std::string prompt_style = "raw";  // of /v1/completions: as before the chat style existed
 };
 
 // The id clients ask for: --name, else the model file's name without its extension.
@@ -49,6 +50,10 @@ void run(ServeArgs& a) {
   LoadedModels loaded = load_models(a.models);
   a.server.model_name = model_name(a);
   if (!a.chat_template_file.empty()) a.server.chat_template = read_input_file(a.chat_template_file);
+  a.server.prompt_style = parse_prompt_style(a.prompt_style);
+  if (a.server.prompt_style == PromptStyle::Chat && a.chat_template_file.empty() && !model_chat_template(*loaded.target)) {
+    throw CommandFailed("--prompt-style chat needs a chat template, and this model has none (name one: --chat-template)", 2);
+  }
   a.server.draft = loaded.draft;
   LocalGenerator generator(std::move(loaded.backend), std::move(loaded.target), std::move(loaded.draft.draft_model));
   serve::CompletionServer server(generator, a.server);
@@ -109,6 +114,11 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--chat-template", a->chat_template_file,
                   "Jinja chat template file for /v1/chat/completions instead of the model's own");
+  cmd->add_option("--prompt-style", a->prompt_style,
+                  "How /v1/completions puts a prompt without a suffix to the model: raw (as it is; the default), chat "
+                  "(a user turn asking to complete the function, the assistant's turn opened with the prompt in a fence, "
+                  "ending at the closing fence) or auto: chat for a model with a chat template")
+      ->check(CLI::IsMember({"auto", "raw", "chat"}));
   cmd->add_flag("--infill-fallback", a->server.infill_fallback,
                "POST /infill on a model without fill-in-the-middle tokens: complete the code before the hole as a "
                "plain prompt, cut at the first line that dedents below the hole (without it: 501, as llama.cpp)");
