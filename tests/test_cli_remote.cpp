@@ -112,6 +112,16 @@ class TestCliRemote : public QObject {
     r = run_cli({"generate", "--remote", server->url(), "--remote-model", "gpt-4", "-p", "x"});
     QCOMPARE(r.code, 6);
     QVERIFY2(r.err.contains("'gpt-4'") && r.err.contains("stories260K"), r.err.constData());
+    // chat: asked for through the server's chat endpoint, which a model without a template lacks
+    r = run_cli({"generate", "--remote", server->url(), "--prompt-style", "chat", "--code-stops", "-p", "def f():"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--remote-api chat"), r.err.constData());
+    r = run_cli({"generate", "--remote", server->url(), "--remote-api", "chat", "--code-stops", "-p", "def f():"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("chat template"), r.err.constData());  // the server's 400 says why
+    r = run_cli({"generate", "--remote", server->url(), "--remote-api", "messages", "-p", "x"});
+    QVERIFY(r.code != 0);
+    QVERIFY2(r.err.contains("--remote-api"), r.err.constData());
   }
 
   void absentServerIsAMessage() {

@@ -2,8 +2,10 @@
 // ephemeral ports) that does what real servers do badly: refuses or ignores n, splits
 // events anywhere and mixes in comments and keep-alive lines, answers 401, 404, 429 with
 // Retry-After, 500 and 503, stops a stream without [DONE], never answers at all, or shows a
-// certificate that does not verify. Every case ends in the right candidates or in a
-// RemoteError whose message says what happened, and the budget and Stop always hold.
+// certificate that does not verify; or has no /v1/completions and speaks chat only,
+// continuing the assistant's prefill or starting its answer over. Every case ends in the
+// right candidates or in a RemoteError whose message says what happened, and the budget and
+// Stop always hold.
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -30,6 +32,18 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A chat stream's chunk: a delta of content for choice `index`.
+std::string chat_chunk(int index, const std::string& content, const char* finish = nullptr) {
+  const json choice = {{"index", index}, {"delta", {{"content", content}}},
+                       {"finish_reason", finish ? json(finish) : json(nullptr)}};
+  return "data: " + json{{"object", "chat.completion.chunk"}, {"choices", json::array({choice})}}.dump() + "\n\n";
+}
+
+void not_found(httplib::Response& res) {
+  res.status = 404;
+  res.set_content(R"({"error":{"code":404,"message":"File Not Found","type":"not_found_error"}})", "application/json");
+}
+
 std::string chunk(int index, const std::string& text, const char* finish = nullptr, std::vector<float> logprobs = {}) {
   json choice = {{"index", index}, {"text", text}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
   if (!logprobs.empty()) choice["logprobs"] = {{"token_logprobs", logprobs}};
@@ -39,24 +53,26 @@ std::string chunk(int index, const std::string& text, const char* finish = nullp
 // The text candidate i streams twice: "c0 ", "c1 ", ...
 std::string piece(int i) { return std::string(1, 'c').append(std::to_string(i)).append(1, ' '); }
 
-// A server run by the test: GET /v1/models lists "fake"; POST /v1/completions is the test's.
+// A server run by the test: GET /v1/models lists "fake"; POST /v1/completions is the test's,
+// and so is POST /v1/chat/completions when the test gives a handler for it (else 404).
 class FakeServer {
  public:
   using Handler = std::function<void(const json& body, httplib::Response& res)>;
 
-  explicit FakeServer(Handler handler, std::unique_ptr<httplib::Server> server = std::make_unique<httplib::Server>())
-      : server_(std::move(server)), handler_(std::move(handler)) {
+  explicit FakeServer(Handler handler, std::unique_ptr<httplib::Server> server = std::make_unique<httplib::Server>(),
+                      Handler chat = nullptr)
+      : server_(std::move(server)), handler_(std::move(handler)), chat_(std::move(chat)) {
     server_->Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"object":"list","data":[{"id":"fake","object":"model"}]})", "application/json");
     });
     server_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      const json body = json::parse(req.body);
-      {
-        std::lock_guard lock(mutex_);
-        requests_.push_back(body);
-      }
-      handler_(body, res);
+      handler_(record(req), res);
     });
+    if (chat_) {
+      server_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+        chat_(record(req), res);
+      });
+    }
     port_ = server_->bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_->listen_after_bind(); });
   }
@@ -69,10 +85,24 @@ class FakeServer {
     std::lock_guard lock(mutex_);
     return requests_;
   }
+  std::vector<std::string> paths() const {  // of requests(), in the same order
+    std::lock_guard lock(mutex_);
+    return paths_;
+  }
 
  private:
+  json record(const httplib::Request& req) {
+    json body = json::parse(req.body);
+    std::lock_guard lock(mutex_);
+    requests_.push_back(body);
+    paths_.push_back(req.path);
+    return body;
+  }
+
   std::unique_ptr<httplib::Server> server_;
   Handler handler_;
+  Handler chat_;
+  std::vector<std::string> paths_;
   int port_ = -1;
   std::thread thread_;
   mutable std::mutex mutex_;
@@ -92,6 +122,19 @@ void stream_bytes(httplib::Response& res, std::string bytes, size_t piece = 0, b
     sink.done();
     return true;
   });
+}
+
+// Streams `answer` as the n choices of a chat, in pieces of 7 bytes, after each choice's role.
+void stream_chat(httplib::Response& res, int n, const std::string& answer) {
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    const json role = {{"index", i}, {"delta", {{"role", "assistant"}}}, {"finish_reason", nullptr}};
+    s += "data: " + json{{"object", "chat.completion.chunk"}, {"choices", json::array({role})}}.dump() + "\n\n";
+  }
+  for (size_t at = 0; at < answer.size(); at += 7)
+    for (int i = 0; i < n; ++i) s += chat_chunk(i, answer.substr(at, 7));
+  for (int i = 0; i < n; ++i) s += chat_chunk(i, "", "stop");
+  stream_bytes(res, s + "data: [DONE]\n\n");
 }
 
 // Streams "x" every 20 ms until the client goes away, which `gone` then says.
@@ -204,6 +247,112 @@ class TestRemoteClient : public QObject {
     }
   }
 
+  // A chat-only server (404 on /v1/completions) that starts its answer over, restating the
+  // function in a ```python block after a sentence: auto falls back to chat, asks it to
+  // continue the assistant's message opened with the code, sends no stop string that would
+  // cut the restated answer, and each candidate is the body taken from the block.
+  void chatOnlyServerRestatingTheFunction() {
+    const std::string prompt = "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n";
+    const std::string answer = "Here is the completed function:\n\n```python\n" + prompt +
+                               "    return a + b\n```\n\nIt returns the sum.";
+    FakeServer server([](const json&, httplib::Response& res) { not_found(res); }, std::make_unique<httplib::Server>(),
+                      [&](const json& body, httplib::Response& res) { stream_chat(res, body.value("n", 1), answer); });
+    RemoteGenerator g(options(server.url()));
+    GenerationRequest r = request(2);
+    r.prompt = prompt;
+    r.code_stops = true;
+    std::vector<std::string> streamed(2);
+    SessionCallbacks cb;
+    cb.on_delta = [&](const CandidateDelta& d) { streamed.at(size_t(d.index)) += d.text; };
+    const SessionResult result = g.generate(r, cb);
+    for (int i = 0; i < 2; ++i) {
+      QCOMPARE(result.candidates[size_t(i)].text, std::string("    return a + b\n"));
+      QCOMPARE(streamed[size_t(i)], result.candidates[size_t(i)].text);  // no sentence, no fence reached the caller
+      QVERIFY(result.candidates[size_t(i)].finish == FinishReason::Stop);
+    }
+    const std::vector<std::string> paths = server.paths();
+    QCOMPARE(paths, (std::vector<std::string>{"/v1/completions", "/v1/chat/completions"}));
+    const json chat = server.requests()[1];
+    QCOMPARE(chat["n"].get<int>(), 2);
+    QCOMPARE(chat["messages"].size(), size_t(2));
+    QCOMPARE(chat["messages"][0]["role"].get<std::string>(), std::string("user"));
+    QVERIFY(chat["messages"][0]["content"].get<std::string>().find(prompt) != std::string::npos);
+    QCOMPARE(chat["messages"][1]["role"].get<std::string>(), std::string("assistant"));
+    QCOMPARE(chat["messages"][1]["content"].get<std::string>(), "```python\n" + prompt);
+    QVERIFY(chat["continue_final_message"].get<bool>());
+    QVERIFY(!chat["add_generation_prompt"].get<bool>());
+    QVERIFY(!chat.contains("stop"));  // "\ndef" or the fence would end the restated answer early
+    QVERIFY(!chat.contains("prompt") && chat["logprobs"].is_boolean());
+    QVERIFY2(QString::fromStdString(g.describe()).contains("through chat"), g.describe().c_str());
+
+    g.generate(r);  // learned: straight to chat, still without stops (the server starts over)
+    QCOMPARE(server.paths().back(), std::string("/v1/chat/completions"));
+    QCOMPARE(int(server.paths().size()), 3);
+    QVERIFY(!server.requests().back().contains("stop"));
+
+    r.suffix = "\n";  // a chat cannot fill in the middle
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, g.generate(r));
+  }
+
+  // A chat server that continues the prefill: the answer streams as it comes, ends at the
+  // closing fence (the server was not told to stop there yet), and once the server has shown
+  // that it continues, the stops go with the request.
+  void chatServerContinuingThePrefill() {
+    FakeServer server([](const json&, httplib::Response& res) { res.status = 405; }, std::make_unique<httplib::Server>(),
+                      [&](const json& body, httplib::Response& res) {
+                        stream_chat(res, body.value("n", 1), "    return a + b\n```\n\nDone: the sum.");
+                      });
+    RemoteOptions o = options(server.url());
+    o.api = RemoteApi::Chat;  // asked for chat: /v1/completions is never tried
+    RemoteGenerator g(o);
+    GenerationRequest r = request(3);
+    r.prompt = "def add(a, b):\n";
+    r.code_stops = true;
+    std::vector<std::string> streamed(3);
+    SessionCallbacks cb;
+    cb.on_delta = [&](const CandidateDelta& d) { streamed.at(size_t(d.index)) += d.text; };
+    SessionResult result = g.generate(r, cb);
+    for (int i = 0; i < 3; ++i) {
+      QCOMPARE(result.candidates[size_t(i)].text, std::string("    return a + b\n"));
+      QCOMPARE(streamed[size_t(i)], std::string("    return a + b\n"));
+      QVERIFY(result.candidates[size_t(i)].finish == FinishReason::Stop);
+    }
+    QCOMPARE(server.paths(), std::vector<std::string>{"/v1/chat/completions"});
+    QVERIFY(!server.requests()[0].contains("stop"));
+    result = g.generate(r);
+    const json second = server.requests().back();
+    QVERIFY(second.contains("stop"));
+    const auto stops = second["stop"].get<std::vector<std::string>>();
+    QVERIFY(std::find(stops.begin(), stops.end(), std::string("```")) != stops.end());
+    QCOMPARE(result.candidates[2].text, std::string("    return a + b\n"));
+  }
+
+  // A server answering neither endpoint is a message that says so; asked for chat, a server
+  // without it says that it does not speak chat.
+  void neitherEndpointIsAMessage() {
+    FakeServer neither([](const json&, httplib::Response& res) { not_found(res); });  // no chat handler: 404
+    RemoteGenerator g(options(neither.url()));
+    const QString message = remote_error(g, request(2));
+    QVERIFY2(message.contains("neither /v1/completions nor /v1/chat/completions"), qPrintable(message));
+    QVERIFY2(message.contains("404"), qPrintable(message));
+
+    RemoteOptions o = options(neither.url());
+    o.api = RemoteApi::Chat;
+    RemoteGenerator chat_only(o);
+    const QString chat_message = remote_error(chat_only, request(1));
+    QVERIFY2(chat_message.contains("/v1/chat/completions does not exist") && chat_message.contains("chat"),
+             qPrintable(chat_message));
+
+    // a 404 for an unknown model is not a missing endpoint: no fallback, the model is named
+    FakeServer no_model([](const json&, httplib::Response& res) {
+      answer(res, 404, R"({"error":{"message":"The model `fake` does not exist.","code":"model_not_found"}})");
+    });
+    RemoteGenerator g2(options(no_model.url()));
+    const QString model_message = remote_error(g2, request(1));
+    QVERIFY2(model_message.contains("does not know the model"), qPrintable(model_message));
+    QCOMPARE(no_model.paths(), std::vector<std::string>{"/v1/completions"});
+  }
+
   void nRefusedFallsBackToConcurrentRequests_data() {
     QTest::addColumn<int>("status");
     QTest::newRow("400") << 400;
@@ -266,7 +415,8 @@ class TestRemoteClient : public QObject {
     QTest::newRow("401") << 401 << R"({"error":{"message":"Incorrect API key provided"}})" << "refused the API key";
     QTest::newRow("404 model") << 404 << R"({"error":{"message":"The model `fake` does not exist."}})"
                                << "does not know the model 'fake'";
-    QTest::newRow("404 path") << 404 << R"({"detail":"Not Found"})" << "does not exist (404): Not Found";
+    // no completions: chat is tried, and this server has none either
+    QTest::newRow("404 path") << 404 << R"({"detail":"Not Found"})" << "has neither /v1/completions nor /v1/chat/completions (404";
     QTest::newRow("500") << 500 << "Internal Server Error" << "the server failed (500): Internal Server Error";
     QTest::newRow("400 twice") << 400 << R"({"error":{"message":"max_tokens is too large"}})" << "(none)";
     QTest::newRow("malformed event") << 200 << "data: {\"choices\": [\n\n" << "malformed event";

@@ -1,23 +1,28 @@
 // `specula-cli serve` over real HTTP on loopback, on stories260K and on the demo pair: the
 // endpoints and their errors, candidates equal to a local session token for token (greedy
-// and seeded sampling, through the remote generator), eight indexed streams from one
+// and seeded sampling, through the remote generator; and, with a chat template, through
+// chat and through --prompt-style chat), eight indexed streams from one
 // request, and hostile input: malformed JSON, huge n and max_tokens, negative temperature, a
 // 10 MB body, 64 concurrent clients against --max-queue 4, clients that hang up mid-stream
 // or before a whole response, clients too slow to finish sending a request, and a remote
 // Stop, after which /health shows the generation cancelled, nothing failed and no KV block
 // left held.
+#include <QTemporaryDir>
 #include <QtTest>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <thread>
 
 #include "decode/generator.h"
+#include "decode/prompt_style.h"
 #include "model/demo_models.h"
 #include "serve/openai_api.h"
 #include "serve/remote_generator.h"
@@ -424,6 +429,110 @@ class TestServe : public QObject {
     compare_sessions(remote.generate(r), local_demo.generate(r), 3);
     r.sampling = SamplingParams{0.8f, 0, 0.95f, 0.0f, 9};
     compare_sessions(remote.generate(r), local_demo.generate(r), 3);
+  }
+
+  // The demo pair served with a chat template and --prompt-style chat: the remote generator
+  // asking through chat (the code request, then the assistant's message opened with the code,
+  // continued as a prefill) and asking /v1/completions (which this server puts in the chat
+  // style) both give the candidates of a local chat-style session with the same template.
+  void demoPairChatEqualsLocal() {
+    QTemporaryDir dir;
+    const std::string source =
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    const QString file = dir.filePath("chatml.jinja");
+    std::ofstream(file.toStdString()) << source;
+    ServeProcess demo({"--device", "cpu", "--draft-policy", "adaptive", "--chat-template", file, "--prompt-style", "chat"});
+    QVERIFY2(demo.started(), qPrintable(demo.errors()));
+    LocalGenerator local_demo = [] {
+      const auto pair = find_demo_models(SPECULA_SOURCE_DIR);
+      return LocalGenerator(create_cpu_backend(), load_model(pair->target), load_model(pair->draft));
+    }();
+    GenerationRequest r;
+    r.prompt = "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n";
+    r.n_candidates = 3;
+    r.max_new_tokens = 48;
+    r.code_stops = true;
+    r.draft.kind = "model";
+    r.draft.policy = "adaptive";
+    GenerationRequest chat_style = r;
+    use_chat_prompt(chat_style, ModelChatTemplate{.source = source});
+    const SessionResult local_greedy = local_demo.generate(chat_style);
+
+    serve::RemoteOptions through_chat{demo.url().toStdString()};
+    through_chat.api = serve::RemoteApi::Chat;
+    serve::RemoteGenerator chat(through_chat);
+    // the first answer: stop strings applied by the client (the server was not yet known to
+    // continue), so the same text and ends, not the same token counts
+    const SessionResult first = chat.generate(r);
+    QCOMPARE(first.candidates.size(), local_greedy.candidates.size());
+    for (size_t i = 0; i < first.candidates.size(); ++i) {
+      QVERIFY(!local_greedy.candidates[i].text.empty());
+      QCOMPARE(first.candidates[i].text, local_greedy.candidates[i].text);
+      QCOMPARE(finish_reason_name(first.candidates[i].finish), finish_reason_name(local_greedy.candidates[i].finish));
+    }
+    // then the server stops at the stop strings itself: token for token
+    compare_sessions(chat.generate(r), local_greedy, 3);
+    r.sampling = chat_style.sampling = SamplingParams{0.8f, 0, 0.95f, 0.0f, 9};
+    compare_sessions(chat.generate(r), local_demo.generate(chat_style), 3);
+
+    r.sampling = chat_style.sampling = SamplingParams{};
+    serve::RemoteOptions through_completions{demo.url().toStdString()};
+    through_completions.api = serve::RemoteApi::Completions;
+    compare_sessions(serve::RemoteGenerator(through_completions).generate(r), local_greedy, 3);
+    const json h = health(demo.port());
+    QCOMPARE(h["failed"].get<int>(), 0);
+    QCOMPARE(h["kv_blocks_left"].get<int>(), 0);
+  }
+
+  // top_logprobs on /v1/chat/completions, in OpenAI's shape: with each token its k most
+  // likely tokens, most likely first; greedy, the first of them is the token chosen, with
+  // its log-probability. With stream, or without logprobs, it is a clear 400.
+  void chatTopLogprobs() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath("chatml.jinja");
+    std::ofstream(file.toStdString()) << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    ServeProcess demo({"--device", "cpu", "--chat-template", file});
+    QVERIFY2(demo.started(), qPrintable(demo.errors()));
+    auto client = http_client(demo.port());
+    const json messages = json::array({{{"role", "user"}, {"content", "Add two numbers."}},
+                                       {{"role", "assistant"}, {"content", "```python\ndef add(a, b):\n"}}});
+    json request = {{"messages", messages}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", true},
+                    {"top_logprobs", 3}, {"n", 2}};
+    auto res = client.Post("/v1/chat/completions", request.dump(), kJson);
+    QVERIFY(res && res->status == 200);
+    const json body = json::parse(res->body);
+    QCOMPARE(body["choices"].size(), size_t(2));
+    for (const json& choice : body["choices"]) {
+      const json& content = choice["logprobs"]["content"];
+      QVERIFY(!content.empty());
+      QCOMPARE(content.size(), choice["specula"]["token_ids"].size());
+      std::string joined;
+      for (const json& entry : content) {
+        joined += entry["token"].get<std::string>();
+        const json& top = entry["top_logprobs"];
+        QCOMPARE(top.size(), size_t(3));
+        for (size_t j = 0; j < top.size(); ++j) {
+          QVERIFY(top[j]["token"].is_string() && top[j]["bytes"].is_array());
+          QVERIFY(top[j]["logprob"].get<double>() <= 0.0);
+          if (j > 0) QVERIFY(top[j]["logprob"].get<double>() <= top[j - 1]["logprob"].get<double>());
+        }
+        // greedy: the token chosen is the most likely one, as the decoder scored it
+        QCOMPARE(top[0]["token"].get<std::string>(), entry["token"].get<std::string>());
+        QVERIFY2(std::abs(top[0]["logprob"].get<double>() - entry["logprob"].get<double>()) < 1e-3,
+                 qPrintable(QString::fromStdString(entry.dump())));
+      }
+      QCOMPARE(joined, choice["message"]["content"].get<std::string>());
+    }
+    for (const json& bad : {json{{"stream", true}}, json{{"logprobs", false}}, json{{"top_logprobs", 21}}}) {
+      json wrong = request;
+      wrong.update(bad);
+      res = client.Post("/v1/chat/completions", wrong.dump(), kJson);
+      QVERIFY(res && res->status == 400);
+      QCOMPARE(json::parse(res->body)["error"]["param"].get<std::string>(), std::string("top_logprobs"));
+    }
+    QCOMPARE(health(demo.port())["kv_blocks_left"].get<int>(), 0);
   }
 
   void cleanupTestCase() {

@@ -8,6 +8,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -244,8 +245,45 @@ class TestServeChat : public QObject {
       joined += t["token"].get<std::string>();
     }
     QCOMPARE(joined, c["message"]["content"].get<std::string>());
-    post_chat(port(), {{"messages", kConversation}, {"logprobs", true}, {"top_logprobs", 3}}, &status);
-    QCOMPARE(status, 400);  // no alternatives are kept: refused, not faked
+    // top_logprobs: greedy, the most likely token at each position is the one chosen
+    const json top = post_chat(port(), {{"messages", kConversation}, {"max_tokens", 8}, {"temperature", 0},
+                                        {"logprobs", true}, {"top_logprobs", 3}}, &status);
+    QCOMPARE(status, 200);
+    const json& with_top = top["choices"][0]["logprobs"]["content"];
+    QCOMPARE(static_cast<int>(with_top.size()), top["choices"][0]["specula"]["tokens"].get<int>());
+    for (const json& t : with_top) {
+      QCOMPARE(t["top_logprobs"].size(), size_t(3));
+      QCOMPARE(t["top_logprobs"][0]["token"].get<std::string>(), t["token"].get<std::string>());
+      QVERIFY(std::abs(t["top_logprobs"][0]["logprob"].get<double>() - t["logprob"].get<double>()) < 1e-3);
+      QVERIFY(t["top_logprobs"][1]["logprob"].get<double>() <= t["top_logprobs"][0]["logprob"].get<double>());
+    }
+    post_chat(port(), {{"messages", kConversation}, {"logprobs", true}, {"top_logprobs", 3}, {"stream", true}}, &status);
+    QCOMPARE(status, 400);  // the alternatives come after the whole sequence: not streamed
+  }
+
+  // A final assistant message is continued (a prefill): greedy, the answer is what a chat
+  // without it answers, less the prefill's text.
+  void finalAssistantMessageIsContinued() {
+    int status = 0;
+    json request = {{"messages", kConversation}, {"max_tokens", 16}, {"temperature", 0}};
+    const json whole = post_chat(port(), request, &status);
+    QCOMPARE(status, 200);
+    const std::string answer = whole["choices"][0]["message"]["content"].get<std::string>();
+    QVERIFY(answer.size() > 8);
+    const size_t cut = answer.find(' ', 3) == std::string::npos ? 4 : answer.find(' ', 3);
+    json messages = kConversation;
+    messages.push_back({{"role", "assistant"}, {"content", answer.substr(0, cut)}});
+    request["messages"] = messages;
+    request["max_tokens"] = 8;
+    const json continued = post_chat(port(), request, &status);
+    QCOMPARE(status, 200);
+    const std::string rest = continued["choices"][0]["message"]["content"].get<std::string>();
+    QVERIFY(!rest.empty());
+    QVERIFY2(answer.substr(cut).rfind(rest.substr(0, 4), 0) == 0, qPrintable(QString::fromStdString(answer + " | " + rest)));
+    // asked for a new turn after it instead: not a continuation of the same text
+    request["add_generation_prompt"] = true;
+    post_chat(port(), request, &status);
+    QCOMPARE(status, 200);
   }
 
   void malformedMessagesAreClearErrors() {

@@ -185,8 +185,18 @@ class TestServeProtocol : public QObject {
     QTest::newRow("max_completion_tokens zero") << R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})"
                                                 << "max_completion_tokens";
     QTest::newRow("logprobs a number") << R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})" << "logprobs";
-    QTest::newRow("top_logprobs") << R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2})"
-                                  << "top_logprobs";
+    QTest::newRow("top_logprobs streamed")
+        << R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2, "stream": true})"
+        << "top_logprobs";
+    QTest::newRow("top_logprobs over 20")
+        << R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})" << "top_logprobs";
+    QTest::newRow("top_logprobs without logprobs") << R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"
+                                                   << "top_logprobs";
+    QTest::newRow("continue_final_message after a user message")
+        << R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})" << "continue_final_message";
+    QTest::newRow("continue_final_message with add_generation_prompt")
+        << R"({"messages": [{"role": "assistant", "content": "x"}], "continue_final_message": true,
+              "add_generation_prompt": true})" << "continue_final_message";
     QTest::newRow("tools") << R"({"messages": [{"role": "user", "content": "x"}], "tools": []})" << "tools";
   }
   void badChatRequestsAre400NamingTheField() {

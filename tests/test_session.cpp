@@ -258,6 +258,44 @@ class TestSession : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, request_prompt_ids(tokenizer, r));
   }
 
+  // A chat model's answer as a completion of the prompt: an answer that continues the prefill
+  // is taken as it is; one that starts over gives the function's body from its code block,
+  // whatever comes before or after the block, and with or without the docstring restated.
+  void chatAnswersBecomeCompletions() {
+    const std::string prompt = "import math\n\ndef area(r):\n    \"\"\"The area of a circle.\"\"\"\n";
+    const std::string body = "    return math.pi * r * r\n";
+    QCOMPARE(chat_code_messages(prompt).back()["content"].get<std::string>(), "```python\n" + prompt);
+    QCOMPARE(chat_code_messages(prompt).back()["role"].get<std::string>(), std::string("assistant"));
+
+    QCOMPARE(chat_answer_continues(prompt, body, false), std::optional<bool>(true));
+    QCOMPARE(chat_answer_continues(prompt, "\n" + body, false), std::optional<bool>(true));
+    QCOMPARE(chat_answer_continues(prompt, "    return", false), std::nullopt);  // the line may go on
+    QCOMPARE(chat_answer_continues(prompt, "    return", true), std::optional<bool>(true));
+    QCOMPARE(chat_answer_continues(prompt, "```python\n", false), std::optional<bool>(false));
+    QCOMPARE(chat_answer_continues(prompt, "Here is the function:\n", false), std::optional<bool>(false));
+    QCOMPARE(chat_answer_continues(prompt, "\n\n", false), std::nullopt);
+    QCOMPARE(chat_answer_continues("x = (", "1)\n", false), std::optional<bool>(true));  // mid-line: it goes on
+    QCOMPARE(chat_answer_continues("x = (", "```", true), std::optional<bool>(false));
+
+    // the block restates the prompt: what follows it
+    QCOMPARE(completion_from_chat_answer(prompt, "```python\n" + prompt + body + "```\nDone."), body);
+    // prose, then the function without the import and with another docstring quote style
+    const std::string restated = "Sure! Here it is:\n\n```python\ndef area(r):\n    '''Area.'''\n" + body +
+                                 "```\n\nIt multiplies.";
+    QCOMPARE(completion_from_chat_answer(prompt, restated), body);
+    // a signature on several lines, no docstring in the answer
+    const std::string wrapped = "```python\ndef area(\n    r,\n):\n" + body + "\n\nprint(area(2))\n```";
+    QCOMPARE(completion_from_chat_answer(prompt, wrapped), body + "\n\nprint(area(2))\n");
+    // no docstring in the prompt: the answer's line after the signature is body
+    QCOMPARE(completion_from_chat_answer("def f(x):\n", "```py\ndef f(x):\n    \"\"\"Doc.\"\"\"\n    return x\n```"),
+             std::string("    \"\"\"Doc.\"\"\"\n    return x\n"));
+    // a bare function without a fence, after a sentence
+    QCOMPARE(completion_from_chat_answer(prompt, "The function:\ndef area(r):\n" + body), body);
+    // nothing of the function: the block as it is; an unclosed block to its end
+    QCOMPARE(completion_from_chat_answer(prompt, "```\nprint(1)\n```"), std::string("print(1)\n"));
+    QCOMPARE(completion_from_chat_answer(prompt, "```python\n" + prompt + "    return"), std::string("    return"));
+  }
+
   // With a suffix the model is given the fill-in-the-middle prompt of its family, and the
   // candidates continue that prompt as plain greedy decoding from it does.
   void fillInTheMiddle() {

@@ -33,6 +33,7 @@ struct ServeArgs {
   std::string chat_template_file;  // empty: the model's own template
   int suggestions = 0;             // --suggestions; 0: chosen for the device (default_suggestions)
   std::string python;              // the sandbox's interpreter for the suggestions' checks ("" = python3)
+  std::string prompt_style = "raw";  // of /v1/completions: as before the chat style existed
 };
 
 // --suggestions' default: kGpuSuggestions on a GPU; on a CPU the largest batch whose decoding
@@ -103,6 +104,10 @@ void run(ServeArgs& a) {
   LoadedModels loaded = load_models(a.models);
   a.server.model_name = model_name(a);
   if (!a.chat_template_file.empty()) a.server.chat_template = read_input_file(a.chat_template_file);
+  a.server.prompt_style = parse_prompt_style(a.prompt_style);
+  if (a.server.prompt_style == PromptStyle::Chat && a.chat_template_file.empty() && !model_chat_template(*loaded.target)) {
+    throw CommandFailed("--prompt-style chat needs a chat template, and this model has none (name one: --chat-template)", 2);
+  }
   a.server.draft = loaded.draft;
   std::string why = "--suggestions";
   a.server.suggestions = a.suggestions > 0 ? a.suggestions : default_suggestions(*loaded.backend, loaded, why);
@@ -174,6 +179,11 @@ void add_serve_command(CLI::App& app) {
                   "whose prompt starts as an earlier one prefills only the rest; least recently used go first "
                   "(0: no prompt cache; default: four contexts, at most 8192 positions)")
       ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--prompt-style", a->prompt_style,
+                  "How /v1/completions puts a prompt without a suffix to the model: raw (as it is; the default), chat "
+                  "(a user turn asking to complete the function, the assistant's turn opened with the prompt in a fence, "
+                  "ending at the closing fence) or auto: chat for a model with a chat template")
+      ->check(CLI::IsMember({"auto", "raw", "chat"}));
   cmd->add_flag("--infill-fallback", a->server.infill_fallback,
                "POST /infill on a model without fill-in-the-middle tokens: complete the code before the hole as a "
                "plain prompt, cut at the first line that dedents below the hole (without it: 501, as llama.cpp)");

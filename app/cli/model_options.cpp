@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "commands.h"
 #include "compute/simd_level.h"
@@ -150,6 +151,14 @@ void add_remote_options(CLI::App* command, serve::RemoteOptions& o) {
   command->add_option("--api-key", o.api_key, "API key for --remote (sent as a bearer token)");
   command->add_option("--remote-model", o.model, "Model to ask --remote for (default: the first one it lists)");
   command->add_flag("--insecure", o.insecure, "Accept a TLS certificate of --remote that does not verify");
+  const std::map<std::string, serve::RemoteApi> apis = {
+      {"auto", serve::RemoteApi::Auto}, {"completions", serve::RemoteApi::Completions}, {"chat", serve::RemoteApi::Chat}};
+  command
+      ->add_option("--remote-api", o.api,
+                   "Endpoint of --remote: completions (/v1/completions), chat (/v1/chat/completions: asks for the "
+                   "function and continues the assistant's message opened with the code, else takes the function from "
+                   "the answer's code block) or auto: completions, chat on a server without them (default auto)")
+      ->transform(CLI::CheckedTransformer(apis));
 }
 
 OpenedGenerator open_generator(const ModelOptions& models, const serve::RemoteOptions& remote) {
@@ -175,6 +184,7 @@ OpenedGenerator open_generator(const ModelOptions& models, const serve::RemoteOp
   try {
     auto generator = std::make_unique<serve::RemoteGenerator>(remote);
     opened.note = "server: " + generator->probe().summary;
+    opened.remote_chat = remote.api == serve::RemoteApi::Chat;
     opened.generator = std::move(generator);
   } catch (const std::invalid_argument& e) {
     throw CommandFailed(e.what(), 2);
@@ -196,8 +206,11 @@ PromptStyle apply_prompt_style(GenerationRequest& request, const std::string& st
   PromptStyle used = PromptStyle::Raw;
   try {
     const PromptStyle asked = parse_prompt_style(style);
-    if (asked == PromptStyle::Chat && !opened.target) {
-      throw std::invalid_argument("the chat prompt style is for local models: a server is prompted raw");
+    if (!opened.target) {  // a server is asked through the endpoint --remote-api names
+      if (asked == PromptStyle::Chat && !opened.remote_chat) {
+        throw std::invalid_argument("a server is asked in the chat style through its chat endpoint: --remote-api chat");
+      }
+      return opened.remote_chat ? PromptStyle::Chat : PromptStyle::Raw;
     }
     used = resolve_prompt_style(asked, opened.chat_template.has_value(), request.suffix.has_value());
     if (used == PromptStyle::Chat) use_chat_prompt(request, *opened.chat_template);

@@ -53,7 +53,8 @@ LoadedModels load_models(const ModelOptions& options);
 
 constexpr int kExitRemote = 6;  // the server could not be reached, or failed
 
-// --remote URL, --api-key, --remote-model and --insecure: generation on an OpenAI-compatible server.
+// --remote URL, --api-key, --remote-model, --insecure and --remote-api: generation on an
+// OpenAI-compatible server.
 void add_remote_options(CLI::App* command, serve::RemoteOptions& options);
 
 struct OpenedGenerator {
@@ -61,6 +62,7 @@ struct OpenedGenerator {
   DraftOptions draft;             // kind and policy for a request (a server chooses its own)
   const Model* target = nullptr;  // the local target model; null for a server
   std::optional<ModelChatTemplate> chat_template;  // the local target's; none for a server
+  bool remote_chat = false;       // a server asked through /v1/chat/completions (--remote-api chat)
   std::string note;               // where generation runs, and why there
 };
 
@@ -73,8 +75,10 @@ void add_prompt_style_option(CLI::App* command, std::string& style);
 
 // Puts a code request (its prompt the code before the body, code_prompt's) to the model in
 // `style` (decode/prompt_style.h): chat adds the chat prefix of the model's template and the
-// closing fence as a stop. Returns the style used, Raw or Chat. Throws CommandFailed (exit 2)
-// for a style that cannot be: chat without a template, with a suffix, or with a server.
+// closing fence as a stop. Returns the style used, Raw or Chat: for a server, Chat when it is
+// asked through chat (--remote-api chat; the request is left as it is, RemoteGenerator asks
+// in the chat style). Throws CommandFailed (exit 2) for a style that cannot be: chat without
+// a template, with a suffix, or with a server asked for completions.
 PromptStyle apply_prompt_style(GenerationRequest& request, const std::string& style, const OpenedGenerator& opened);
 
 }  // namespace specula::cli

@@ -11,6 +11,7 @@
 #include "compute/backend.h"
 #include "decode/prompt_cache.h"
 #include "decode/session.h"
+#include "decode/top_logprobs.h"
 #include "model/model.h"
 
 namespace specula {
@@ -51,6 +52,12 @@ class LocalGenerator final : public Generator {
   PromptCacheStats prompt_cache_stats() const;
 
   const Model& target() const { return *target_; }
+  // The k most likely tokens at each of `tokens`' positions after `prompt_ids`
+  // (top_logprobs.h), on this generator's backend: not while it generates.
+  std::vector<std::vector<TokenLogprob>> top_logprobs(std::span<const int> prompt_ids, std::span<const int> tokens,
+                                                      int k) {
+    return specula::top_logprobs(*backend_, *target_, prompt_ids, tokens, k);
+  }
   const std::shared_ptr<const Model>& draft() const { return draft_; }
 
  private:

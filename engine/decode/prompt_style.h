@@ -6,6 +6,7 @@
 // the code itself: the prompt is unchanged, the chat is a prefix only the model reads.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "decode/session.h"
@@ -30,6 +31,23 @@ PromptStyle resolve_prompt_style(PromptStyle style, bool has_chat_template, bool
 // The chat the code `prompt` follows: the user's request and the assistant's turn opened,
 // ending with "```python\n". Throws ChatTemplateError when the template raises.
 std::string chat_code_prefix(const ModelChatTemplate& chat, const std::string& prompt);
+
+// The same chat as messages, for a server that renders them itself: the user's request, then
+// an assistant message "```python\n" + prompt for the server to continue (its prefill).
+nlohmann::ordered_json chat_code_messages(const std::string& prompt);
+
+// A chat model's answer to chat_code_messages(prompt) as a completion of `prompt`: the answer
+// itself when it continues the prefill; when it starts over (restating the function in a
+// code block, perhaps after a sentence), the code of its first block (or the answer from the
+// prompt's signature on) after the prompt's own lines: after the prompt when the block
+// starts with it, else after the signature and, if the prompt has one, the docstring.
+std::string completion_from_chat_answer(const std::string& prompt, const std::string& answer);
+
+// Whether a chat answer that begins with `start` continues `prompt` (true) or starts over
+// (false), judged on its first line that is not blank: one opening a fence starts over; after
+// a prompt that ends at a line's end, so does one that is not indented. Nullopt while that
+// line is not complete and `complete` (the whole answer is there) is false.
+std::optional<bool> chat_answer_continues(const std::string& prompt, const std::string& start, bool complete);
 
 // The closing fence, where a chat-style candidate ends.
 constexpr const char* kChatCodeStop = "```";

@@ -75,6 +75,8 @@ struct Job {
   std::vector<CandidateDelta> deltas;   // streamed text not yet written
   std::vector<Candidate> finished;      // ended candidates not yet written
   std::optional<SessionResult> result;  // the session's end
+  std::vector<std::vector<std::vector<TokenLogprob>>> alternatives;  // a chat's top_logprobs: per candidate,
+                                                                     // per token (set with result)
   std::string failure;                  // why the session threw; empty: it did not
   double queue_seconds = 0.0;           // time spent waiting for the engine
   bool done = false;                    // result or failure is set
@@ -105,15 +107,45 @@ json logprobs_json(const Tokenizer& tokenizer, const Job& job, const Candidate& 
   return {{"tokens", texts}, {"token_logprobs", c.logprobs}, {"top_logprobs", nullptr}, {"text_offset", offsets}};
 }
 
-// The chat format: per token its text, log-probability and bytes (no alternatives).
+json bytes_of(const std::string& text) {
+  json bytes = json::array();
+  for (const char b : text) bytes.push_back(static_cast<unsigned char>(b));
+  return bytes;
+}
+
+// The text token `id` adds after `before` (a few tokens before it, so that a tokenizer that
+// marks word starts shows the space).
+std::string text_after(const Tokenizer& tokenizer, std::vector<int> before, int id) {
+  const std::string head = tokenizer.decode(before);
+  before.push_back(id);
+  const std::string whole = tokenizer.decode(before);
+  if (whole.compare(0, head.size(), head) == 0) return whole.substr(head.size());
+  return tokenizer.decode(std::span<const int>(&id, 1));
+}
+
+// The chat format: per token its text, log-probability and bytes, and with top_logprobs the
+// most likely tokens at its position in the same shape.
 json chat_logprobs_json(const Tokenizer& tokenizer, const Job& job, const Candidate& c) {
   if (!job.request.logprobs) return nullptr;
   const std::vector<std::string> texts = token_texts(tokenizer, job.prompt_ids, c.tokens);
+  const size_t index = static_cast<size_t>(c.index);
+  const auto* alternatives = index < job.alternatives.size() ? &job.alternatives[index] : nullptr;
+  constexpr size_t kContextTokens = 4;  // before an alternative, for its text
+  std::vector<int> sequence = job.prompt_ids;
+  sequence.insert(sequence.end(), c.tokens.begin(), c.tokens.end());
   json content = json::array();
   for (size_t i = 0; i < texts.size() && i < c.logprobs.size(); ++i) {
-    std::vector<int> bytes(texts[i].begin(), texts[i].end());
-    for (int& b : bytes) b &= 0xff;
-    content.push_back({{"token", texts[i]}, {"logprob", c.logprobs[i]}, {"bytes", bytes}, {"top_logprobs", json::array()}});
+    json top = json::array();
+    if (alternatives && i < alternatives->size()) {
+      const size_t at = job.prompt_ids.size() + i;
+      const std::vector<int> before(sequence.begin() + static_cast<long>(at - std::min(at, kContextTokens)),
+                                    sequence.begin() + static_cast<long>(at));
+      for (const TokenLogprob& t : (*alternatives)[i]) {
+        const std::string text = text_after(tokenizer, before, t.token);
+        top.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", bytes_of(text)}});
+      }
+    }
+    content.push_back({{"token", texts[i]}, {"logprob", c.logprobs[i]}, {"bytes", bytes_of(texts[i])}, {"top_logprobs", top}});
   }
   return {{"content", content}};
 }
@@ -245,6 +277,19 @@ uint64_t random_seed() {
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
+// The text a chat request is a completion of. A final assistant message being continued is
+// its prefill: the chat before it, with the assistant's turn opened, then its content as it is
+// (as llama.cpp's server renders it), so that the answer continues that content.
+std::string rendered_chat(const ModelChatTemplate& chat_template, const ChatRequest& chat,
+                          const ChatTemplateLimits& limits) {
+  if (!chat.continue_final) return render_chat(chat_template, chat.messages, /*add_generation_prompt=*/true, limits);
+  nlohmann::ordered_json before = chat.messages;
+  const nlohmann::ordered_json prefill = before.back();
+  before.erase(before.size() - 1);
+  return render_chat(chat_template, before, /*add_generation_prompt=*/true, limits) +
+         prefill["content"].get<std::string>();
+}
+
 }  // namespace
 
 struct CompletionServer::Impl {
@@ -284,6 +329,7 @@ struct CompletionServer::Impl {
   std::vector<std::pair<std::string, std::string>> cors_headers(const HttpRequest& request) const;
   std::shared_ptr<Job> accept(const std::string& body);
   std::shared_ptr<Job> accept_chat(const std::string& body);
+  void put_in_prompt_style(Job& job) const;
   void check_model(const CompletionRequest& request) const;
   size_t max_prompt_bytes() const;
   void prepare(Job& job, const char* id_prefix);
@@ -482,8 +528,27 @@ std::shared_ptr<Job> CompletionServer::Impl::accept(const std::string& body) {
   GenerationRequest& g = job->generation;
   g.prompt = job->request.prompt;
   if (!job->request.suffix.empty()) g.suffix = job->request.suffix;
+  put_in_prompt_style(*job);
   prepare(*job, "cmpl");
   return job;
+}
+
+// serve --prompt-style: a completion prompt inside the code chat, ending at its closing fence.
+void CompletionServer::Impl::put_in_prompt_style(Job& job) const {
+  GenerationRequest& g = job.generation;
+  PromptStyle style = PromptStyle::Raw;
+  try {
+    style = resolve_prompt_style(options.prompt_style, chat_template.has_value(), g.suffix.has_value());
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, std::string(e.what()) + " (this server puts prompts in the chat style)", "suffix");
+  }
+  if (style != PromptStyle::Chat) return;
+  try {
+    g.chat_prefix = chat_code_prefix(*chat_template, g.prompt);
+  } catch (const ChatTemplateError& e) {
+    throw ApiError(400, "the chat template failed: " + e.kind() + ": " + e.what(), "prompt", "chat_template_error");
+  }
+  job.request.stop.push_back(kChatCodeStop);  // prepare() takes the stops from the request
 }
 
 void CompletionServer::Impl::check_model(const CompletionRequest& r) const {
@@ -522,7 +587,7 @@ std::shared_ptr<Job> CompletionServer::Impl::accept_chat(const std::string& body
   template_limits.max_output_bytes = std::max<size_t>(max_prompt_bytes(), 1 << 16);
   GenerationRequest& g = job->generation;
   try {
-    g.prompt = render_chat(*chat_template, chat.messages, /*add_generation_prompt=*/true, template_limits);
+    g.prompt = rendered_chat(*chat_template, chat, template_limits);
   } catch (const ChatTemplateError& e) {
     throw ApiError(400, "the chat template failed: " + e.kind() + ": " + e.what(), "messages", "chat_template_error");
   }
@@ -538,7 +603,7 @@ void CompletionServer::Impl::prepare(Job& job, const char* id_prefix) {
   // Tokenizing is the server's work, not the client's: a prompt that cannot fit, whatever it
   // tokenizes to, is refused from its length in bytes.
   GenerationRequest& g = job.generation;
-  const size_t prompt_bytes = g.prompt.size() + r.suffix.size();
+  const size_t prompt_bytes = g.prompt.size() + r.suffix.size() + g.chat_prefix.value_or("").size();
   if (prompt_bytes > max_prompt_bytes()) {
     throw ApiError(400, "the prompt has " + std::to_string(prompt_bytes) + " bytes, more than the model's context of " +
                             std::to_string(context()) + " tokens can hold", job.chat ? "messages" : "prompt");
@@ -865,6 +930,11 @@ void CompletionServer::Impl::generate(Job& job) {
   std::string failure;
   try {
     result = generator.generate(job.generation, callbacks, &job.cancel);
+    if (job.request.top_logprobs > 0) {
+      for (const Candidate& c : result->candidates) {
+        job.alternatives.push_back(generator.top_logprobs(job.prompt_ids, c.tokens, job.request.top_logprobs));
+      }
+    }
   } catch (const std::exception& e) {
     failure = e.what();
     std::fprintf(stderr, "%s failed: %s\n", job.id.c_str(), e.what());

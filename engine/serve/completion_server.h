@@ -3,7 +3,7 @@
 // POST /v1/completions runs the n choices of a request as ONE batched speculative decode
 // (run_session with n candidates); POST /v1/chat/completions does the same with the
 // messages rendered through the model's chat template (model/model_chat.h; a model without
-// one answers 400); GET /v1/models and GET /health describe the server. POST /completion
+// one answers 400; a final assistant message is continued as a prefill); GET /v1/models and GET /health describe the server. POST /completion
 // and POST /infill speak llama.cpp's native format (llama_api.h), for editor plugins (see
 // docs/editor.md). Requests wait in a bounded queue, one session runs at a time, and a client
 // that closes its connection cancels its generation within one decoding step. Every request
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "decode/generator.h"
+#include "decode/prompt_style.h"
 #include "decode/session.h"
 
 namespace specula {
@@ -44,6 +45,11 @@ struct ServerOptions {
   int max_kv_tokens = 1 << 17;         // KV positions one request may need (n, prompt and max_tokens); more: 400
   std::string model_name;              // the id /v1/models lists; a request names it or no model
   std::string chat_template;           // Jinja source for chat requests; empty: the model's own
+  PromptStyle prompt_style = PromptStyle::Raw;  // how /v1/completions puts a prompt (without a suffix)
+                                       // to the model: raw as it is; chat inside the chat of
+                                       // prompt_style.h (the template's user turn, the assistant's
+                                       // opened with a fence), ending at the closing fence; auto:
+                                       // chat when the model has a template. Chat needs a template.
   DraftOptions draft;                  // drafter and policy of every request (the generator has the draft model)
   int prompt_cache_blocks = -1;        // KV blocks (16 positions) of recent prompts kept across requests, which
                                        // start from the longest kept start of their prompt; 0: none; -1: four

@@ -134,9 +134,15 @@ ChoiceUpdate choice_of(const json& choice) {
   ChoiceUpdate u;
   u.index = int_or(choice, "index", 0);
   if (const json* t = field(choice, "text"); t && t->is_string()) u.text = t->get<std::string>();
+  for (const char* chat : {"delta", "message"}) {  // the chat shapes
+    const json* m = field(choice, chat);
+    const json* content = m && m->is_object() ? field(*m, "content") : nullptr;
+    if (content && content->is_string()) u.text = content->get<std::string>();
+  }
   if (const json* l = field(choice, "logprobs")) u.logprobs = logprobs_of(*l);
   const json* ext = field(choice, "specula");
   if (ext && ext->is_object()) {
+    u.from_specula = true;
     u.tokens = int_or(*ext, "tokens", -1);
     u.accepted = int_or(*ext, "accepted", -1);
     u.proposed = int_or(*ext, "proposed", -1);
@@ -291,11 +297,23 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limit
   }
   if (const json* v = field(j, "logprobs"); v && boolean(*v, "logprobs")) r.logprobs = 0;
   if (const json* v = field(j, "top_logprobs")) {
-    if (integer(*v, "top_logprobs", 0, 20) > 0) {
-      bad("top_logprobs", "top_logprobs is not supported: the decoder keeps the sampled tokens' log-probabilities only");
-    }
+    r.top_logprobs = static_cast<int>(integer(*v, "top_logprobs", 0, 20));
     if (!r.logprobs) bad("top_logprobs", "top_logprobs needs logprobs: true");
+    // the alternatives come from a pass over each whole sequence once it is generated
+    if (r.top_logprobs > 0 && r.stream) bad("top_logprobs", "top_logprobs is not supported with stream: true");
   }
+  const json* continue_final = field(j, "continue_final_message");
+  const json* generation_prompt = field(j, "add_generation_prompt");
+  const bool asked_continue = continue_final && boolean(*continue_final, "continue_final_message");
+  const bool asked_generation = generation_prompt && boolean(*generation_prompt, "add_generation_prompt");
+  const bool ends_with_assistant = chat.messages.back()["role"] == "assistant";
+  if (asked_continue && asked_generation) {
+    bad("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true");
+  }
+  if (asked_continue && !ends_with_assistant) {
+    bad("continue_final_message", "continue_final_message needs the last message to be the assistant's");
+  }
+  chat.continue_final = ends_with_assistant && !asked_generation;
   for (const char* unsupported : {"tools", "functions", "response_format"}) {
     if (field(j, unsupported)) bad(unsupported, std::string(unsupported) + " is not supported");
   }
@@ -315,6 +333,19 @@ json completion_request_json(const CompletionRequest& r, bool send_n) {
   if (!r.stop.empty()) j["stop"] = r.stop;
   if (r.stream && r.include_usage) j["stream_options"] = {{"include_usage", true}};
   if (r.logprobs) j["logprobs"] = *r.logprobs;
+  return j;
+}
+
+json chat_request_json(const CompletionRequest& r, const nlohmann::ordered_json& messages, bool send_n) {
+  json j = completion_request_json(r, send_n);
+  j.erase("prompt");
+  j.erase("suffix");
+  j["messages"] = messages;
+  if (r.logprobs) j["logprobs"] = true;
+  if (!messages.empty() && messages.back().value("role", "") == "assistant") {
+    j["continue_final_message"] = true;
+    j["add_generation_prompt"] = false;
+  }
   return j;
 }
 

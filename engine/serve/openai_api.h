@@ -55,6 +55,7 @@ struct CompletionRequest {
   bool stream = false;            // server-sent events, one chunk per text delta
   bool include_usage = false;     // stream_options.include_usage: a last chunk with usage and totals
   std::optional<int> logprobs;    // 0..5: return the sampled tokens' log-probabilities
+  int top_logprobs = 0;           // a chat's 0..20: with each token, the most likely ones at its position
 };
 
 // What a server accepts: the largest n, max_tokens and number of stop strings.
@@ -72,11 +73,18 @@ CompletionRequest parse_completion_request(std::string_view body, const RequestL
 // POST /v1/chat/completions, as Specula reads it: the conversation, and the fields it shares
 // with completions in `completion` (its prompt and suffix unused). max_completion_tokens is
 // read as max_tokens; absent both, max_tokens is 0: what the context leaves. `logprobs: true`
-// sets completion.logprobs to 0 (the sampled tokens'); top_logprobs above 0, tools,
-// functions and response_format are refused.
+// sets completion.logprobs to 0 (the sampled tokens'), and top_logprobs (0..20, which needs
+// it) completion.top_logprobs; top_logprobs above 0 with stream, tools, functions and
+// response_format are refused.
+//
+// A final assistant message is continued (a prefill, as llama.cpp's server does and vLLM's
+// continue_final_message asks) unless the request says add_generation_prompt: true;
+// continue_final_message: true with a final message of another role is refused, as is
+// continue_final_message together with add_generation_prompt (vLLM's rules).
 struct ChatRequest {
   CompletionRequest completion;
   nlohmann::ordered_json messages;  // [{"role", "content" (a string: text parts joined), ...}]
+  bool continue_final = false;      // the last message is the assistant's, to be continued
 };
 
 // Parses and checks a chat request body: malformed messages (not an array, empty, a message
@@ -86,6 +94,11 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limit
 
 // The body a client sends. `send_n` false leaves `n` out (servers that refuse it).
 nlohmann::json completion_request_json(const CompletionRequest& request, bool send_n = true);
+// The same request for /v1/chat/completions with `messages` instead of the prompt (and no
+// suffix): `logprobs` becomes logprobs: true, and a final assistant message is sent to be
+// continued (continue_final_message: true, add_generation_prompt: false).
+nlohmann::json chat_request_json(const CompletionRequest& request, const nlohmann::ordered_json& messages,
+                                 bool send_n = true);
 
 // OpenAI's finish_reason for a candidate: "stop" (EOS or a stop string) or "length".
 const char* openai_finish_reason(FinishReason reason);
@@ -99,12 +112,14 @@ SessionTotals totals_from_json(const nlohmann::json& totals);
 // One choice of a response or a stream chunk, as a client reads it.
 struct ChoiceUpdate {
   int index = 0;
-  std::string text;                    // text added (a chunk) or the whole completion (a response)
+  std::string text;                    // text added (a chunk) or the whole completion (a response);
+                                       // a chat's delta or message content
   std::optional<FinishReason> finish;  // set once the choice has ended
   std::vector<float> logprobs;         // sampled tokens' log-probabilities carried by this update
   std::vector<int> token_ids;          // ids, when the server says them (Specula's extension)
   int tokens = -1;                     // tokens so far, when the server says it; -1: unknown
   int accepted = -1, proposed = -1;    // draft tokens so far (Specula's extension); -1: unknown
+  bool from_specula = false;           // it carries Specula's extension: Specula's server sent it
 };
 
 // The choices and, when present, the totals of a response or of one stream chunk. Throws

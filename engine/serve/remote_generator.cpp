@@ -16,6 +16,7 @@
 #include <optional>
 #include <string_view>
 
+#include "decode/prompt_style.h"
 #include "serve/openai_api.h"
 #include "serve/sse.h"
 
@@ -168,11 +169,10 @@ std::string status_error(long status, const Exchange& x, const std::string& mode
 // One generate() call: its candidates, its requests in flight and those waiting to be sent.
 class RemoteSession {
  public:
-  RemoteSession(const RemoteOptions& options, const std::string& base, const std::string& model, bool& accepts_n,
-                bool& accepts_logprobs, const GenerationRequest& request, const SessionCallbacks& callbacks)
-      : options_(options), url_(base + "/v1/completions"), model_(model), accepts_n_(accepts_n),
-        accepts_logprobs_(accepts_logprobs), request_(request), callbacks_(callbacks),
-        candidates_(static_cast<size_t>(request.n_candidates)), multi_(curl_multi_init()) {
+  RemoteSession(const RemoteOptions& options, const std::string& base, const std::string& model, ServerTraits& traits,
+                const GenerationRequest& request, const SessionCallbacks& callbacks)
+      : options_(options), base_(base), model_(model), traits_(traits), request_(request), callbacks_(callbacks),
+        stops_(stops_of(request)), candidates_(static_cast<size_t>(request.n_candidates)), multi_(curl_multi_init()) {
     if (!multi_) throw RemoteError("libcurl could not start");
     for (size_t i = 0; i < candidates_.size(); ++i) candidates_[i].c.index = static_cast<int>(i);
   }
@@ -188,10 +188,16 @@ class RemoteSession {
     Candidate c;
     int chunks = 0;  // text chunks received: the token count when the server says nothing better
     int tokens = 0;  // tokens so far, as well as known
+    // a chat answer:
+    bool chat = false;
+    std::string answer;              // as the server sent it
+    std::optional<bool> continues;   // it continues the prefill (else it starts over); unknown yet
+    bool stopped_here = false;       // a stop string ended it here, not on the server
   };
   struct Attempt {
     std::vector<int> candidates;  // choice j of the answer is candidate candidates[j]
     bool with_n = false;          // asks for candidates.size() choices in one request
+    bool chat = false;            // asks /v1/chat/completions
     bool with_logprobs = true;
     int retry = 0;                // how many 429/503 answers came before this attempt
     Clock::time_point at;         // not before
@@ -208,9 +214,19 @@ class RemoteSession {
     std::exception_ptr failure;  // raised while reading; the exchange was aborted
   };
 
+  static std::vector<std::string> stops_of(const GenerationRequest& request);
+  std::string body_of(const Attempt& attempt) const;
+  std::string url_of(const Attempt& attempt) const {
+    return base_ + (attempt.chat ? "/v1/chat/completions" : "/v1/completions");
+  }
   void start(Attempt attempt);
   void on_event(Transfer& t, const std::string& data);
   void apply(const Attempt& attempt, const CompletionUpdate& update);
+  void settle(Slot& s, const std::string& text, std::optional<FinishReason> finish, const std::vector<int>& ids);
+  std::string chat_text(Slot& s, const std::string& text, bool last);
+  size_t first_stop(const std::string& text, size_t from) const;
+  void close_ended_chats();
+  void fall_back_to_chat(const Transfer& t);
   void finish(Slot& slot, FinishReason reason, const std::vector<int>& ids);
   void finish_rest(FinishReason reason);
   void on_done(Transfer& t, CURLcode code);
@@ -224,12 +240,12 @@ class RemoteSession {
   std::vector<int> open_of(const Attempt& a, bool only_untouched) const;
 
   const RemoteOptions& options_;
-  const std::string url_;
+  const std::string& base_;
   const std::string& model_;
-  bool& accepts_n_;
-  bool& accepts_logprobs_;
+  ServerTraits& traits_;
   const GenerationRequest& request_;
   const SessionCallbacks& callbacks_;
+  const std::vector<std::string> stops_;  // every stop of the request, the code stops included
   const Clock::time_point start_ = Clock::now();
   std::vector<Slot> candidates_;
   CURLM* multi_;
@@ -242,13 +258,14 @@ class RemoteSession {
 SessionResult RemoteSession::run(const std::atomic<bool>* stop) {
   Attempt first;
   for (const Slot& s : candidates_) first.candidates.push_back(s.c.index);
-  first.with_n = accepts_n_ && candidates_.size() > 1;
-  first.with_logprobs = accepts_logprobs_;
+  first.with_n = traits_.accepts_n && candidates_.size() > 1;
+  first.chat = traits_.chat;
+  first.with_logprobs = traits_.accepts_logprobs;
   first.at = start_;
   if (first.with_n) {
     waiting_.push_back(first);
   } else {
-    for (int i : first.candidates) waiting_.push_back(Attempt{{i}, false, first.with_logprobs, 0, start_});
+    for (int i : first.candidates) waiting_.push_back(Attempt{{i}, false, first.chat, first.with_logprobs, 0, start_});
   }
   for (;;) {
     if (stop && stop->load()) {
@@ -283,12 +300,19 @@ SessionResult RemoteSession::run(const std::atomic<bool>* stop) {
       transfers_.erase(it);
       on_done(*done, code);
     }
+    close_ended_chats();
     curl_multi_poll(multi_, nullptr, 0, kPollMs, nullptr);
   }
   return result();
 }
 
-void RemoteSession::start(Attempt attempt) {
+std::vector<std::string> RemoteSession::stops_of(const GenerationRequest& request) {
+  std::vector<std::string> stops = request.stop;
+  if (request.code_stops) stops.insert(stops.end(), code_stop_strings().begin(), code_stop_strings().end());
+  return stops;
+}
+
+std::string RemoteSession::body_of(const Attempt& attempt) const {
   CompletionRequest r;
   r.model = model_;
   r.prompt = request_.prompt;
@@ -300,12 +324,29 @@ void RemoteSession::start(Attempt attempt) {
   r.top_k = request_.sampling.top_k;
   r.min_p = request_.sampling.min_p;
   r.seed = request_.sampling.seed + static_cast<uint64_t>(attempt.candidates.front());  // candidate i: seed + i
-  r.stop = request_.stop;
-  if (request_.code_stops) r.stop.insert(r.stop.end(), code_stop_strings().begin(), code_stop_strings().end());
   r.stream = true;
   r.include_usage = true;
   if (attempt.with_logprobs) r.logprobs = 1;
-  auto exchange = std::make_unique<Exchange>(options_, url_, dump(completion_request_json(r, attempt.with_n)), true);
+  if (!attempt.chat) {
+    r.stop = stops_;
+    return dump(completion_request_json(r, attempt.with_n));
+  }
+  // a restated answer's opening fence must not end it: stops go only to a server that continues
+  if (traits_.prefill == ServerTraits::Prefill::Continued) {
+    r.stop = stops_;
+    if (request_.code_stops) r.stop.push_back(kChatCodeStop);
+  }
+  const nlohmann::ordered_json messages =
+      request_.code_stops ? chat_code_messages(request_.prompt)
+                          : nlohmann::ordered_json::array(
+                                {{{"role", "user"}, {"content", "Continue this text:\n\n" + request_.prompt}},
+                                 {{"role", "assistant"}, {"content", request_.prompt}}});
+  return dump(chat_request_json(r, messages, attempt.with_n));
+}
+
+void RemoteSession::start(Attempt attempt) {
+  for (int i : attempt.candidates) candidates_[static_cast<size_t>(i)].chat = attempt.chat;
+  auto exchange = std::make_unique<Exchange>(options_, url_of(attempt), body_of(attempt), true);
   auto t = std::make_unique<Transfer>(multi_, std::move(attempt), std::move(exchange), nullptr);
   Transfer& transfer = *t;
   transfer.parser = SseParser([this, &transfer](const std::string& data) { on_event(transfer, data); });
@@ -344,20 +385,94 @@ void RemoteSession::apply(const Attempt& attempt, const CompletionUpdate& update
     }
     Slot& s = candidates_[static_cast<size_t>(attempt.candidates[static_cast<size_t>(u.index)])];
     if (s.c.finish != FinishReason::Running) continue;
-    s.c.text += u.text;
+    // Specula's own server continues a final assistant message
+    if (u.from_specula && traits_.prefill == ServerTraits::Prefill::Unknown) traits_.prefill = ServerTraits::Prefill::Continued;
     s.c.logprobs.insert(s.c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
     if (!u.text.empty()) ++s.chunks;
     s.tokens = u.tokens >= 0 ? u.tokens : (!s.c.logprobs.empty() ? static_cast<int>(s.c.logprobs.size()) : s.chunks);
     if (u.accepted >= 0) s.c.accepted = u.accepted;
     if (u.proposed >= 0) s.c.proposed = u.proposed;
-    if (!u.text.empty() && callbacks_.on_delta) {
-      callbacks_.on_delta(CandidateDelta{
-          .index = s.c.index, .text = u.text, .tokens = s.tokens, .accepted = s.c.accepted, .proposed = s.c.proposed});
-    }
-    if (u.finish) finish(s, *u.finish, u.token_ids);
+    settle(s, u.text, u.finish, u.token_ids);
   }
   if (update.totals && attempt.candidates.size() == candidates_.size()) server_totals_ = update.totals;
   if (update.prompt_tokens >= 0) prompt_tokens_ = update.prompt_tokens;
+}
+
+// Text that reached candidate `s`, and its end if it ended: a chat answer's text goes through
+// chat_text() first.
+void RemoteSession::settle(Slot& s, const std::string& text, std::optional<FinishReason> finish_reason,
+                           const std::vector<int>& ids) {
+  const std::string shown = s.chat ? chat_text(s, text, finish_reason.has_value()) : text;
+  if (!shown.empty()) {
+    s.c.text += shown;
+    if (callbacks_.on_delta) {
+      callbacks_.on_delta(CandidateDelta{
+          .index = s.c.index, .text = shown, .tokens = s.tokens, .accepted = s.c.accepted, .proposed = s.c.proposed});
+    }
+  }
+  if (s.stopped_here) {
+    finish(s, FinishReason::Stop, {});  // the server's ids run past the stop
+  } else if (finish_reason) {
+    finish(s, *finish_reason, ids);
+  }
+}
+
+// The text of a chat answer that the candidate shows, given `text` more of it (`last`: the
+// answer is complete): nothing while its first line does not say whether it continues the
+// prefill; then, continuing, the answer as it comes, up to the first stop string; starting
+// over, nothing until it is complete, then the completion taken from its code block.
+std::string RemoteSession::chat_text(Slot& s, const std::string& text, bool last) {
+  s.answer += text;
+  std::string more;
+  if (!s.continues) {
+    s.continues = traits_.prefill == ServerTraits::Prefill::Continued
+                      ? std::optional<bool>(true)
+                      : chat_answer_continues(request_.prompt, s.answer, last);
+    if (!s.continues) return {};
+    if (traits_.prefill == ServerTraits::Prefill::Unknown) {
+      traits_.prefill = *s.continues ? ServerTraits::Prefill::Continued : ServerTraits::Prefill::Ignored;
+    }
+    more = *s.continues ? s.answer : std::string();
+  } else if (*s.continues) {
+    more = text;
+  }
+  if (!*s.continues) {
+    if (!last) return {};
+    more = completion_from_chat_answer(request_.prompt, s.answer);
+  }
+  const size_t before = s.c.text.size();
+  const size_t stop = first_stop(s.c.text + more, before);
+  if (stop == std::string::npos) return more;
+  s.stopped_here = true;
+  if (stop < before) {  // the stop began in text already shown
+    s.c.text.resize(stop);
+    return {};
+  }
+  return more.substr(0, stop - before);
+}
+
+// Where the first stop string (the closing fence among them) ends a candidate's `text`, of
+// which the part before `from` was already searched; npos: nowhere.
+size_t RemoteSession::first_stop(const std::string& text, size_t from) const {
+  size_t first = std::string::npos;
+  auto look = [&](const std::string& stop) {
+    if (stop.empty()) return;
+    const size_t at = text.find(stop, from >= stop.size() ? from - stop.size() + 1 : 0);
+    first = std::min(first, at);
+  };
+  for (const std::string& stop : stops_) look(stop);
+  if (request_.code_stops) look(kChatCodeStop);
+  return first;
+}
+
+// A chat request whose candidates all ended here (at stop strings the server was not sent)
+// is closed, which ends the server's work on it.
+void RemoteSession::close_ended_chats() {
+  std::erase_if(transfers_, [&](const std::unique_ptr<Transfer>& t) {
+    const auto here = [&](int i) { return candidates_[static_cast<size_t>(i)].stopped_here; };
+    return t->attempt.chat && open_of(t->attempt, false).empty() &&
+           std::any_of(t->attempt.candidates.begin(), t->attempt.candidates.end(), here);
+  });
 }
 
 void RemoteSession::finish(Slot& s, FinishReason reason, const std::vector<int>& ids) {
@@ -375,7 +490,7 @@ void RemoteSession::finish_rest(FinishReason reason) {
   transfers_.clear();  // closing the connections stops the server's work on them
   waiting_.clear();
   for (Slot& s : candidates_)
-    if (s.c.finish == FinishReason::Running) finish(s, reason, {});
+    if (s.c.finish == FinishReason::Running) settle(s, {}, reason, {});  // a chat's answer so far, as it is
 }
 
 // Candidates of `a` still running; `only_untouched`: of those, the ones no text reached.
@@ -393,10 +508,34 @@ void RemoteSession::on_done(Transfer& t, CURLcode code) {
   if (code != CURLE_OK) throw RemoteError(transport_error(code, *t.exchange));
   const long status = t.exchange->status();
   if (status == 200) return after_success(t);
+  const bool no_such_path = status == 405 || (status == 404 && error_message(t.exchange->body(), "").find("model") ==
+                                                                      std::string::npos);
+  if (no_such_path && !t.attempt.chat && options_.api == RemoteApi::Auto) return fall_back_to_chat(t);
+  if (no_such_path && t.attempt.chat) {
+    const std::string said = " (" + std::to_string(status) + ": " + error_message(t.exchange->body(), "no message") + ")";
+    if (options_.api == RemoteApi::Auto) {
+      throw RemoteError(base_ + " has neither /v1/completions nor /v1/chat/completions" + said +
+                        ": is this an OpenAI-compatible server?");
+    }
+    throw RemoteError(t.exchange->url() + " does not exist" + said + ": the server does not speak chat (--remote-api auto)");
+  }
   // llama.cpp's server answers n > 1 with 500 "Only one completion choice is allowed"
   if (status == 400 || status == 422 || (status == 500 && t.attempt.with_n)) return after_refusal(t);
   if ((status == 429 || status == 503) && t.attempt.retry < options_.max_retries) return retry_later(t);
   throw RemoteError(status_error(status, *t.exchange, model_));
+}
+
+// A server without /v1/completions: the attempt again, and every later one, through chat.
+void RemoteSession::fall_back_to_chat(const Transfer& t) {
+  if (request_.suffix) {
+    throw RemoteError(t.exchange->url() + " does not exist (" + std::to_string(t.exchange->status()) +
+                      "), and a chat cannot fill in the middle: this server cannot complete with a suffix");
+  }
+  traits_.chat = true;
+  Attempt again = t.attempt;
+  again.chat = true;
+  again.at = Clock::now();
+  waiting_.push_back(again);
 }
 
 void RemoteSession::after_success(const Transfer& t) {
@@ -405,19 +544,19 @@ void RemoteSession::after_success(const Transfer& t) {
     if (body.is_discarded()) throw RemoteError("the server answered with something that is not JSON");
     apply(t.attempt, parse_completion_update(body));
   }
-  if (t.attempt.candidates.size() == 1 && candidates_.size() > 1) accepts_n_ = false;  // the fallback works
+  if (t.attempt.candidates.size() == 1 && candidates_.size() > 1) traits_.accepts_n = false;  // the fallback works
   if (t.exchange->streamed() && !t.saw_done && !open_of(t.attempt, false).empty()) {
-    throw RemoteError("the stream from " + url_ + " ended before the completion did (no [DONE])");
+    throw RemoteError("the stream from " + t.exchange->url() + " ended before the completion did (no [DONE])");
   }
   // A server that ignores n answers one choice: the others go out one request each.
   const std::vector<int> missing = open_of(t.attempt, true);
   if (t.attempt.with_n && !missing.empty()) {
-    accepts_n_ = false;
-    for (int i : missing) waiting_.push_back(Attempt{{i}, false, t.attempt.with_logprobs, 0, Clock::now()});
+    traits_.accepts_n = false;
+    for (int i : missing) waiting_.push_back(Attempt{{i}, false, t.attempt.chat, t.attempt.with_logprobs, 0, Clock::now()});
   }
   for (int i : open_of(t.attempt, false)) {  // [DONE] came but no finish_reason: the choice ended
     Slot& s = candidates_[static_cast<size_t>(i)];
-    if (s.chunks > 0 || !t.attempt.with_n) finish(s, FinishReason::Stop, {});
+    if (s.chunks > 0 || !t.attempt.with_n) settle(s, {}, FinishReason::Stop, {});
   }
 }
 
@@ -425,11 +564,11 @@ void RemoteSession::after_success(const Transfer& t) {
 void RemoteSession::after_refusal(const Transfer& t) {
   const Attempt& a = t.attempt;
   if (a.with_n) {
-    for (int i : a.candidates) waiting_.push_back(Attempt{{i}, false, a.with_logprobs, 0, Clock::now()});
+    for (int i : a.candidates) waiting_.push_back(Attempt{{i}, false, a.chat, a.with_logprobs, 0, Clock::now()});
     return;
   }
   if (a.with_logprobs) {
-    accepts_logprobs_ = false;
+    traits_.accepts_logprobs = false;
     Attempt again = a;
     again.with_logprobs = false;
     again.at = Clock::now();
@@ -479,8 +618,18 @@ std::string strip_base(std::string url) {
 
 }  // namespace
 
+const char* remote_api_name(RemoteApi api) {
+  switch (api) {
+    case RemoteApi::Auto: return "auto";
+    case RemoteApi::Completions: return "completions";
+    case RemoteApi::Chat: return "chat";
+  }
+  return "auto";
+}
+
 RemoteGenerator::RemoteGenerator(RemoteOptions options)
     : options_(std::move(options)), base_(strip_base(options_.url)), model_(options_.model) {
+  traits_.chat = options_.api == RemoteApi::Chat;
   if (base_.rfind("http://", 0) != 0 && base_.rfind("https://", 0) != 0) {
     throw std::invalid_argument("the server URL must start with http:// or https://, got '" + options_.url + "'");
   }
@@ -530,12 +679,16 @@ SessionResult RemoteGenerator::generate(const GenerationRequest& request, const 
   if (request.chat_prefix) throw std::invalid_argument("a server is prompted in the raw style only (no chat prompts)");
   if (model_.empty()) probe(request.budget_seconds > 0 ? std::min(options_.connect_timeout_seconds, request.budget_seconds)
                                                        : options_.connect_timeout_seconds);
-  RemoteSession session(options_, base_, model_, accepts_n_, accepts_logprobs_, request, callbacks);
+  if (traits_.chat && request.suffix) {
+    throw std::invalid_argument("the server is asked through chat, and a chat cannot fill in the middle");
+  }
+  RemoteSession session(options_, base_, model_, traits_, request, callbacks);
   return session.run(stop);
 }
 
 std::string RemoteGenerator::describe() const {
-  return "server " + base_ + (model_.empty() ? std::string() : " (model " + model_ + ")");
+  return "server " + base_ + (model_.empty() ? std::string() : " (model " + model_ + ")") +
+         (traits_.chat ? ", through chat" : "");
 }
 
 }  // namespace specula::serve

@@ -11,6 +11,17 @@
 // failures, 401, 404, other errors and malformed streams throw RemoteError with a message
 // that says what to do. The drafter and policy of a request are the server's to choose.
 //
+// Servers that only speak chat (no /v1/completions: 404 or 405) are asked through
+// /v1/chat/completions instead (RemoteApi::Auto), or always when the user says so (Chat):
+// the user asks for the function and the assistant's message opens with a fence and the
+// prompt, sent to be continued (vLLM's continue_final_message, llama.cpp's and Specula's
+// assistant prefill). An answer that continues the prefill is the completion; one that
+// starts over, restating the function in a code block, gives the completion from that block
+// (decode/prompt_style.h), so a candidate stays the prompt's completion either way. Until a
+// server has shown that it continues, stop strings are applied here rather than sent (a
+// restated answer's opening fence must not end it), and the answer's text is held back until
+// its first line says which it is.
+//
 // The process ignores SIGPIPE from the first RemoteGenerator on: a server that closes a
 // connection must not kill the client writing to it.
 #pragma once
@@ -28,6 +39,11 @@ struct RemoteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Which endpoint generation asks: /v1/completions, falling back to /v1/chat/completions on a
+// server without it (Auto); or only one of them.
+enum class RemoteApi { Auto, Completions, Chat };
+const char* remote_api_name(RemoteApi api);  // "auto", "completions", "chat"
+
 struct RemoteOptions {
   std::string url;                       // base URL: "http://host:8000", with or without a trailing /v1
   std::string api_key;                   // sent as "Authorization: Bearer KEY"; empty: none
@@ -36,6 +52,16 @@ struct RemoteOptions {
   double connect_timeout_seconds = 10.0;
   double idle_timeout_seconds = 120.0;   // a response silent this long has failed
   int max_retries = 4;                   // for 429 and 503, each within the budget
+  RemoteApi api = RemoteApi::Auto;
+};
+
+// What a generator has learnt of its server, kept from one generate() to the next.
+struct ServerTraits {
+  enum class Prefill { Unknown, Continued, Ignored };  // what the server does with a final assistant message
+  bool accepts_n = true;          // false once the server refused n > 1, or ignored it
+  bool accepts_logprobs = true;   // false once the server refused logprobs
+  bool chat = false;              // asks /v1/chat/completions
+  Prefill prefill = Prefill::Unknown;
 };
 
 // What the connection test finds.
@@ -63,8 +89,7 @@ class RemoteGenerator final : public Generator {
   RemoteOptions options_;
   std::string base_;             // the URL without a trailing "/" or "/v1"
   std::string model_;            // the model named, or the one probe() found; empty: ask probe()
-  bool accepts_n_ = true;        // false once the server refused n > 1, or ignored it
-  bool accepts_logprobs_ = true; // false once the server refused logprobs
+  ServerTraits traits_;
 };
 
 }  // namespace specula::serve
