@@ -87,6 +87,10 @@ nlohmann::json describe(const Model& model) {
                     {"sliding_window", c.sliding_window},
                     {"global_layer_period", c.global_layer_period},
                     {"sliding_rope_theta", c.sliding_rope_theta}};
+  j["norm"] = c.norm == NormKind::Layer ? "layer" : "rms";
+  j["feed_forward"] = {{"gated", c.gated_feed_forward},
+                       {"activation", c.activation == Activation::Silu ? "silu" : "gelu_tanh"},
+                       {"biases", first && !first->b_up.empty()}};
   j["tied_output"] = model.tied_output();
   j["weight_bytes"] = model.weight_bytes();
   // a GPU keeps Q8_0/Q4_0/Q4_K/Q6_K matrices quantized and the others in its compute type
@@ -137,9 +141,17 @@ void print_text(const nlohmann::json& j) {
               attention["qk_norms"].get<bool>() ? ", per-head q/k norms" : "");
   if (attention["post_norms"].get<bool>()) std::printf("              norms of attention's and the feed-forward's outputs\n");
   if (const int window = attention["sliding_window"].get<int>(); window > 0) {
-    std::printf("              sliding window of %d positions, one layer in %d global; sliding layers rope_theta %g\n",
-                window, attention["global_layer_period"].get<int>(), attention["sliding_rope_theta"].get<double>());
+    if (const int period = attention["global_layer_period"].get<int>(); period > 0) {
+      std::printf("              sliding window of %d positions, one layer in %d global; sliding layers rope_theta %g\n",
+                  window, period, attention["sliding_rope_theta"].get<double>());
+    } else {
+      std::printf("              sliding window of %d positions on every layer\n", window);
+    }
   }
+  const auto& ffn = j["feed_forward"];
+  std::printf("norm, ffn     %s; %s%s%s\n", j["norm"] == "layer" ? "LayerNorm with biases" : "RMSNorm",
+              ffn["gated"].get<bool>() ? "gated " : "ungated ", ffn["activation"] == "silu" ? "SiLU" : "GELU-tanh",
+              ffn["biases"].get<bool>() ? ", with biases" : "");
   if (const auto& experts = j["experts"]; experts["count"].get<int>() > 0) {
     std::printf("experts       %d per layer of feed-forward width %d, %d used per token (softmax, top %d%s)\n",
                 experts["count"].get<int>(), experts["hidden_dim"].get<int>(), experts["used"].get<int>(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -415,8 +416,10 @@ DeviceMatrixPlan matrix_plan(std::vector<const TensorView*> parts, TensorType co
 }
 
 std::vector<DeviceMatrixPlan> stacked_plans(std::initializer_list<const TensorView*> parts, TensorType compute) {
+  std::vector<const TensorView*> present;  // a feed-forward without a gate (starcoder2) has no w_gate
+  std::copy_if(parts.begin(), parts.end(), std::back_inserter(present), [](const TensorView* p) { return !p->empty(); });
   std::vector<DeviceMatrixPlan> plans;
-  for (auto& group : stack_by_type(std::vector<const TensorView*>(parts))) plans.push_back(matrix_plan(group, compute));
+  for (auto& group : stack_by_type(present)) plans.push_back(matrix_plan(group, compute));
   return plans;
 }
 
@@ -432,7 +435,8 @@ size_t layer_bytes(const DeviceLayerPlan& l) {
 
 size_t vector_bytes(const LayerWeights& l) {
   size_t floats = qkv_bias_row(l).size();  // the q|k|v biases as uploaded: one row, zeros for a missing part
-  for (const TensorView* v : {&l.attn_norm, &l.ffn_norm, &l.bo, &l.q_norm, &l.k_norm}) {
+  for (const TensorView* v : {&l.attn_norm, &l.ffn_norm, &l.bo, &l.q_norm, &l.k_norm, &l.attn_norm_bias, &l.ffn_norm_bias,
+                              &l.b_up, &l.b_down}) {
     floats += static_cast<size_t>(v->cols * v->rows);
   }
   return floats * sizeof(float);
@@ -471,6 +475,8 @@ std::string device_refusal(const Model& model) {
     missing.push_back("norms of attention's and the feed-forward's outputs");
   }
   if (c.activation != Activation::Silu) missing.push_back("the GELU-tanh feed-forward");
+  if (!c.gated_feed_forward) missing.push_back("a feed-forward without a gate, with biases");
+  if (c.norm != NormKind::Rms) missing.push_back("LayerNorm with biases");
   if (c.embedding_scale != 1.0f) missing.push_back("the scaled embedding");
   if (c.attention_scale != 0.0f) missing.push_back("a query scale other than 1/sqrt(head_dim)");
   if (c.has_experts()) missing.push_back("a mixture of experts (the router and grouped expert products)");

@@ -19,6 +19,7 @@ constexpr Architecture kArchitectures[] = {
     {"qwen3", RopeStyle::Halves},
     {"qwen3moe", RopeStyle::Halves},
     {"gemma3", RopeStyle::Halves},
+    {"starcoder2", RopeStyle::Halves},
 };
 
 }  // namespace
