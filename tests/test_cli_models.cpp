@@ -165,6 +165,39 @@ class TestCliModels : public QObject {
     QCOMPARE(m["experts"].toInt(), 8);
   }
 
+  // starcoder2 (the transformers oracle file): inspect describes its LayerNorm, ungated
+  // feed-forward and window and says a GPU does not run it; models lists it as loadable.
+  void inspectAndListStarcoder2() {
+    const QString folder = tmp_.filePath("starcoder2");
+    QVERIFY(QDir().mkpath(folder));
+    const QString file = folder + "/starcoder2.gguf";
+    QVERIFY(QFile::copy(testDataDir() + "/arch_oracles_transformers/starcoder2.gguf", file));
+    const CliRun inspect = run_cli({"inspect", file, "--json"});
+    QVERIFY2(inspect.code == 0, inspect.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(inspect.out).object();
+    QCOMPARE(j["architecture"].toString(), QString("starcoder2"));
+    QVERIFY(j["loadable"].toBool());
+    QCOMPARE(j["norm"].toString(), QString("layer"));
+    QCOMPARE(j["feed_forward"].toObject()["gated"].toBool(true), false);
+    QCOMPARE(j["attention"].toObject()["sliding_window"].toInt(), 8);
+    QVERIFY(j["device_weights"].toObject()["refusal"].toString().contains("LayerNorm with biases"));
+    const CliRun text = run_cli({"inspect", file});
+    QVERIFY2(text.out.contains("sliding window of 8 positions on every layer"), text.out.constData());
+    QVERIFY2(text.out.contains("LayerNorm with biases; ungated GELU-tanh, with biases"), text.out.constData());
+    QVERIFY2(text.out.contains("not run: the GPU backend does not run starcoder2 models yet"), text.out.constData());
+
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", tmp_.path());  // no stores: the folder alone
+    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const CliRun json = run_cli({"models", "--dir", folder, "--json"}, 60000, env);
+    QVERIFY2(json.code == 0, json.err.constData());
+    const QJsonArray models = QJsonDocument::fromJson(json.out).object()["models"].toArray();
+    QCOMPARE(models.size(), 1);
+    const QJsonObject m = models[0].toObject();
+    QCOMPARE(m["architecture"].toString(), QString("starcoder2"));
+    QVERIFY2(m["loadable"].toBool(), qPrintable(m["problem"].toString()));
+  }
+
   // --cost measures (--remeasure: whatever the cache holds) and stores; the next run reads
   // the same figures back. The cache directory is the suite's (XDG_CACHE_HOME).
   // `perplexity --json` prints what the engine's perplexity() gives on the same text and

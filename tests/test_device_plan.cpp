@@ -345,7 +345,7 @@ class TestDevicePlan : public QObject {
   }
 
   // A model with a stage the device kernels lack is refused with every such stage named
-  // (gemma3's, qwen3moe's); the stages the kernels have (qwen3's q/k norms, llama) pass.
+  // (gemma3's, qwen3moe's, starcoder2's); the stages the kernels have (qwen3's q/k norms, llama) pass.
   void deviceRefusesWhatItCannotCompute() {
     Model m;
     m.config.architecture = "qwen3";
@@ -371,6 +371,15 @@ class TestDevicePlan : public QObject {
     const std::string experts = device_refusal(moe);
     for (const char* stage : {"qwen3moe", "mixture of experts", "--device cpu"}) {
       QVERIFY2(experts.find(stage) != std::string::npos, experts.c_str());
+    }
+    Model starcoder2;
+    starcoder2.config.architecture = "starcoder2";
+    starcoder2.config.norm = NormKind::Layer;
+    starcoder2.config.gated_feed_forward = false;
+    starcoder2.config.activation = Activation::GeluTanh;
+    const std::string layer_norm = device_refusal(starcoder2);
+    for (const char* stage : {"starcoder2", "LayerNorm with biases", "without a gate", "GELU-tanh", "--device cpu"}) {
+      QVERIFY2(layer_norm.find(stage) != std::string::npos, layer_norm.c_str());
     }
   }
 };

@@ -94,6 +94,12 @@ nlohmann::json describe(const Model& model) {
                     {"global_layer_period", c.global_layer_period},
                     {"sliding_rope_theta", c.sliding_rope_theta},
                     {"sliding_rope_as_global", c.sliding_rope_as_global}};
+  j["norm"] = c.norm == NormKind::Layer ? "layer" : "rms";
+  j["feed_forward"] = {{"gated", c.gated_feed_forward},
+                       {"activation", c.activation == Activation::Silu       ? "silu"
+                                      : c.activation == Activation::GeluTanh ? "gelu_tanh"
+                                                                             : "swiglu_clamped"},
+                       {"biases", first && !first->b_up.empty()}};
   j["tied_output"] = model.tied_output();
   j["weight_bytes"] = model.weight_bytes();
   // a GPU keeps Q8_0/Q4_0/Q4_K/Q6_K matrices quantized and the others in its compute type
@@ -149,14 +155,22 @@ void print_text(const nlohmann::json& j) {
               attention["sinks"].get<bool>() ? ", a sink logit per head" : "");
   if (attention["post_norms"].get<bool>()) std::printf("              norms of attention's and the feed-forward's outputs\n");
   if (const int window = attention["sliding_window"].get<int>(); window > 0) {
-    std::printf("              sliding window of %d positions, one layer in %d global; ", window,
-                attention["global_layer_period"].get<int>());
-    if (attention["sliding_rope_as_global"].get<bool>()) {
-      std::printf("sliding layers rotate as global ones\n");
+    if (const int period = attention["global_layer_period"].get<int>(); period > 0) {
+      std::printf("              sliding window of %d positions, one layer in %d global; ", window, period);
+      if (attention["sliding_rope_as_global"].get<bool>()) {
+        std::printf("sliding layers rotate as global ones\n");
+      } else {
+        std::printf("sliding layers rope_theta %g\n", attention["sliding_rope_theta"].get<double>());
+      }
     } else {
-      std::printf("sliding layers rope_theta %g\n", attention["sliding_rope_theta"].get<double>());
+      std::printf("              sliding window of %d positions on every layer\n", window);
     }
   }
+  const auto& ffn = j["feed_forward"];
+  std::printf("norm, ffn     %s; %s%s%s\n", j["norm"] == "layer" ? "LayerNorm with biases" : "RMSNorm",
+              ffn["gated"].get<bool>() ? "gated " : "ungated ",
+              ffn["activation"] == "silu" ? "SiLU" : ffn["activation"] == "gelu_tanh" ? "GELU-tanh" : "clamped SwiGLU",
+              ffn["biases"].get<bool>() ? ", with biases" : "");
   if (const auto& experts = j["experts"]; experts["count"].get<int>() > 0) {
     const bool top_k_first = experts["gating"] == "top_k_then_softmax";
     std::printf("experts       %d per layer of feed-forward width %d, %d used per token (%s top %d%s%s)%s%s\n",

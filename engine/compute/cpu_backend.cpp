@@ -1,7 +1,7 @@
-// The CPU backend: the forward pass of llama, qwen2, qwen3, qwen3moe, gemma3 and gpt-oss over
-// a ragged batch, reading top to bottom (biases, q/k norms, post-norms, the rope style, the
-// activation, sliding windows, attention sinks and a mixture of experts are stages a model
-// may or may not use).
+// The CPU backend: the forward pass of llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss and
+// starcoder2 over a ragged batch, reading top to bottom (biases, q/k norms, post-norms,
+// LayerNorm, the rope style, the activation, a gate, sliding windows, attention sinks and a
+// mixture of experts are stages a model may or may not use).
 //
 // All tokens of the batch go through each weight matrix together (one pass over the
 // weights per layer, whatever the number of sequences); attention is per token over its
@@ -83,6 +83,34 @@ void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) 
   for (int i = 0; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
 }
 
+// out = (x - mean) / sqrt(var + eps) * weight + bias, for one row of n values: torch's
+// LayerNorm (the biased variance of the centred values); sums in float, in order.
+void layernorm(float* out, const float* x, const float* weight, const float* bias, int n, float eps) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  float ss = 0.0f;
+  for (int i = 0; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int i = 0; i < n; ++i) out[i] = weight[i] * ((x[i] - mean) * scale) + (bias ? bias[i] : 0.0f);
+}
+
+// The model's norm of n rows of `dim` values, from x into out: RMSNorm, or LayerNorm with
+// its bias (starcoder2).
+void normalize_rows(float* out, const float* x, int n, int dim, const ModelConfig& c, const TensorView& weight,
+                    const TensorView& bias, const char* what) {
+  const float* w = norm_weights(weight, what);
+  const float* b = bias.empty() ? nullptr : norm_weights(bias, what);
+  for (int t = 0; t < n; ++t) {
+    const size_t row = static_cast<size_t>(t) * dim;
+    if (c.norm == NormKind::Layer) {
+      layernorm(out + row, x + row, w, b, dim, c.norm_eps);
+    } else {
+      rmsnorm(out + row, x + row, w, dim, c.norm_eps);
+    }
+  }
+}
+
 // Each of n rows of `dim` values RMS-normed in place (gemma3's norms of attention's and the
 // feed-forward's outputs); nothing when the model has no such norm.
 void post_norm(float* rows, int n, int dim, const TensorView& weight, float eps, const char* what) {
@@ -91,12 +119,14 @@ void post_norm(float* rows, int n, int dim, const TensorView& weight, float eps,
   for (int t = 0; t < n; ++t) rmsnorm(rows + static_cast<size_t>(t) * dim, rows + static_cast<size_t>(t) * dim, w, dim, eps);
 }
 
-// gate[i] <- act(gate[i]) * up[i]: SiLU, or GELU with the tanh approximation (in float, as
-// transformers' gelu_pytorch_tanh computes in the activations' type), or gpt-oss's clamped
-// SwiGLU (as transformers' GptOssExperts: gate clamped above, up both sides, (up + 1) times).
+// gate[i] <- act(gate[i]) * up[i], or act(gate[i]) without `up` (a feed-forward without a
+// gate passes its up projection here): SiLU, or GELU with the tanh approximation (in float,
+// as transformers' gelu_pytorch_tanh computes in the activations' type), or gpt-oss's
+// clamped SwiGLU (as transformers' GptOssExperts: gate clamped above, up both sides,
+// (up + 1) times; always with `up`).
 void gated_activation(float* gate, const float* up, int64_t begin, int64_t end, Activation activation) {
   if (activation == Activation::Silu) {
-    for (int64_t i = begin; i < end; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    for (int64_t i = begin; i < end; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * (up ? up[i] : 1.0f);
     return;
   }
   if (activation == Activation::SwigluClamped) {
@@ -111,7 +141,8 @@ void gated_activation(float* gate, const float* up, int64_t begin, int64_t end, 
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   for (int64_t i = begin; i < end; ++i) {
     const float g = gate[i];
-    gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+    const float gelu = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+    gate[i] = up ? gelu * up[i] : gelu;
   }
 }
 
@@ -428,10 +459,7 @@ class CpuBackend : public Backend {
       const float* layer_sin = sliding ? sliding_sin_.data() : sin_.data();
 
       // attention: q, k, v projections of every token
-      const float* attn_norm = norm_weights(lw.attn_norm, "attention norm");
-      for (int t = 0; t < n; ++t) {
-        rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, attn_norm, dim, c.norm_eps);
-      }
+      normalize_rows(xb_.data(), x_.data(), n, dim, c, lw.attn_norm, lw.attn_norm_bias, "attention norm");
       matmuls({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xb_.data(), n);
 
       // biases of q, k, v (qwen2; llama with attention biases)
@@ -503,14 +531,13 @@ class CpuBackend : public Backend {
       post_norm(xb_.data(), n, dim, lw.attn_post_norm, c.norm_eps, "post-attention norm");
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += xb_[i];
 
-      // feed-forward: down(act(gate(x)) * up(x)), act SiLU or GELU-tanh
-      const float* ffn_norm = norm_weights(lw.ffn_norm, "feed-forward norm");
-      for (int t = 0; t < n; ++t) {
-        rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, ffn_norm, dim, c.norm_eps);
-      }
+      // feed-forward: down(act(gate(x)) * up(x)), act SiLU or GELU-tanh; or down(act(up(x)))
+      normalize_rows(xb_.data(), x_.data(), n, dim, c, lw.ffn_norm, lw.ffn_norm_bias, "feed-forward norm");
       if (c.has_experts()) {
         mixture_of_experts(model, lw, n);
         if (routing) routing->add(l, chosen_, n);
+      } else if (!c.gated_feed_forward) {
+        ungated_feed_forward(model, lw, n);
       } else {
         feed_forward(model, {&lw.w_gate, &lw.w_up, &lw.w_down, nullptr, nullptr, nullptr}, xb_.data(), n, xb_.data());
       }
@@ -520,10 +547,9 @@ class CpuBackend : public Backend {
 
     // final norm and output matrix, only for the rows the caller wants
     const int rows = static_cast<int>(plan.logit_rows.size());
-    const float* final_norm = norm_weights(w.final_norm, "final norm");
     for (int r = 0; r < rows; ++r) {
-      rmsnorm(xb_.data() + r * dim, x_.data() + static_cast<size_t>(plan.logit_rows[r]) * dim,
-              final_norm, dim, c.norm_eps);
+      normalize_rows(xb_.data() + r * dim, x_.data() + static_cast<size_t>(plan.logit_rows[r]) * dim, 1, dim, c,
+                     w.final_norm, w.final_norm_bias, "final norm");
     }
     logits.resize(static_cast<size_t>(rows) * c.vocab_size);
     if (rows > 0) matmul(w.output, xb_.data(), rows, logits.data());
@@ -570,6 +596,19 @@ class CpuBackend : public Backend {
   // Expert e's row of a (n_experts, width) bias, or null when the layer has none.
   static const float* expert_bias(const TensorView& bias, int e) {
     return bias.empty() ? nullptr : norm_weights(bias, "expert bias") + static_cast<size_t>(e) * bias.cols;
+  }
+
+  // starcoder2's feed-forward of the n rows of xb_, in place: down(act(up(x) + b_up)) + b_down.
+  void ungated_feed_forward(const Model& model, const LayerWeights& lw, int n) {
+    const ModelConfig& c = model.config;
+    specula::matmul(weights_.get(model, lw.w_up, simd_, pool_), xb_.data(), n, up_.data(), pool_);
+    add_bias(up_.data(), n, c.hidden_dim, lw.b_up);
+    const Activation activation = c.activation;
+    pool_.parallel_for(
+        static_cast<int64_t>(n) * c.hidden_dim,
+        [&](int64_t begin, int64_t end, int) { gated_activation(up_.data(), nullptr, begin, end, activation); }, 1024);
+    specula::matmul(weights_.get(model, lw.w_down, simd_, pool_), up_.data(), n, xb_.data(), pool_);
+    add_bias(xb_.data(), n, c.dim, lw.b_down);
   }
 
   // The routed feed-forward of the n rows of xb_, in place. Each token picks its experts

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -463,8 +464,10 @@ DeviceMatrixPlan matrix_plan(std::vector<const TensorView*> parts, TensorType co
 }
 
 std::vector<DeviceMatrixPlan> stacked_plans(std::initializer_list<const TensorView*> parts, TensorType compute) {
+  std::vector<const TensorView*> present;  // a feed-forward without a gate (starcoder2) has no w_gate
+  std::copy_if(parts.begin(), parts.end(), std::back_inserter(present), [](const TensorView* p) { return !p->empty(); });
   std::vector<DeviceMatrixPlan> plans;
-  for (auto& group : stack_by_type(std::vector<const TensorView*>(parts))) plans.push_back(matrix_plan(group, compute));
+  for (auto& group : stack_by_type(present)) plans.push_back(matrix_plan(group, compute));
   return plans;
 }
 
@@ -480,7 +483,8 @@ size_t layer_bytes(const DeviceLayerPlan& l) {
 
 size_t vector_bytes(const LayerWeights& l) {
   size_t floats = qkv_bias_row(l).size();  // the q|k|v biases as uploaded: one row, zeros for a missing part
-  for (const TensorView* v : {&l.attn_norm, &l.ffn_norm, &l.bo, &l.q_norm, &l.k_norm}) {
+  for (const TensorView* v : {&l.attn_norm, &l.ffn_norm, &l.bo, &l.q_norm, &l.k_norm, &l.attn_norm_bias, &l.ffn_norm_bias,
+                              &l.b_up, &l.b_down}) {
     floats += static_cast<size_t>(v->cols * v->rows);
   }
   return floats * sizeof(float);
@@ -522,6 +526,8 @@ std::string device_refusal(const Model& model) {
   if (c.activation == Activation::SwigluClamped) missing.push_back("the clamped SwiGLU feed-forward");
   if (any_layer(&LayerWeights::attn_sinks)) missing.push_back("attention sinks");
   if (c.rope_yarn_factor > 1.0f) missing.push_back("YaRN rope scaling");
+  if (!c.gated_feed_forward) missing.push_back("a feed-forward without a gate, with biases");
+  if (c.norm != NormKind::Rms) missing.push_back("LayerNorm with biases");
   if (c.embedding_scale != 1.0f) missing.push_back("the scaled embedding");
   if (c.attention_scale != 0.0f) missing.push_back("a query scale other than 1/sqrt(head_dim)");
   if (c.has_experts()) missing.push_back("a mixture of experts (the router and grouped expert products)");

@@ -7,7 +7,7 @@
 // Rotary embedding convention: each architecture keeps the layout its GGUF files have, so
 // a GGUF is used as stored. `llama` rotates adjacent pairs (x[2i], x[2i+1]), as llama2.c
 // and llama.cpp's converter lay it out; `qwen2`, `qwen3` and `gemma3` rotate halves (x[i],
-// x[i + head_dim/2]), as transformers and llama.cpp's "neox" rope do. (`qwen3moe` too.) Loaders of Hugging
+// x[i + head_dim/2]), as transformers and llama.cpp's "neox" rope do. (`qwen3moe` and `starcoder2` too.) Loaders of Hugging
 // Face llama weights (which rotate halves) permute the rows of wq and wk (and their
 // biases) at load, exactly as llama.cpp's converter does; Qwen weights need no permutation.
 #pragma once
@@ -36,20 +36,20 @@ struct ModelError : std::runtime_error {
 // Which dimensions of a head the rotary embedding turns together.
 enum class RopeStyle {
   Adjacent,  // (x[2i], x[2i+1]): llama (llama.cpp's "norm" rope)
-  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3, qwen3moe, gemma3, gpt-oss (llama.cpp's "neox" rope, transformers)
+  Halves,    // (x[i], x[i + head_dim / 2]): qwen2, qwen3, qwen3moe, gemma3, gpt-oss, starcoder2 (llama.cpp's "neox" rope, transformers)
 };
 std::string_view rope_style_name(RopeStyle style);  // "adjacent", "halves"
 
 // The architectures the engine runs, and the rope style of each one's GGUF layout;
 // std::nullopt for any other name.
 std::optional<RopeStyle> architecture_rope_style(std::string_view architecture);
-// "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss", for messages.
+// "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, starcoder2", for messages.
 std::string supported_architectures();
 
-// The feed-forward's gate activation: down(act(gate(x)) * up(x)).
+// The feed-forward's activation: down(act(gate(x)) * up(x)), or down(act(up(x))) without a gate.
 enum class Activation {
   Silu,      // x * sigmoid(x): llama, qwen2, qwen3
-  GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): gemma3 (gelu_pytorch_tanh)
+  GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): gemma3, starcoder2 (gelu_pytorch_tanh)
   // gpt-oss's clamped SwiGLU: g = min(gate, 7), u = clamp(up, -7, 7), (u + 1) * g * sigmoid(1.702 g)
   // (llama.cpp's swiglu_oai, transformers' GptOssExperts)
   SwigluClamped,
@@ -61,8 +61,14 @@ enum class ExpertGating {
   TopKThenSoftmax,  // the k largest logits, softmax over those k (gpt-oss: llama.cpp's SOFTMAX_WEIGHT)
 };
 
+// The normalisation before attention, before the feed-forward and before the output.
+enum class NormKind {
+  Rms,    // x / sqrt(mean(x^2) + eps) * weight
+  Layer,  // (x - mean(x)) / sqrt(var(x) + eps) * weight + bias: starcoder2 (torch's LayerNorm)
+};
+
 struct ModelConfig {
-  std::string architecture = "llama";  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3" or "gpt-oss"
+  std::string architecture = "llama";  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss" or "starcoder2"
   std::string name;
   int dim = 0;             // residual stream width
   int hidden_dim = 0;      // feed-forward width; with experts, each expert's
@@ -93,12 +99,15 @@ struct ModelConfig {
   float rope_yarn_beta_fast = 32.0f;
   float rope_yarn_beta_slow = 1.0f;
   Activation activation = Activation::Silu;
+  // false: the feed-forward has no gate, down(act(up(x))) (starcoder2).
+  bool gated_feed_forward = true;
+  NormKind norm = NormKind::Rms;
   // The token embedding is multiplied by this (gemma3: sqrt(dim), in float as transformers
   // multiplies in the activations' type).
   float embedding_scale = 1.0f;
   // Scale of the attention scores; 0: 1 / sqrt(head_dim).
   float attention_scale = 0.0f;
-  // Sliding-window attention (gemma3): on a sliding layer a query at position p sees keys at
+  // Sliding-window attention (gemma3; starcoder2 on every layer): on a sliding layer a query at position p sees keys at
   // positions p - sliding_window < k <= p; 0: every layer sees every earlier position.
   int sliding_window = 0;
   // With a sliding window, every global_layer_period-th layer is global (layer l is when
@@ -150,6 +159,7 @@ std::vector<float> llama3_rope_factors(double theta, int head_dim, double factor
 // Optional tensors (biases, q/k norms) are empty views when the model has none.
 struct LayerWeights {
   TensorView attn_norm;  // (dim) f32
+  TensorView attn_norm_bias;  // (dim) f32 or empty: a LayerNorm's bias (starcoder2)
   TensorView wq;         // (q_dim rows, dim cols)
   TensorView wk;         // (kv_dim rows, dim cols)
   TensorView wv;         // (kv_dim rows, dim cols)
@@ -163,9 +173,12 @@ struct LayerWeights {
   TensorView attn_sinks; // (n_heads) f32 or empty: gpt-oss's learned logit per head in each softmax's denominator
   TensorView attn_post_norm;  // (dim) f32 or empty: gemma3's RMSNorm of attention's output before the residual
   TensorView ffn_norm;   // (dim) f32
-  TensorView w_gate;     // (hidden_dim rows, dim cols)
+  TensorView ffn_norm_bias;  // (dim) f32 or empty: a LayerNorm's bias (starcoder2)
+  TensorView w_gate;     // (hidden_dim rows, dim cols); empty without a gate (starcoder2)
   TensorView w_up;       // (hidden_dim rows, dim cols)
   TensorView w_down;     // (dim rows, hidden_dim cols)
+  TensorView b_up;       // (hidden_dim) f32 or empty: starcoder2
+  TensorView b_down;     // (dim) f32 or empty: starcoder2
   TensorView ffn_post_norm;  // (dim) f32 or empty: gemma3's RMSNorm of the feed-forward's output
   // A mixture of experts (w_gate, w_up and w_down then empty): GGUF's 3-D ffn_*_exps tensors,
   // one view per expert of its rows.
@@ -187,9 +200,10 @@ struct LayerWeights {
   // Every tensor the layer has, in the order above (empty ones left out; experts last).
   std::vector<const TensorView*> tensors() const {
     std::vector<const TensorView*> all;
-    for (const TensorView* v : {&attn_norm, &wq, &wk, &wv, &bq, &bk, &bv, &q_norm, &k_norm, &wo, &bo, &attn_sinks,
-                                &attn_post_norm, &ffn_norm, &w_gate, &w_up, &w_down, &ffn_post_norm, &router,
-                                &router_bias, &expert_gate_bias, &expert_up_bias, &expert_down_bias}) {
+    for (const TensorView* v : {&attn_norm, &attn_norm_bias, &wq, &wk, &wv, &bq, &bk, &bv, &q_norm, &k_norm, &wo, &bo,
+                                &attn_sinks, &attn_post_norm, &ffn_norm, &ffn_norm_bias, &w_gate, &w_up, &b_up, &w_down,
+                                &b_down, &ffn_post_norm, &router, &router_bias, &expert_gate_bias, &expert_up_bias,
+                                &expert_down_bias}) {
       if (!v->empty()) all.push_back(v);
     }
     for (size_t e = 0; e < expert_gate.size(); ++e) {
@@ -216,6 +230,7 @@ struct Weights {
   TensorView token_embedding;        // (vocab rows, dim cols)
   std::vector<LayerWeights> layers;  // (n_layers)
   TensorView final_norm;             // (dim) f32
+  TensorView final_norm_bias;        // (dim) f32 or empty: a LayerNorm's bias (starcoder2)
   TensorView output;                 // (vocab rows, dim cols); same data as token_embedding when tied
 };
 

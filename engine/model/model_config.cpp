@@ -21,6 +21,7 @@ constexpr Architecture kArchitectures[] = {
     {"qwen3moe", RopeStyle::Halves},
     {"gemma3", RopeStyle::Halves},
     {"gpt-oss", RopeStyle::Halves},
+    {"starcoder2", RopeStyle::Halves},
 };
 
 // YaRN's correction dimension: the pair index (fractional) whose wavelength turns

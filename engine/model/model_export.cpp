@@ -144,7 +144,9 @@ void write_gguf_model(const Model& model, const std::string& path, TensorType ty
     out.set(a + "rope.scaling.type", GgufValue::string("linear"));
     out.set(a + "rope.scaling.factor", GgufValue::f32(c.rope_linear_factor));
   }
-  out.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps));
+  out.set(a + (c.norm == NormKind::Layer ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+          GgufValue::f32(c.norm_eps));
+  if (c.sliding_window > 0) out.set(a + "attention.sliding_window", u32(c.sliding_window));
   out.set(a + "vocab_size", u32(c.vocab_size));
 
   if (model.tokenizer) write_vocabulary(out, model.tokenizer->vocabulary());
@@ -160,17 +162,19 @@ void write_gguf_model(const Model& model, const std::string& path, TensorType ty
     const LayerWeights& L = w.layers[l];
     const std::string p = "blk." + std::to_string(l) + ".";
     add_matrix(out, p + "attn_norm.weight", L.attn_norm, TensorType::F32);
+    if (!L.attn_norm_bias.empty()) add_matrix(out, p + "attn_norm.bias", L.attn_norm_bias, TensorType::F32);
     add_matrix(out, p + "attn_q.weight", L.wq, type);
     add_matrix(out, p + "attn_k.weight", L.wk, type);
     add_matrix(out, p + "attn_v.weight", L.wv, type);
     // biases and q/k norms, where the model has them, stay f32 as llama.cpp's converter keeps them
     for (const auto& [name, v] : {std::pair{"attn_q.bias", &L.bq}, {"attn_k.bias", &L.bk}, {"attn_v.bias", &L.bv},
                                   {"attn_q_norm.weight", &L.q_norm}, {"attn_k_norm.weight", &L.k_norm},
-                                  {"attn_output.bias", &L.bo}}) {
+                                  {"attn_output.bias", &L.bo}, {"post_attention_norm.weight", &L.attn_post_norm}}) {
       if (!v->empty()) add_matrix(out, p + name, *v, TensorType::F32);
     }
     add_matrix(out, p + "attn_output.weight", L.wo, type);
     add_matrix(out, p + "ffn_norm.weight", L.ffn_norm, TensorType::F32);
+    if (!L.ffn_norm_bias.empty()) add_matrix(out, p + "ffn_norm.bias", L.ffn_norm_bias, TensorType::F32);
     if (c.has_experts()) {
       add_matrix(out, p + "ffn_gate_inp.weight", L.router, L.router.type);  // as stored: llama-quantize keeps routers
       add_experts(out, p + "ffn_gate_exps.weight", L.expert_gate, type);
@@ -178,11 +182,15 @@ void write_gguf_model(const Model& model, const std::string& path, TensorType ty
       add_experts(out, p + "ffn_down_exps.weight", L.expert_down, type);
       continue;
     }
-    add_matrix(out, p + "ffn_gate.weight", L.w_gate, type);
+    if (!L.w_gate.empty()) add_matrix(out, p + "ffn_gate.weight", L.w_gate, type);
     add_matrix(out, p + "ffn_up.weight", L.w_up, type);
     add_matrix(out, p + "ffn_down.weight", L.w_down, type);
+    if (!L.b_up.empty()) add_matrix(out, p + "ffn_up.bias", L.b_up, TensorType::F32);
+    if (!L.b_down.empty()) add_matrix(out, p + "ffn_down.bias", L.b_down, TensorType::F32);
+    if (!L.ffn_post_norm.empty()) add_matrix(out, p + "post_ffw_norm.weight", L.ffn_post_norm, TensorType::F32);
   }
   add_matrix(out, "output_norm.weight", w.final_norm, TensorType::F32);
+  if (!w.final_norm_bias.empty()) add_matrix(out, "output_norm.bias", w.final_norm_bias, TensorType::F32);
   if (!model.tied_output()) add_matrix(out, "output.weight", w.output, type);
   out.write(path);
 }

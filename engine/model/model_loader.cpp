@@ -102,7 +102,7 @@ std::shared_ptr<const Tokenizer> tokenizer_from_file(const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------------------
-// GGUF, architectures llama, qwen2, qwen3, qwen3moe, gemma3 and gpt-oss, keys and tensor names as llama.cpp writes them.
+// GGUF, architectures llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss and starcoder2, keys and tensor names as llama.cpp writes them.
 
 // RoPE scaling from `<arch>.rope.scaling.*` (or the older `<arch>.rope.scale_linear`) and
 // llama3's per-pair divisors from the rope_freqs.weight tensor, as llama.cpp reads them.
@@ -169,6 +169,32 @@ void read_gpt_oss(const GgufFile& gguf, ModelConfig& c) {
   c.rope_yarn_original_context = static_cast<int>(original);
   c.rope_yarn_beta_fast = static_cast<float>(gguf.get_real(a + "rope.scaling.yarn_beta_fast", 32.0));
   c.rope_yarn_beta_slow = static_cast<float>(gguf.get_real(a + "rope.scaling.yarn_beta_slow", 1.0));
+}
+
+// What starcoder2 changes in the llama block: LayerNorm with biases (its epsilon under
+// attention.layer_norm_epsilon, as llama.cpp reads it), a feed-forward without a gate,
+// up -> GELU-tanh -> down (transformers' gelu_pytorch_tanh), and a sliding window on every
+// layer when the file has attention.sliding_window. llama.cpp's converter writes no window
+// for starcoder2 and llama.cpp attends to every position; transformers applies the
+// config's sliding_window (4096 in StarCoder2's) to every layer, which the key reproduces.
+void read_starcoder2(const GgufFile& gguf, ModelConfig& c) {
+  c.norm = NormKind::Layer;
+  c.activation = Activation::GeluTanh;
+  c.gated_feed_forward = false;
+  if (!gguf.find("starcoder2.attention.layer_norm_epsilon")) {
+    throw ModelError(gguf.path + ": missing key 'starcoder2.attention.layer_norm_epsilon'");
+  }
+  c.norm_eps = static_cast<float>(gguf.get_real("starcoder2.attention.layer_norm_epsilon", 1e-5));
+  const int64_t window = gguf.get_int("starcoder2.attention.sliding_window", 0);
+  if (window < 0 || window > (int64_t{1} << 30)) {
+    throw ModelError(gguf.path + ": starcoder2.attention.sliding_window = " + std::to_string(window) + " is out of range");
+  }
+  c.sliding_window = static_cast<int>(window);
+  c.global_layer_period = 0;  // every layer slides
+  c.sliding_rope_theta = c.rope_theta;
+  if (c.sliding_window > 0 && (c.rope_linear_factor != 1.0f || !c.rope_freq_factors.empty())) {
+    throw ModelError(gguf.path + ": rope scaling together with a sliding window is not supported for starcoder2");
+  }
 }
 
 // A mixture of experts' sizes, as llama.cpp's qwen3moe reads them: expert_count experts of
@@ -257,6 +283,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   if (c.n_layers > 4096) throw ModelError(path + ": " + a + "block_count " + std::to_string(c.n_layers) + " is absurd");
   if (c.architecture == "gemma3") read_gemma3(gguf, c);
   if (gpt_oss) read_gpt_oss(gguf, c);
+  if (c.architecture == "starcoder2") read_starcoder2(gguf, c);
 
   const auto tensor = [&](const std::string& name) {
     const GgufTensorInfo* t = gguf.tensor(name);
@@ -306,6 +333,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     L.attn_norm = norm_as_f32(*model, tensor(p + "attn_norm.weight"));
+    L.attn_norm_bias = optional_vector(p + "attn_norm.bias");
     L.wq = tensor(p + "attn_q.weight");
     L.wk = tensor(p + "attn_k.weight");
     L.wv = tensor(p + "attn_v.weight");
@@ -323,6 +351,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
       L.attn_post_norm = optional_vector(p + "post_attention_norm.weight");
       L.ffn_norm = norm_as_f32(*model, tensor(p + "ffn_norm.weight"));
     }
+    L.ffn_norm_bias = optional_vector(p + "ffn_norm.bias");
     if (experts) {
       L.router = tensor(p + "ffn_gate_inp.weight");
       L.router_bias = optional_vector(p + "ffn_gate_inp.bias");
@@ -336,9 +365,11 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         throw ModelError(path + ": layer " + std::to_string(l) + " has shared experts, which " + c.architecture + " does not have");
       }
     } else {
-      L.w_gate = tensor(p + "ffn_gate.weight");
+      if (c.gated_feed_forward) L.w_gate = tensor(p + "ffn_gate.weight");
       L.w_up = tensor(p + "ffn_up.weight");
       L.w_down = tensor(p + "ffn_down.weight");
+      L.b_up = optional_vector(p + "ffn_up.bias");
+      L.b_down = optional_vector(p + "ffn_down.bias");
     }
     L.ffn_post_norm = optional_vector(p + "post_ffw_norm.weight");
     if (c.architecture == "qwen2" && (L.bq.empty() || L.bk.empty() || L.bv.empty())) {
@@ -360,6 +391,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     report_progress(options, path, 0.9 * (l + 1) / c.n_layers);
   }
   w.final_norm = norm_as_f32(*model, tensor("output_norm.weight"));
+  w.final_norm_bias = optional_vector("output_norm.bias");
   w.output = gguf.tensor("output.weight") ? tensor("output.weight") : w.token_embedding;
 
   Vocabulary vocab = gguf_vocabulary(gguf);
@@ -737,7 +769,7 @@ void check_experts(const Model& model, int l) {
 }  // namespace
 
 size_t Model::weight_bytes() const {
-  size_t total = weights.token_embedding.bytes() + weights.final_norm.bytes();
+  size_t total = weights.token_embedding.bytes() + weights.final_norm.bytes() + weights.final_norm_bias.bytes();
   if (!tied_output()) total += weights.output.bytes();
   for (const LayerWeights& L : weights.layers) {
     for (const TensorView* v : L.tensors()) total += v->bytes();
@@ -785,6 +817,11 @@ void validate_model(const Model& model) {
       if (!v.empty()) check_view(model, name, l, v, 1, n, true);
     };
     check_view(model, "attn_norm", l, L.attn_norm, 1, c.dim, true);
+    optional("attn_norm_bias", L.attn_norm_bias, c.dim);
+    optional("ffn_norm_bias", L.ffn_norm_bias, c.dim);
+    if (c.norm == NormKind::Rms && (!L.attn_norm_bias.empty() || !L.ffn_norm_bias.empty())) {
+      throw fail("layer " + std::to_string(l) + " has norm biases, which an RMSNorm does not take");
+    }
     check_view(model, "wq", l, L.wq, q_dim, c.dim, false);
     check_view(model, "wk", l, L.wk, kv_dim, c.dim, false);
     check_view(model, "wv", l, L.wv, kv_dim, c.dim, false);
@@ -805,11 +842,19 @@ void validate_model(const Model& model) {
       continue;
     }
     if (!L.router.empty() || !L.expert_gate.empty()) throw fail("layer " + std::to_string(l) + " has experts the configuration does not");
-    check_view(model, "w_gate", l, L.w_gate, c.hidden_dim, c.dim, false);
+    if (c.gated_feed_forward) {
+      check_view(model, "w_gate", l, L.w_gate, c.hidden_dim, c.dim, false);
+    } else if (!L.w_gate.empty()) {
+      throw fail("layer " + std::to_string(l) + " has a feed-forward gate the configuration does not");
+    }
     check_view(model, "w_up", l, L.w_up, c.hidden_dim, c.dim, false);
     check_view(model, "w_down", l, L.w_down, c.dim, c.hidden_dim, false);
+    optional("b_up", L.b_up, c.hidden_dim);
+    optional("b_down", L.b_down, c.dim);
   }
   check_view(model, "final_norm", -1, w.final_norm, 1, c.dim, true);
+  if (!w.final_norm_bias.empty()) check_view(model, "final_norm_bias", -1, w.final_norm_bias, 1, c.dim, true);
+  if (c.norm == NormKind::Rms && !w.final_norm_bias.empty()) throw fail("the output norm has a bias, which an RMSNorm does not take");
   check_view(model, "output", -1, w.output, c.vocab_size, c.dim, false);
   if (model.tokenizer && model.tokenizer->size() > c.vocab_size) {
     throw fail("the tokenizer has " + std::to_string(model.tokenizer->size()) + " pieces but the model only " +
