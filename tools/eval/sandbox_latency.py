@@ -48,7 +48,7 @@ def check(cli, humaneval, samples, run, sandbox, jobs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--humaneval", required=True, help="HumanEval.jsonl.gz")
-    parser.add_argument("--cli", default=os.path.join(REPO, "build", "app", "cli", "specula-cli"))
+    parser.add_argument("--cli", default=os.path.join(REPO, "build", "app", "specula-cli"))
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
 
