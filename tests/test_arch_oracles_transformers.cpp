@@ -246,7 +246,7 @@ class TestArchOraclesTransformers : public QObject {
       return true;
     });
     const std::string arch = load_error(unknown);
-    QVERIFY2(arch.find("architecture 'starcoder' is not supported (only llama, qwen2, qwen3, qwen3moe, gemma3, starcoder2") !=
+    QVERIFY2(arch.find("architecture 'starcoder' is not supported (only llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, starcoder2") !=
                  std::string::npos,
              arch.c_str());
 
