@@ -70,14 +70,16 @@ case "$mode" in
     ;;
   tsan)
     # The suites whose code runs on several threads: the app's engine worker, the server
-    # (its I/O thread, workers and engine thread; OpenAI's, chat and llama.cpp's endpoints), the thread pool under the forward pass,
-    # sessions and evaluation. CUDA is left out: ThreadSanitizer does not see the device.
+    # (its I/O thread, workers and engine thread; OpenAI's, chat and llama.cpp's endpoints, the
+    # prompt cache kept across requests, the suggestions ranked on the workers), the thread pool
+    # under the forward pass, sessions and evaluation. CUDA is left out: ThreadSanitizer does not see the device.
     # test_cpu_kernels and test_spec_decode drive the thread pool under the kernels
     # (test_batch_invariance's forwards take over an hour instrumented, and are left out).
     install_missing_packages
     dir=${BUILD_DIR:-build-tsan}
-    suites=(test_gui_engine test_serve test_serve_hostile test_serve_chat test_serve_editor test_http
-            test_remote_client test_evaluation test_spec_decode test_session test_cpu_kernels)
+    suites=(test_gui_engine test_serve test_serve_hostile test_serve_chat test_serve_editor test_serve_prompt_cache
+            test_serve_suggestions test_http test_remote_client test_evaluation test_spec_decode test_session
+            test_prompt_cache test_cpu_kernels)
     # Instrumented code runs 5-15 times slower: the suites' time limits are scaled.
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECULA_CUDA=OFF -DSPECULA_TEST_TIMEOUT_SCALE=10 \
           -DCMAKE_C_FLAGS=-fsanitize=thread -DCMAKE_CXX_FLAGS=-fsanitize=thread \

@@ -17,72 +17,23 @@
 #include "decode/decoder.h"
 #include "model/model.h"
 #include "logit_error.h"
+#include "oracle_forward.h"
 #include "model/model_export.h"
 #include "shared_data.h"
 
 using namespace specula;
-using specula::test::relative_error;
+using namespace specula::test;
 
 namespace {
 
 const std::string kDataDir = specula::test::testDataDir().toStdString() + "/arch_oracles/";
-
-nlohmann::json load_reference() {
-  std::ifstream in(kDataDir + "reference.json");
-  if (!in) throw std::runtime_error("tests/data/arch_oracles/reference.json is missing");
-  return nlohmann::json::parse(in);
-}
-
-// Greedy decoding one token per forward through the cache, as transformers' generate does.
-std::vector<int> greedy(Backend& backend, const Model& model, const std::vector<int32_t>& prompt, int n) {
-  std::unique_ptr<KvCache> cache = backend.create_cache(model, static_cast<int>(prompt.size()) + n);
-  const int seq = cache->create();
-  std::vector<int32_t> next = prompt, argmax;
-  std::vector<int> out;
-  while (static_cast<int>(out.size()) < n) {
-    RaggedBatch batch;
-    batch.add(seq, next, false);
-    backend.forward_argmax(model, *cache, batch, argmax);
-    out.push_back(argmax.at(0));
-    next = {argmax[0]};
-  }
-  return out;
-}
-
-// The worst relative error of the last logits over the reference's cases; fails the test
-// on any differing argmax unless `argmax_too` is false.
-double check_cases(Backend& backend, const Model& model, const nlohmann::json& reference, bool argmax_too) {
-  double worst = 0.0;
-  const int vocab = model.config.vocab_size;
-  for (const nlohmann::json& c : reference["cases"]) {
-    const std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
-    const std::vector<int> argmax = c["argmax"].get<std::vector<int>>();
-    const std::vector<double> last = c["last_logits"].get<std::vector<double>>();
-    if (static_cast<int>(last.size()) != vocab) throw std::runtime_error("reference vocabulary differs");
-    std::unique_ptr<KvCache> cache = backend.create_cache(model, static_cast<int>(tokens.size()));
-    RaggedBatch batch;
-    batch.add(cache->create(), tokens, true);
-    std::vector<float> logits;
-    backend.forward(model, *cache, batch, logits);
-    for (size_t t = 0; argmax_too && t < tokens.size(); ++t) {
-      const float* row = logits.data() + t * vocab;
-      const int engine = static_cast<int>(std::max_element(row, row + vocab) - row);
-      if (engine != argmax[t]) {
-        throw std::runtime_error("position " + std::to_string(t) + ": argmax " + std::to_string(engine) +
-                                 ", transformers " + std::to_string(argmax[t]));
-      }
-    }
-    worst = std::max(worst, relative_error(logits.data() + (tokens.size() - 1) * vocab, last));
-  }
-  return worst;
-}
 
 }  // namespace
 
 class TestArchOracles : public QObject {
   Q_OBJECT
 
-  nlohmann::json reference_ = load_reference();
+  nlohmann::json reference_ = load_oracle_reference("arch_oracles");
   QTemporaryDir tmp_;
 
   const nlohmann::json& model_reference(const std::string& name) { return reference_["models"][name]; }
@@ -111,14 +62,14 @@ class TestArchOracles : public QObject {
     for (const auto& model : {loaded, f32}) {
       double error = 0.0;
       try {
-        error = check_cases(*backend, *model, reference, true);
+        error = last_logits_error(*backend, *model, reference, true, "transformers");
       } catch (const std::exception& e) {
         QFAIL(qPrintable(QString::fromStdString(model->path + ": " + e.what())));
       }
       qInfo("%s (%s): relative error %.3g", qPrintable(name), model == loaded ? "as read" : "f32 conversion", error);
       QVERIFY2(error < 1e-4, qPrintable(QString::number(error)));
       const std::vector<int> expected = reference["greedy"].get<std::vector<int>>();
-      QCOMPARE(greedy(*backend, *model, reference["prompt"].get<std::vector<int32_t>>(), 32), expected);
+      QCOMPARE(greedy_tokens(*backend, *model, reference["prompt"].get<std::vector<int32_t>>(), 32), expected);
     }
   }
 
@@ -164,7 +115,7 @@ class TestArchOracles : public QObject {
       write_gguf_model(*load_model(kDataDir + name), path, TensorType::Q8_0);
       const auto q8 = load_model(path);
       QCOMPARE(q8->weights.layers[0].wq.type, TensorType::Q8_0);
-      const double error = check_cases(*backend, *q8, model_reference(name), false);
+      const double error = last_logits_error(*backend, *q8, model_reference(name), false, "transformers");
       qInfo("%s q8_0: relative error %.3g", name, error);
       QVERIFY2(error < 5e-2, qPrintable(QString::number(error)));
     }

@@ -18,13 +18,14 @@
 #include "compute/device_plan.h"
 #include "decode/decoder.h"
 #include "logit_error.h"
+#include "oracle_forward.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/model_export.h"
 #include "shared_data.h"
 
 using namespace specula;
-using specula::test::relative_error;
+using namespace specula::test;
 
 namespace {
 
@@ -38,85 +39,12 @@ const char* const kFiles[] = {"gptoss-f32.gguf", "gptoss-f16.gguf", "gptoss-mxfp
 // way gives the same 0.273 (2.8e-2 on the 5-token case), so the bound only guards the scale.
 constexpr double kQuantizedTolerance = 0.35;
 
-nlohmann::json load_reference() {
-  std::ifstream in(kDataDir + "reference.json");
-  if (!in) throw std::runtime_error("tests/data/gptoss/reference.json is missing");
-  return nlohmann::json::parse(in);
-}
-
-// A copy of `model` whose weight matrices are f32, each value as dequantized.
-Model widened(const Model& model) {
-  Model wide = model;
-  const auto widen = [&](TensorView& v) {
-    auto data = std::make_shared<std::vector<float>>(static_cast<size_t>(v.rows * v.cols));
-    for (int64_t r = 0; r < v.rows; ++r) dequantize_row(v.type, v.row(r), data->data() + r * v.cols, v.cols);
-    v = TensorView{TensorType::F32, v.cols, v.rows, data->data()};
-    wide.storage.push_back(std::move(data));
-  };
-  for (LayerWeights& l : wide.weights.layers) {
-    for (TensorView* m : l.matrices()) widen(*m);
-  }
-  widen(wide.weights.token_embedding);
-  widen(wide.weights.output);
-  return wide;
-}
-
-// Greedy decoding one token per forward through the cache, as transformers' generate does.
-std::vector<int> greedy(Backend& backend, const Model& model, const std::vector<int32_t>& prompt, int n) {
-  std::unique_ptr<KvCache> cache = backend.create_cache(model, static_cast<int>(prompt.size()) + n);
-  const int seq = cache->create();
-  std::vector<int32_t> next = prompt, argmax;
-  std::vector<int> out;
-  while (static_cast<int>(out.size()) < n) {
-    RaggedBatch batch;
-    batch.add(seq, next, false);
-    backend.forward_argmax(model, *cache, batch, argmax);
-    out.push_back(argmax.at(0));
-    next = {argmax[0]};
-  }
-  return out;
-}
-
-// Every position's logits of one token sequence, in one forward.
-std::vector<float> all_logits(Backend& backend, const Model& model, const std::vector<int32_t>& tokens) {
-  std::unique_ptr<KvCache> cache = backend.create_cache(model, static_cast<int>(tokens.size()));
-  RaggedBatch batch;
-  batch.add(cache->create(), tokens, true);
-  std::vector<float> logits;
-  backend.forward(model, *cache, batch, logits);
-  return logits;
-}
-
-// The worst relative error of the last logits over the reference's cases; throws on a
-// differing argmax unless `check_argmax` is false.
-double check_cases(Backend& backend, const Model& model, const nlohmann::json& reference, bool check_argmax) {
-  double worst = 0.0;
-  const int vocab = model.config.vocab_size;
-  for (const nlohmann::json& c : reference["cases"]) {
-    const std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
-    const std::vector<int> argmax = c["argmax"].get<std::vector<int>>();
-    const std::vector<double> last = c["last_logits"].get<std::vector<double>>();
-    if (static_cast<int>(last.size()) != vocab) throw std::runtime_error("reference vocabulary differs");
-    const std::vector<float> logits = all_logits(backend, model, tokens);
-    for (size_t t = 0; check_argmax && t < tokens.size(); ++t) {
-      const float* row = logits.data() + t * vocab;
-      const int engine = static_cast<int>(std::max_element(row, row + vocab) - row);
-      if (engine != argmax[t]) {
-        throw std::runtime_error("position " + std::to_string(t) + ": argmax " + std::to_string(engine) +
-                                 ", transformers " + std::to_string(argmax[t]));
-      }
-    }
-    worst = std::max(worst, relative_error(logits.data() + (tokens.size() - 1) * vocab, last));
-  }
-  return worst;
-}
-
 }  // namespace
 
 class TestGptOssReference : public QObject {
   Q_OBJECT
 
-  nlohmann::json reference_ = load_reference();
+  nlohmann::json reference_ = load_oracle_reference("gptoss");
 
   const nlohmann::json& file_reference(const char* file) { return reference_["files"][file]; }
 
@@ -185,7 +113,7 @@ class TestGptOssReference : public QObject {
       const bool rounded = quantized && model == loaded.get();
       double error = 0.0;
       try {
-        error = check_cases(*backend, *model, reference, !rounded);
+        error = last_logits_error(*backend, *model, reference, !rounded, "transformers");
       } catch (const std::exception& e) {
         QFAIL(e.what());
       }
@@ -193,7 +121,7 @@ class TestGptOssReference : public QObject {
             simd_name(SimdLevel(simd)).data(), error);
       QVERIFY2(error < (rounded ? kQuantizedTolerance : 1e-4), qPrintable(QString::number(error)));
       if (rounded) continue;
-      QCOMPARE(greedy(*backend, *model, reference["prompt"].get<std::vector<int32_t>>(), 32),
+      QCOMPARE(greedy_tokens(*backend, *model, reference["prompt"].get<std::vector<int32_t>>(), 32),
                reference["greedy"].get<std::vector<int>>());
     }
   }
@@ -204,7 +132,7 @@ class TestGptOssReference : public QObject {
     const auto loaded = load_model(kDataDir + kFiles[0]);
     const nlohmann::json& reference = file_reference(kFiles[0]);
     std::unique_ptr<Backend> backend = create_cpu_backend(2);
-    QVERIFY(check_cases(*backend, *loaded, reference, false) < 1e-4);
+    QVERIFY(last_logits_error(*backend, *loaded, reference, false, "transformers") < 1e-4);
     const std::vector<std::pair<const char*, std::function<void(Model&)>>> changes = {
         {"no sinks", [](Model& m) { for (auto& L : m.weights.layers) L.attn_sinks = {}; }},
         {"no sliding window", [](Model& m) { m.config.sliding_window = 0; }},
@@ -219,7 +147,7 @@ class TestGptOssReference : public QObject {
     for (const auto& [what, change] : changes) {
       Model changed = *loaded;
       change(changed);
-      const double error = check_cases(*backend, changed, reference, false);
+      const double error = last_logits_error(*backend, changed, reference, false, "transformers");
       qInfo("%s: relative error %.3g", what, error);
       QVERIFY2(error > 1e-2, what);
     }

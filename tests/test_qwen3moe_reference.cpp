@@ -18,13 +18,14 @@
 #include "compute/backend.h"
 #include "decode/decoder.h"
 #include "logit_error.h"
+#include "oracle_forward.h"
 #include "model/model.h"
 #include "model/model_export.h"
 #include "model/random_model.h"
 #include "shared_data.h"
 
 using namespace specula;
-using specula::test::relative_error;
+using namespace specula::test;
 
 namespace {
 
@@ -37,47 +38,6 @@ const char* const kFiles[] = {"qwen3moe-f32.gguf", "qwen3moe-q8_0.gguf"};
 // random model amplifies what it is fed; test_arch_oracles allows 5e-2 for its Q8_0
 // copies). With the matrices widened to f32 the same file is within 1e-4.
 constexpr double kQ8Tolerance = 5e-2;
-
-// A copy of `model` whose weight matrices (experts and router too) are f32, each value as
-// dequantized: the kernels then multiply f32 activations instead of rounding them to 8
-// bits, and what is left of the error is the forward's own arithmetic.
-Model widened(const Model& model) {
-  Model wide = model;
-  const auto widen = [&](TensorView& v) {
-    auto data = std::make_shared<std::vector<float>>(static_cast<size_t>(v.rows * v.cols));
-    for (int64_t r = 0; r < v.rows; ++r) dequantize_row(v.type, v.row(r), data->data() + r * v.cols, v.cols);
-    v = TensorView{TensorType::F32, v.cols, v.rows, data->data()};
-    wide.storage.push_back(std::move(data));
-  };
-  for (LayerWeights& l : wide.weights.layers) {
-    for (TensorView* m : l.matrices()) widen(*m);
-  }
-  widen(wide.weights.token_embedding);
-  widen(wide.weights.output);
-  return wide;
-}
-
-nlohmann::json load_reference() {
-  std::ifstream in(kDataDir + "reference.json");
-  if (!in) throw std::runtime_error("tests/data/qwen3moe/reference.json is missing");
-  return nlohmann::json::parse(in);
-}
-
-// Greedy decoding one token per forward through the cache.
-std::vector<int> greedy(Backend& backend, const Model& model, const std::vector<int32_t>& prompt, int n) {
-  std::unique_ptr<KvCache> cache = backend.create_cache(model, static_cast<int>(prompt.size()) + n);
-  const int seq = cache->create();
-  std::vector<int32_t> next = prompt, argmax;
-  std::vector<int> out;
-  while (static_cast<int>(out.size()) < n) {
-    RaggedBatch batch;
-    batch.add(seq, next, false);
-    backend.forward_argmax(model, *cache, batch, argmax);
-    out.push_back(argmax.at(0));
-    next = {argmax[0]};
-  }
-  return out;
-}
 
 // The gap between the two largest of a row, relative to its largest |value|.
 double top_two_gap(const std::vector<double>& row) {
@@ -97,11 +57,7 @@ double check_cases(Backend& backend, const Model& model, const nlohmann::json& r
   for (const nlohmann::json& c : reference["cases"]) {
     const std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
     const std::vector<int> argmax = c["argmax"].get<std::vector<int>>();
-    std::unique_ptr<KvCache> cache = backend.create_cache(model, static_cast<int>(tokens.size()));
-    RaggedBatch batch;
-    batch.add(cache->create(), tokens, true);
-    std::vector<float> logits;
-    backend.forward(model, *cache, batch, logits);
+    const std::vector<float> logits = all_logits(backend, model, tokens);
     for (size_t t = 0; t < tokens.size(); ++t) {
       const float* row = logits.data() + t * vocab;
       const std::vector<double> want = c["logits"][t].get<std::vector<double>>();
@@ -131,7 +87,7 @@ std::string load_error(const std::string& path) {
 class TestQwen3MoeReference : public QObject {
   Q_OBJECT
 
-  nlohmann::json reference_ = load_reference();
+  nlohmann::json reference_ = load_oracle_reference("qwen3moe");
   QTemporaryDir tmp_;
 
  private slots:
@@ -196,7 +152,7 @@ class TestQwen3MoeReference : public QObject {
             simd_name(SimdLevel(simd)).data(), error);
       QVERIFY2(error < (quantized ? kQ8Tolerance : 1e-4), qPrintable(QString::number(error)));
       if (quantized) continue;
-      QCOMPARE(greedy(*backend, *model, reference["prompt"].get<std::vector<int32_t>>(), 32),
+      QCOMPARE(greedy_tokens(*backend, *model, reference["prompt"].get<std::vector<int32_t>>(), 32),
                reference["greedy"].get<std::vector<int>>());
     }
   }
