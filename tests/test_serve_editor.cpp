@@ -17,6 +17,7 @@
 #include "model/demo_models.h"
 #include "model/tokenizer.h"
 #include "serve/sse.h"
+#include "llama_vim.h"
 #include "serve_process.h"
 
 using namespace specula;
@@ -26,63 +27,6 @@ using nlohmann::json;
 namespace {
 
 const char* kJson = "application/json";
-
-json post(int port, const std::string& path, const json& body, int* status = nullptr, httplib::Headers headers = {}) {
-  auto client = http_client(port);
-  const auto res = client.Post(path, headers, body.dump(), kJson);
-  if (status) *status = res ? res->status : -1;
-  return res ? json::parse(res->body, nullptr, false) : json();
-}
-
-// A Python file with the cursor on the empty line inside `mean`'s body, as llama.vim cuts it:
-// the lines before the cursor's line, the cursor's line before the cursor (empty), and the
-// rest of the line with the lines after it.
-const std::string kPrefix =
-    "import math\n"
-    "\n"
-    "\n"
-    "def mean(values):\n"
-    "    \"\"\"Return the arithmetic mean of a list of numbers.\"\"\"\n"
-    "    total = 0\n";
-const std::string kSuffix =
-    "\n"
-    "    return total / len(values)\n"
-    "\n"
-    "\n"
-    "def variance(values):\n"
-    "    m = mean(values)\n";
-
-// autoload/llama.vim's llama#fim request, field for field (its defaults: n_predict 128,
-// t_max_prompt_ms 500, t_max_predict_ms 1000; stop_strings []; one ring chunk).
-json llama_vim_request() {
-  return {{"input_prefix", kPrefix},
-          {"input_suffix", kSuffix},
-          {"input_extra", json::array({{{"text", "def median(values):\n    return sorted(values)[len(values) // 2]\n"},
-                                        {"time", {1733000000, 250000}},
-                                        {"filename", "stats.py"}}})},
-          {"prompt", ""},
-          {"n_predict", 128},
-          {"stop", json::array()},
-          {"n_indent", 0},
-          {"top_k", 40},
-          {"top_p", 0.90},
-          {"stream", false},
-          {"samplers", {"top_k", "top_p", "infill"}},
-          {"cache_prompt", true},
-          {"t_max_prompt_ms", 500},
-          {"t_max_predict_ms", 1000},
-          {"response_fields",
-           {"content", "timings/prompt_n", "timings/prompt_ms", "timings/prompt_per_token_ms",
-            "timings/prompt_per_second", "timings/predicted_n", "timings/predicted_ms",
-            "timings/predicted_per_token_ms", "timings/predicted_per_second", "truncated", "tokens_cached"}}};
-}
-
-// The same request made deterministic: greedy, with the temperature sampler in the chain.
-json greedy(json request) {
-  request["temperature"] = 0;
-  request["samplers"] = {"top_k", "top_p", "infill", "temperature"};
-  return request;
-}
 
 int indentation(const std::string& line) {
   int n = 0;
@@ -124,7 +68,7 @@ class TestServeEditor : public QObject {
   void llamaVimsRequestGetsEveryFieldItReads() {
     int status = 0;
     const json request = llama_vim_request();
-    const json r = post(demo->port(), "/infill", request, &status);
+    const json r = post_json(demo->port(), "/infill", request, &status);
     QCOMPARE(status, 200);
     // exactly the fields asked for, flattened, with the types llama.vim reads
     QCOMPARE(int(r.size()), int(request["response_fields"].size()));
@@ -141,7 +85,7 @@ class TestServeEditor : public QObject {
     QVERIFY(r["tokens_cached"].is_number_integer());
     QCOMPARE(r["tokens_cached"].get<int>(), 0);  // no prompt cache yet
     // the fallback's prompt is the prefix alone: its tokens, with BOS
-    QCOMPARE(r["timings/prompt_n"].get<int>(), int(tokenizer->encode(kPrefix, true).size()));
+    QCOMPARE(r["timings/prompt_n"].get<int>(), int(tokenizer->encode(kLlamaVimPrefix, true).size()));
     // the fallback ends the completion before a line that dedents below the hole (4), and
     // before one that repeats the line after the hole, which the model did not see
     for (const QString& line : later_lines(r["content"].get<std::string>())) {
@@ -153,9 +97,9 @@ class TestServeEditor : public QObject {
   void sameTextTwiceAtTemperatureZero() {
     const json request = greedy(llama_vim_request());
     int status = 0;
-    const json first = post(demo->port(), "/infill", request, &status);
+    const json first = post_json(demo->port(), "/infill", request, &status);
     QCOMPARE(status, 200);
-    const json second = post(demo->port(), "/infill", request, &status);
+    const json second = post_json(demo->port(), "/infill", request, &status);
     QCOMPARE(status, 200);
     QVERIFY(!first["content"].get<std::string>().empty());
     QCOMPARE(second["content"], first["content"]);
@@ -168,7 +112,7 @@ class TestServeEditor : public QObject {
     json request = greedy(llama_vim_request());
     request.erase("response_fields");
     int status = 0;
-    const json r = post(demo->port(), "/infill", request, &status);
+    const json r = post_json(demo->port(), "/infill", request, &status);
     QCOMPARE(status, 200);
     for (const char* name : {"index", "content", "tokens", "id_slot", "stop", "model", "tokens_predicted",
                              "tokens_evaluated", "generation_settings", "prompt", "has_new_line", "truncated",
@@ -196,16 +140,16 @@ class TestServeEditor : public QObject {
     QVERIFY2(plain.started(), qPrintable(plain.errors()));
     int status = 0;
     // the key is asked for as on /v1/ (llama.vim sends it as a bearer token)
-    QVERIFY(is_llama_error(post(plain.port(), "/infill", llama_vim_request(), &status), 401, "authentication_error"));
+    QVERIFY(is_llama_error(post_json(plain.port(), "/infill", llama_vim_request(), &status), 401, "authentication_error"));
     QCOMPARE(status, 401);
-    const json r = post(plain.port(), "/infill", llama_vim_request(), &status, {{"Authorization", "Bearer s3cret"}});
+    const json r = post_json(plain.port(), "/infill", llama_vim_request(), &status, {{"Authorization", "Bearer s3cret"}});
     QVERIFY2(status == 501, r.dump().c_str());
     QVERIFY2(is_llama_error(r, 501, "not_supported_error"), r.dump().c_str());
     QCOMPARE(r["error"]["message"].get<std::string>(),
              std::string("Infill is not supported by this model: prefix token is missing. suffix token is missing. "
                          "middle token is missing. "));
     // /completion needs no FIM tokens
-    post(plain.port(), "/completion", {{"prompt", "def f():\n"}, {"n_predict", 4}}, &status,
+    post_json(plain.port(), "/completion", {{"prompt", "def f():\n"}, {"n_predict", 4}}, &status,
          {{"Authorization", "Bearer s3cret"}});
     QCOMPARE(status, 200);
   }
@@ -215,12 +159,12 @@ class TestServeEditor : public QObject {
     // is a prefix of the other that ends at a line end, and says it stopped at a limit. (The
     // limit counts from the first token and acts at a line end: 128 tokens of code take many
     // lines and far more than 1 ms, so it acts before the end.)
-    json request = {{"prompt", kPrefix}, {"n_predict", 128}, {"temperature", 0}};
+    json request = {{"prompt", kLlamaVimPrefix}, {"n_predict", 128}, {"temperature", 0}};
     int status = 0;
-    const json whole = post(demo->port(), "/completion", request, &status);
+    const json whole = post_json(demo->port(), "/completion", request, &status);
     QCOMPARE(status, 200);
     request["t_max_predict_ms"] = 1;
-    const json limited = post(demo->port(), "/completion", request, &status);
+    const json limited = post_json(demo->port(), "/completion", request, &status);
     QCOMPARE(status, 200);
     const std::string all = whole["content"].get<std::string>();
     const std::string cut = limited["content"].get<std::string>();
@@ -237,7 +181,7 @@ class TestServeEditor : public QObject {
     request.erase("response_fields");
     request["n_indent"] = 8;  // deeper than the body: the first line after the first ends it
     int status = 0;
-    const json r = post(demo->port(), "/infill", request, &status);
+    const json r = post_json(demo->port(), "/infill", request, &status);
     QCOMPARE(status, 200);
     const std::string content = r["content"].get<std::string>();
     for (const QString& line : later_lines(content)) QVERIFY2(indentation(line.toStdString()) >= 8, qPrintable(line));
@@ -247,7 +191,7 @@ class TestServeEditor : public QObject {
   void completionWholeAndStreamed() {
     const json body = {{"prompt", "def add(a, b):\n"}, {"n_predict", 24}, {"temperature", 0}};
     int status = 0;
-    const json whole = post(demo->port(), "/completion", body, &status);
+    const json whole = post_json(demo->port(), "/completion", body, &status);
     QCOMPARE(status, 200);
     QVERIFY(!whole["content"].get<std::string>().empty());
     QCOMPARE(whole["tokens_evaluated"].get<int>(), int(tokenizer->encode("def add(a, b):\n", true).size()));
@@ -282,27 +226,27 @@ class TestServeEditor : public QObject {
     // token ids for a prompt: the same completion
     json by_ids = body;
     by_ids["prompt"] = tokenizer->encode("def add(a, b):\n", true);
-    QCOMPARE(post(demo->port(), "/completion", by_ids, &status)["content"], whole["content"]);
+    QCOMPARE(post_json(demo->port(), "/completion", by_ids, &status)["content"], whole["content"]);
   }
 
   void completionStopsAndSeveral() {
     int status = 0;
-    const json stopped = post(
+    const json stopped = post_json(
         demo->port(), "/completion",
         {{"prompt", "def add(a, b):\n    return"}, {"n_predict", 48}, {"temperature", 0}, {"stop", {"\n"}}}, &status);
     QCOMPARE(status, 200);
     QVERIFY(stopped["content"].get<std::string>().find('\n') == std::string::npos);
     if (stopped["stop_type"] == "word") QCOMPARE(stopped["stopping_word"].get<std::string>(), std::string("\n"));
 
-    const json several = post(demo->port(), "/completion",
+    const json several = post_json(demo->port(), "/completion",
                               {{"prompt", "def add(a, b):\n"}, {"n_predict", 16}, {"n_cmpl", 3}, {"seed", 5}}, &status);
     QCOMPARE(status, 200);
     QVERIFY2(several.is_array() && several.size() == 3, several.dump().c_str());
     for (int i = 0; i < 3; ++i) QCOMPARE(several[size_t(i)]["index"].get<int>(), i);
-    QCOMPARE(post(demo->port(), "/completion", {{"prompt", "x"}, {"n", 2}, {"n_predict", 4}}, &status).size(),
+    QCOMPARE(post_json(demo->port(), "/completion", {{"prompt", "x"}, {"n", 2}, {"n_predict", 4}}, &status).size(),
              size_t(2));
     // n_predict beyond the context: until the context is full, and truncated says so
-    const json full = post(demo->port(), "/completion",
+    const json full = post_json(demo->port(), "/completion",
                            {{"prompt", "def f():\n"}, {"n_predict", 2000000000}, {"n_cmpl", 4}, {"seed", 1}}, &status);
     QCOMPARE(status, 200);
     QCOMPARE(int(full.size()), 4);
@@ -311,8 +255,8 @@ class TestServeEditor : public QObject {
     }
 
     // n_predict 0 (llama.vim's cache warm-up): the prompt only
-    const json warm = post(demo->port(), "/infill",
-                           {{"input_prefix", kPrefix}, {"n_predict", 0}, {"response_fields", {""}}}, &status);
+    const json warm = post_json(demo->port(), "/infill",
+                           {{"input_prefix", kLlamaVimPrefix}, {"n_predict", 0}, {"response_fields", {""}}}, &status);
     QCOMPARE(status, 200);
     QCOMPARE(warm, json::object());
   }
@@ -320,11 +264,11 @@ class TestServeEditor : public QObject {
   void errorsAreLlamaCppsObject() {
     int status = 0;
     QVERIFY(
-        is_llama_error(post(demo->port(), "/completion", {{"n_predict", 4}}, &status), 400, "invalid_request_error"));
+        is_llama_error(post_json(demo->port(), "/completion", {{"n_predict", 4}}, &status), 400, "invalid_request_error"));
     QCOMPARE(status, 400);
-    QVERIFY(is_llama_error(post(demo->port(), "/completion", {{"prompt", "x"}, {"repeat_penalty", 1.2}}, &status), 501,
+    QVERIFY(is_llama_error(post_json(demo->port(), "/completion", {{"prompt", "x"}, {"repeat_penalty", 1.2}}, &status), 501,
                            "not_supported_error"));
-    QVERIFY(is_llama_error(post(demo->port(), "/completion", {{"prompt", {1, 99999999}}}, &status), 400,
+    QVERIFY(is_llama_error(post_json(demo->port(), "/completion", {{"prompt", {1, 99999999}}}, &status), 400,
                            "invalid_request_error"));
     auto client = http_client(demo->port());
     auto res = client.Get("/infill");
@@ -341,7 +285,7 @@ class TestServeEditor : public QObject {
     QVERIFY2(is_llama_error(json::parse(res->body, nullptr, false), 400, "invalid_request_error"), res->body.c_str());
     // escaped, valid: U+FFFD and a lone high surrogate are refused by JSON itself; text is served
     int status = 0;
-    post(demo->port(), "/infill", {{"input_prefix", "s = '\xef\xbf\xbd'\n"}, {"n_predict", 4}}, &status);
+    post_json(demo->port(), "/infill", {{"input_prefix", "s = '\xef\xbf\xbd'\n"}, {"n_predict", 4}}, &status);
     QCOMPARE(status, 200);
   }
 
@@ -350,10 +294,10 @@ class TestServeEditor : public QObject {
     for (int i = 0; prefix.size() < 400000; ++i)
       prefix += "value_" + std::to_string(i) + " = compute(" + std::to_string(i) + ")\n";
     json request = greedy(llama_vim_request());
-    request["input_prefix"] = prefix + kPrefix;
+    request["input_prefix"] = prefix + kLlamaVimPrefix;
     request["n_predict"] = 16;
     int status = 0;
-    const json r = post(demo->port(), "/infill", request, &status);
+    const json r = post_json(demo->port(), "/infill", request, &status);
     QCOMPARE(status, 200);
     QCOMPARE(r["truncated"].get<bool>(), true);
     auto client = http_client(demo->port());

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <thread>
 
+#include "llama_vim.h"
 #include "serve_process.h"
 
 using namespace specula::test;
@@ -21,52 +22,8 @@ namespace {
 
 const char* kJson = "application/json";
 
-json post(int port, const std::string& path, const json& body, int* status = nullptr) {
-  auto client = http_client(port);
-  const auto res = client.Post(path, body.dump(), kJson);
-  if (status) *status = res ? res->status : -1;
-  return res ? json::parse(res->body, nullptr, false) : json();
-}
-
-const std::string kPrefix =
-    "import math\n"
-    "\n"
-    "\n"
-    "def mean(values):\n"
-    "    \"\"\"Return the arithmetic mean of a list of numbers.\"\"\"\n"
-    "    total = 0\n";
-const std::string kSuffix =
-    "\n"
-    "    return total / len(values)\n"
-    "\n"
-    "\n"
-    "def variance(values):\n"
-    "    m = mean(values)\n";
-
 // llama.vim's llama#fim request (as tests/test_serve_editor.cpp replays it), made greedy.
-json llama_vim_request() {
-  return {{"input_prefix", kPrefix},
-          {"input_suffix", kSuffix},
-          {"input_extra", json::array({{{"text", "def median(values):\n    return sorted(values)[len(values) // 2]\n"},
-                                        {"time", {1733000000, 250000}},
-                                        {"filename", "stats.py"}}})},
-          {"prompt", ""},
-          {"n_predict", 128},
-          {"stop", json::array()},
-          {"n_indent", 0},
-          {"top_k", 40},
-          {"top_p", 0.90},
-          {"temperature", 0},
-          {"stream", false},
-          {"samplers", {"top_k", "top_p", "infill", "temperature"}},
-          {"cache_prompt", true},
-          {"t_max_prompt_ms", 500},
-          {"t_max_predict_ms", 1000},
-          {"response_fields",
-           {"content", "timings/prompt_n", "timings/prompt_ms", "timings/prompt_per_token_ms",
-            "timings/prompt_per_second", "timings/predicted_n", "timings/predicted_ms",
-            "timings/predicted_per_token_ms", "timings/predicted_per_second", "truncated", "tokens_cached"}}};
-}
+json llama_vim_greedy() { return greedy(llama_vim_request()); }
 
 // A Python file of a few hundred tokens; `i` makes its first line differ.
 std::string code(int i) {
@@ -121,9 +78,9 @@ class TestServePromptCache : public QObject {
   // returns the same text at T = 0; prompt_n counts only the tokens computed.
   void llamaVimsRequestTwice() {
     int status = 0;
-    const json first = post(cached->port(), "/infill", llama_vim_request(), &status);
+    const json first = post_json(cached->port(), "/infill", llama_vim_greedy(), &status);
     QCOMPARE(status, 200);
-    const json second = post(cached->port(), "/infill", llama_vim_request(), &status);
+    const json second = post_json(cached->port(), "/infill", llama_vim_greedy(), &status);
     QCOMPARE(status, 200);
     QVERIFY2(second["tokens_cached"].get<int>() > 0, second.dump().c_str());
     QCOMPARE(second["timings/prompt_n"].get<int>() + second["tokens_cached"].get<int>(),
@@ -131,7 +88,7 @@ class TestServePromptCache : public QObject {
     QVERIFY(second["timings/prompt_n"].get<int>() >= 1);
     QVERIFY(!first["content"].get<std::string>().empty());
     QCOMPARE(second["content"], first["content"]);
-    const json uncached = post(plain->port(), "/infill", llama_vim_request(), &status);
+    const json uncached = post_json(plain->port(), "/infill", llama_vim_greedy(), &status);
     QCOMPARE(uncached["tokens_cached"].get<int>(), 0);
     QCOMPARE(uncached["content"], first["content"]);
     const json h = health(cached->port());
@@ -143,12 +100,12 @@ class TestServePromptCache : public QObject {
   // those of the server without a cache, bit for bit (JSON keeps a double's digits).
   void extendedPromptIsExact() {
     int status = 0;
-    post(cached->port(), "/completion", greedy_completion(code(1)), &status);
+    post_json(cached->port(), "/completion", greedy_completion(code(1)), &status);
     QCOMPARE(status, 200);
     const std::string longer = code(1) + "def variance(values):\n    m = mean(values)\n";
-    const json a = post(cached->port(), "/completion", greedy_completion(longer), &status);
+    const json a = post_json(cached->port(), "/completion", greedy_completion(longer), &status);
     QCOMPARE(status, 200);
-    const json b = post(plain->port(), "/completion", greedy_completion(longer), &status);
+    const json b = post_json(plain->port(), "/completion", greedy_completion(longer), &status);
     QCOMPARE(status, 200);
     QVERIFY2(a["tokens_cached"].get<int>() > 64, a.dump().c_str());
     QCOMPARE(a["timings"]["cache_n"], a["tokens_cached"]);
@@ -165,12 +122,12 @@ class TestServePromptCache : public QObject {
   void openAiEndpointsUseItToo() {
     const json body = {{"prompt", code(2)}, {"max_tokens", 16}, {"temperature", 0}};
     int status = 0;
-    post(cached->port(), "/v1/completions", body, &status);
+    post_json(cached->port(), "/v1/completions", body, &status);
     QCOMPARE(status, 200);
-    const json again = post(cached->port(), "/v1/completions", body, &status);
+    const json again = post_json(cached->port(), "/v1/completions", body, &status);
     QCOMPARE(status, 200);
     QVERIFY2(again["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() > 0, again.dump().c_str());
-    const json uncached = post(plain->port(), "/v1/completions", body, &status);
+    const json uncached = post_json(plain->port(), "/v1/completions", body, &status);
     QCOMPARE(uncached["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
     QCOMPARE(again["choices"][0]["text"], uncached["choices"][0]["text"]);
   }
@@ -178,9 +135,9 @@ class TestServePromptCache : public QObject {
   void cachePromptFalseReadsNothing() {
     json body = greedy_completion(code(3));
     int status = 0;
-    post(cached->port(), "/completion", body, &status);
+    post_json(cached->port(), "/completion", body, &status);
     body["cache_prompt"] = false;
-    const json r = post(cached->port(), "/completion", body, &status);
+    const json r = post_json(cached->port(), "/completion", body, &status);
     QCOMPARE(status, 200);
     QCOMPARE(r["tokens_cached"].get<int>(), 0);
     QCOMPARE(r["timings"]["prompt_n"], r["tokens_evaluated"]);
@@ -191,11 +148,11 @@ class TestServePromptCache : public QObject {
     json body = greedy_completion(code(4));
     body["n_predict"] = 0;
     int status = 0;
-    const json warm = post(cached->port(), "/completion", body, &status);
+    const json warm = post_json(cached->port(), "/completion", body, &status);
     QCOMPARE(status, 200);
     QCOMPARE(warm["content"].get<std::string>(), std::string());
     QCOMPARE(warm["tokens_predicted"].get<int>(), 0);
-    const json r = post(cached->port(), "/completion", greedy_completion(code(4)), &status);
+    const json r = post_json(cached->port(), "/completion", greedy_completion(code(4)), &status);
     QCOMPARE(status, 200);
     QVERIFY2(r["tokens_cached"].get<int>() > 0, r.dump().c_str());
   }
@@ -207,7 +164,7 @@ class TestServePromptCache : public QObject {
     QVERIFY2(small.started(), qPrintable(small.errors()));
     for (int i = 0; i < 30; ++i) {
       int status = 0;
-      post(small.port(), "/completion", {{"prompt", code(100 + i)}, {"n_predict", 2}}, &status);
+      post_json(small.port(), "/completion", {{"prompt", code(100 + i)}, {"n_predict", 2}}, &status);
       QCOMPARE(status, 200);
       const json h = health(small.port());
       QVERIFY2(h["prompt_cache"]["blocks"].get<int>() <= 12, h.dump().c_str());
@@ -219,7 +176,7 @@ class TestServePromptCache : public QObject {
     QCOMPARE(h["failed"].get<int>(), 0);
     // the newest prompt is still there
     int status = 0;
-    const json r = post(small.port(), "/completion", {{"prompt", code(129)}, {"n_predict", 2}}, &status);
+    const json r = post_json(small.port(), "/completion", {{"prompt", code(129)}, {"n_predict", 2}}, &status);
     QVERIFY(r["tokens_cached"].get<int>() > 0);
     QVERIFY(small.stopsCleanly());
   }
@@ -244,9 +201,9 @@ class TestServePromptCache : public QObject {
     QCOMPARE(health(cached->port())["kv_blocks_left"].get<int>(), 0);
     // the cache still answers exactly
     int status = 0;
-    const json a = post(cached->port(), "/completion", greedy_completion(code(200)), &status);
+    const json a = post_json(cached->port(), "/completion", greedy_completion(code(200)), &status);
     QCOMPARE(status, 200);
-    QCOMPARE(a["content"], post(plain->port(), "/completion", greedy_completion(code(200)), &status)["content"]);
+    QCOMPARE(a["content"], post_json(plain->port(), "/completion", greedy_completion(code(200)), &status)["content"]);
   }
 
   // An editor's 50 requests at once, each a keystroke longer: every one answered.
@@ -256,11 +213,11 @@ class TestServePromptCache : public QObject {
     const std::string prefix = code(300);
     for (int i = 0; i < 50; ++i) {
       clients.emplace_back([&, i] {
-        json r = llama_vim_request();
+        json r = llama_vim_greedy();
         r["input_prefix"] = prefix + std::string(static_cast<size_t>(i % 10), 'x');
         r["n_predict"] = 4;
         int status = 0;
-        const json answer = post(cached->port(), "/infill", r, &status);
+        const json answer = post_json(cached->port(), "/infill", r, &status);
         if (status == 200 && answer["content"].is_string()) ++ok;
       });
     }

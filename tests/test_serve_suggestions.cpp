@@ -13,6 +13,7 @@
 #include "eval/sandbox.h"
 #include "eval/test_runner.h"
 #include "serve/suggestions.h"
+#include "llama_vim.h"
 #include "serve_process.h"
 
 using namespace specula;
@@ -23,13 +24,6 @@ using nlohmann::json;
 namespace {
 
 const char* kJson = "application/json";
-
-json post(int port, const std::string& path, const json& body, int* status = nullptr) {
-  auto client = http_client(port);
-  const auto res = client.Post(path, body.dump(), kJson);
-  if (status) *status = res ? res->status : -1;
-  return res ? json::parse(res->body, nullptr, false) : json();
-}
 
 // A hole on the line inside `mean`'s loop.
 const std::string kLoopPrefix =
@@ -165,7 +159,7 @@ class TestServeSuggestions : public QObject {
 
   void contentIsTheBestCandidate() {
     int status = 0;
-    const json r = post(demo->port(), "/infill", infill_request(), &status);
+    const json r = post_json(demo->port(), "/infill", infill_request(), &status);
     QCOMPARE(status, 200);
     QVERIFY2(r.is_object() && r["candidates"].is_array(), r.dump().c_str());
     const json& candidates = r["candidates"];
@@ -190,19 +184,19 @@ class TestServeSuggestions : public QObject {
   void responseFieldsStillSelect() {
     json request = infill_request();
     request["response_fields"] = {"content", "timings/predicted_n"};
-    const json r = post(demo->port(), "/infill", request);
+    const json r = post_json(demo->port(), "/infill", request);
     QCOMPARE(int(r.size()), 2);
     QVERIFY(r["content"].is_string());
     QVERIFY(r["timings/predicted_n"].is_number_integer());
     request["response_fields"] = {"content", "candidates"};
-    const json with = post(demo->port(), "/infill", request);
+    const json with = post_json(demo->port(), "/infill", request);
     QCOMPARE(with["content"], with["candidates"][0]["content"]);
   }
 
   void severalCompletionsInLlamaCppsShape() {
     json request = infill_request();
     request["n_cmpl"] = 2;
-    const json r = post(demo->port(), "/infill", request);
+    const json r = post_json(demo->port(), "/infill", request);
     QVERIFY2(r.is_array() && r.size() == 2, r.dump().c_str());
     for (int i = 0; i < 2; ++i) {
       QCOMPARE(r[i]["index"].get<int>(), i);
@@ -213,7 +207,7 @@ class TestServeSuggestions : public QObject {
     QCOMPARE(r[0]["content"], r[0]["candidates"][0]["content"]);
     QCOMPARE(r[1]["content"], r[0]["candidates"][1]["content"]);
     QVERIFY(!r[1].contains("candidates"));
-    const json c = post(demo->port(), "/completion", {{"prompt", "def add(a, b):\n"}, {"n", 3}, {"n_predict", 16}, {"seed", 3}});
+    const json c = post_json(demo->port(), "/completion", {{"prompt", "def add(a, b):\n"}, {"n", 3}, {"n_predict", 16}, {"seed", 3}});
     QVERIFY2(c.is_array() && c.size() == 3, c.dump().c_str());
     QCOMPARE(int(c[0]["candidates"].size()), 4);
     for (int i = 0; i < 3; ++i) QCOMPARE(c[i]["content"], c[0]["candidates"][i]["content"]);
@@ -230,7 +224,7 @@ class TestServeSuggestions : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!health(demo->port())["generating"].get<bool>(), 60000);
     // the server goes on answering
     int status = 0;
-    post(demo->port(), "/infill", infill_request(), &status);
+    post_json(demo->port(), "/infill", infill_request(), &status);
     QCOMPARE(status, 200);
   }
 
