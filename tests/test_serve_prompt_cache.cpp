@@ -233,6 +233,7 @@ class TestServePromptCache : public QObject {
     for (auto* server : {cached.get(), plain.get()}) {
       if (!server) continue;
       const json h = health(server->port());
+      QVERIFY2(h.is_object(), qPrintable("the server is gone: " + server->errors()));
       QCOMPARE(h["failed"].get<int>(), 0);
       QCOMPARE(h["kv_blocks_left"].get<int>(), 0);
       QVERIFY(server->stopsCleanly());
