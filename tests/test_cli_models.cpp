@@ -18,6 +18,19 @@
 
 using namespace specula::test;
 
+namespace {
+
+// The environment with HOME at `home` and none of the model stores' variables set, so that
+// `models` lists the folders a test names and nothing of the machine's.
+QProcessEnvironment without_model_stores(const QString& home) {
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("HOME", home);
+  for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+  return env;
+}
+
+}  // namespace
+
 class TestCliModels : public QObject {
   Q_OBJECT
   QTemporaryDir tmp_;
@@ -82,9 +95,7 @@ class TestCliModels : public QObject {
     QCOMPARE(converted["tensors"].toInt(), 31);
     const CliRun text = run_cli({"inspect", out});
     QVERIFY2(text.out.contains("31 q5_0 tensors of the file converted at load to q8_0"), text.out.constData());
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("HOME", tmp_.path());  // no stores: the folder alone
-    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const QProcessEnvironment env = without_model_stores(tmp_.path());  // no stores: the folder alone
     const CliRun models = run_cli({"models", "--dir", tmp_.path()}, 60000, env);
     QVERIFY2(models.out.contains("Q5_0"), models.out.constData());  // general.file_type 8
   }
@@ -111,9 +122,7 @@ class TestCliModels : public QObject {
     QVERIFY2(text.out.contains("experts       8 per layer of feed-forward width 32, 2 used per token"), text.out.constData());
     QVERIFY2(text.out.contains("not run: the GPU backend does not run qwen3moe models yet"), text.out.constData());
 
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("HOME", tmp_.path());  // no stores: the folder alone
-    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const QProcessEnvironment env = without_model_stores(tmp_.path());  // no stores: the folder alone
     const CliRun json = run_cli({"models", "--dir", folder, "--json"}, 60000, env);
     QVERIFY2(json.code == 0, json.err.constData());
     const QJsonArray models = QJsonDocument::fromJson(json.out).object()["models"].toArray();
@@ -152,9 +161,7 @@ class TestCliModels : public QObject {
       QVERIFY2(text.out.contains(line), text.out.constData());
     }
 
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("HOME", tmp_.path());  // no stores: the folder alone
-    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const QProcessEnvironment env = without_model_stores(tmp_.path());  // no stores: the folder alone
     const CliRun json = run_cli({"models", "--dir", folder, "--json"}, 60000, env);
     QVERIFY2(json.code == 0, json.err.constData());
     const QJsonArray models = QJsonDocument::fromJson(json.out).object()["models"].toArray();
@@ -186,9 +193,7 @@ class TestCliModels : public QObject {
     QVERIFY2(text.out.contains("LayerNorm with biases; ungated GELU-tanh, with biases"), text.out.constData());
     QVERIFY2(text.out.contains("not run: the GPU backend does not run starcoder2 models yet"), text.out.constData());
 
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("HOME", tmp_.path());  // no stores: the folder alone
-    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const QProcessEnvironment env = without_model_stores(tmp_.path());  // no stores: the folder alone
     const CliRun json = run_cli({"models", "--dir", folder, "--json"}, 60000, env);
     QVERIFY2(json.code == 0, json.err.constData());
     const QJsonArray models = QJsonDocument::fromJson(json.out).object()["models"].toArray();
@@ -342,9 +347,7 @@ class TestCliModels : public QObject {
     QCOMPARE(cost.code, 2);
     QVERIFY2(cost.err.contains("has type q8_1") && !cost.err.contains("invalid"), cost.err.constData());
 
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("HOME", tmp_.path());  // no stores: the folder alone
-    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const QProcessEnvironment env = without_model_stores(tmp_.path());  // no stores: the folder alone
     const CliRun models = run_cli({"models", "--dir", tmp_.path(), "--json"}, 60000, env);
     QVERIFY2(models.code == 0, models.err.constData());
     QVERIFY2(models.out.contains("has type q8_1") && models.out.contains("architecture 'mamba' is not supported"),
@@ -378,9 +381,7 @@ class TestCliModels : public QObject {
     junk.write("these are notes, not a model");
     junk.close();
 
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("HOME", home.path());
-    for (const char* name : {"OLLAMA_MODELS", "LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"}) env.remove(name);
+    const QProcessEnvironment env = without_model_stores(home.path());
     const CliRun json = run_cli({"models", "--json", "--dir", extra}, 60000, env);
     QVERIFY2(json.code == 0, json.err.constData());
     const QJsonObject j = QJsonDocument::fromJson(json.out).object();
