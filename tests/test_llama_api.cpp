@@ -221,6 +221,14 @@ class TestLlamaApi : public QObject {
     QCOMPARE(indent_end("x\n\ty\n", 1), std::string_view::npos);  // a tab counts one
   }
 
+  void timeLimitKeepsTheWholeLines() {
+    using std::string_view;
+    QCOMPARE(time_limit_end("x = 1\n    y = 2\n    z = "), string_view("x = 1\n    y = 2\n").size());
+    QCOMPARE(time_limit_end("x = 1\n"), string_view("x = 1\n").size());
+    QCOMPARE(time_limit_end("return [v for v in"), string_view("return [v for v in").size());  // not waited for
+    QCOMPARE(time_limit_end(""), size_t{0});
+  }
+
   void dedentCutDropsTheLine() {
     using std::string_view;
     QCOMPARE(dedent_end("y = 2\n    return y\n\ndef g():\n", 4), string_view("y = 2\n    return y\n\n").size());

@@ -56,7 +56,7 @@ struct GenerationRequest {
                                     // generator keeps them (LocalGenerator::enable_prompt_cache), and
                                     // keep this one's; the output is the same either way
   // Ends a candidate from its text, for rules a stop string cannot say (llama.cpp's n_indent, a
-  // time limit that waits for a line end): called after each step that added tokens to
+  // time limit that keeps whole lines): called after each step that added tokens to
   // candidate `index`, with its whole text so far. A position ends the candidate with
   // FinishReason::Stop, its text cut there (never before text already streamed: with a hook,
   // text streams a whole line at a time, so that a cut at the start of the line in progress

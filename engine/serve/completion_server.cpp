@@ -716,28 +716,23 @@ std::shared_ptr<Job> CompletionServer::Impl::accept_llama(Dialect dialect, const
 }
 
 // llama.cpp's n_indent and t_max_predict_ms, and the fallback's dedent and repeat rules, as the session's
-// text_end hook. The time counts from the first token (the first call), and ends a completion
-// at the first line end after it, as llama.cpp does (which decodes one token at a time: the
-// text after that line end, drafted in the same step, is dropped).
+// text_end hook. The time counts from the first token (the first call). When it is up, the
+// completion ends at the first step after it, with the whole lines written so far, or, before
+// its first line end, the line as it stands. llama.cpp waits for the next line end instead,
+// which a long line (a string, a comprehension) can put far past the limit: an editor's
+// ghost text is then late, and the limit is there to keep it on time.
 std::function<size_t(int, const std::string&)> CompletionServer::Impl::line_rules(Job& job) const {
   struct State {
     std::optional<Clock::time_point> first;  // the first token's time
-    std::vector<size_t> seen;                // (n) text length at the previous call
   };
   auto state = std::make_shared<State>();
-  state->seen.assign(static_cast<size_t>(job.generation.n_candidates), 0);
   const int n_indent = job.llama.n_indent;
   const auto limit = std::chrono::milliseconds(job.predict_limit_ms);
   return [state, &job, n_indent, limit](int i, const std::string& text) -> size_t {
     const auto now = Clock::now();
     if (!state->first) state->first = now;
     size_t end = std::min({indent_end(text, n_indent), dedent_end(text, job.hole_indent), repeat_end(text, job.next_line)});
-    size_t& seen = state->seen[static_cast<size_t>(i)];
-    const size_t line_end = text.find('\n', std::min(seen, text.size()));
-    if (limit.count() > 0 && now - *state->first > limit && line_end != std::string::npos) {
-      end = std::min(end, line_end + 1);  // a step may bring several tokens: the rest were not wanted
-    }
-    seen = text.size();
+    if (limit.count() > 0 && now - *state->first > limit) end = std::min(end, time_limit_end(text));
     if (end != std::string::npos) job.limited[static_cast<size_t>(i)] = 1;
     return end;
   };

@@ -454,6 +454,11 @@ size_t repeat_end(std::string_view text, std::string_view line) {
   return std::string_view::npos;
 }
 
+size_t time_limit_end(std::string_view text) {
+  const size_t last_line_end = text.rfind('\n');
+  return last_line_end == std::string_view::npos ? text.size() : last_line_end + 1;
+}
+
 const char* llama_stop_type(FinishReason finish, bool limited) {
   switch (finish) {
     case FinishReason::Eos:

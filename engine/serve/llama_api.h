@@ -57,7 +57,7 @@ struct LlamaRequest {
   bool stream = false;
   int n_probs = 0;  // > 0: completion_probabilities
   bool return_tokens = false;
-  long long t_max_predict_ms = 0;            // > 0: stop at the first line end after this long
+  long long t_max_predict_ms = 0;            // > 0: stop at the first step after this long (time_limit_end)
   bool cache_prompt = true;                  // start from the server's prompt cache and keep this prompt
   std::vector<std::string> response_fields;  // non-empty: only these ("a/b" flattened)
 };
@@ -116,6 +116,9 @@ int hole_indentation(std::string_view before, std::string_view after);
 std::string_view next_line(std::string_view after);
 // Where the first line after the first that is `line` and complete begins; npos: none yet.
 size_t repeat_end(std::string_view text, std::string_view line);
+// Where a completion's text ends when its t_max_predict_ms is up: after its last line end,
+// or, before its first one, where it stands (the line in progress is cut off, never waited for).
+size_t time_limit_end(std::string_view text);
 
 // What a finished completion's answer says besides the candidate.
 struct LlamaOutcome {
