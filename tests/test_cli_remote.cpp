@@ -3,7 +3,8 @@
 // seed; the same Pass@All for eval on the demo problems; bench-serve's measurements, one
 // row per n from as many requests as asked; and clear messages with their exit codes for
 // options that do not fit a server and for a server that is not there; fill in the middle
-// through a server, the same filling as a local run.
+// through a server, the same filling as a local run; perplexity through a server, the same
+// figures as a local run.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -124,6 +125,30 @@ class TestCliRemote : public QObject {
     QVERIFY2(r.err.contains("--remote-api"), r.err.constData());
   }
 
+  // perplexity --remote cuts the text in the server's ids (/tokenize) and has each window
+  // scored there (echo): the same windows, token count and perplexity as a local run of the
+  // same model (the server's passes are this process's, so the figures agree to rounding).
+  void perplexityThroughAServer() {
+    QTemporaryDir dir;
+    const QString text_path = dir.filePath("story.txt");
+    std::ofstream(text_path.toStdString()) << "Once upon a time, there was a little girl named Lily. She loved to play "
+                                              "outside in the park with her friends. One day, she saw a big red ball.\n";
+    const QStringList args{"-f", text_path, "--ctx", "16", "--json"};
+    const CliRun local = run_cli(QStringList{"perplexity"} + model + args);
+    const CliRun remote = run_cli(QStringList{"perplexity", "--remote", server->url()} + args);
+    QVERIFY2(local.code == 0, local.err.constData());
+    QVERIFY2(remote.code == 0, remote.err.constData());
+    const QJsonObject l = QJsonDocument::fromJson(local.out).object(), r = QJsonDocument::fromJson(remote.out).object();
+    QVERIFY(l["windows"].toInt() >= 3);  // several windows, each starting with BOS
+    for (const char* key : {"tokens", "scored", "windows", "context"}) QCOMPARE(r[key].toInt(), l[key].toInt());
+    QVERIFY(l["perplexity"].toDouble() > 1.0);
+    QVERIFY2(std::abs(r["perplexity"].toDouble() / l["perplexity"].toDouble() - 1) < 1e-9, remote.out.constData());
+
+    const CliRun both = run_cli(QStringList{"perplexity", "--remote", server->url()} + model + args);
+    QCOMPARE(both.code, 2);
+    QVERIFY2(both.err.contains("-m and --tokenizer do not apply"), both.err.constData());
+  }
+
   void absentServerIsAMessage() {
     ServeProcess gone(model);
     QVERIFY(gone.started());
@@ -132,6 +157,9 @@ class TestCliRemote : public QObject {
     const CliRun r = run_cli({"generate", "--remote", url, "-p", "x"});
     QCOMPARE(r.code, 6);
     QVERIFY2(r.err.contains("cannot connect"), r.err.constData());
+    const CliRun scored = run_cli({"perplexity", "--remote", url, "-f", SPECULA_SOURCE_DIR "/README.md"});
+    QCOMPARE(scored.code, 6);
+    QVERIFY2(scored.err.contains("cannot connect"), scored.err.constData());
     const CliRun bench = run_cli({"bench-serve", "--remote", url});
     QCOMPARE(bench.code, 6);
     QVERIFY2(bench.err.contains("cannot connect"), bench.err.constData());

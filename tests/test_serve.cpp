@@ -241,6 +241,58 @@ class TestServe : public QObject {
     QVERIFY(r["specula"]["totals"]["acceptance_rate"].is_number());
   }
 
+  // /tokenize gives the model's ids; echo with max_tokens 0 scores a prompt of those ids:
+  // the same log-probabilities as a pass of the same model here, the first position
+  // unscored, the likeliest token at each position no less likely than the one there; with
+  // max_tokens > 0 the completion follows the prompt in the text and the logprobs.
+  void echoScoresThePrompt() {
+    auto client = http_client(stories->port());
+    const std::string text = "Once upon a time, there was a little girl named Lily.";
+    auto res = client.Post("/tokenize", json{{"content", text}, {"add_special", true}}.dump(), kJson);
+    QVERIFY(res && res->status == 200);
+    const std::vector<int> ids = json::parse(res->body)["tokens"].get<std::vector<int>>();
+    QCOMPARE(ids, local->target().tokenizer->encode(text, true));
+    res = client.Post("/tokenize", json{{"content", text}}.dump(), kJson);  // add_special false by default
+    QVERIFY(res && res->status == 200);
+    QCOMPARE(json::parse(res->body)["tokens"].get<std::vector<int>>(), local->target().tokenizer->encode(text, false));
+    res = client.Post("/tokenize", json{{"content", 5}}.dump(), kJson);
+    QVERIFY(res && res->status == 400);
+
+    int status = 0;
+    const json r = post(stories->port(), {{"prompt", ids}, {"echo", true}, {"max_tokens", 0}, {"logprobs", 1}}, &status);
+    QCOMPARE(status, 200);
+    const json& c = r["choices"][0];
+    QCOMPARE(c["text"].get<std::string>(), text);
+    const json& logprobs = c["logprobs"];
+    QCOMPARE(logprobs["token_logprobs"].size(), ids.size());
+    QVERIFY(logprobs["token_logprobs"][0].is_null());
+    const TokenScores want = local->score_tokens(ids, 1);
+    for (size_t i = 1; i < ids.size(); ++i) {
+      const double got = logprobs["token_logprobs"][i].get<double>();
+      QVERIFY2(std::abs(got + want.nll[i - 1]) <= 1e-12 * want.nll[i - 1], logprobs.dump().c_str());
+      QCOMPARE(logprobs["top_logprobs"][i].size(), size_t(1));
+      QVERIFY(logprobs["top_logprobs"][i].begin().value().get<double>() >= got - 1e-6);
+    }
+    QCOMPARE(r["usage"]["prompt_tokens"].get<int>(), int(ids.size()));
+    QCOMPARE(r["usage"]["completion_tokens"].get<int>(), 0);
+
+    // a prompt of text, echoed before a greedy completion: the same completion as without echo
+    const json plain = post(stories->port(), {{"prompt", "Lily"}, {"max_tokens", 8}, {"temperature", 0}}, &status);
+    QCOMPARE(status, 200);
+    const json echoed = post(stories->port(), {{"prompt", "Lily"}, {"max_tokens", 8}, {"temperature", 0}, {"echo", true},
+                                               {"logprobs", 0}}, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(echoed["choices"][0]["text"].get<std::string>(), "Lily" + plain["choices"][0]["text"].get<std::string>());
+    const size_t prompt_tokens = local->target().tokenizer->encode("Lily", true).size();
+    QCOMPARE(echoed["choices"][0]["logprobs"]["token_logprobs"].size(),
+             prompt_tokens + size_t(plain["choices"][0]["specula"]["tokens"].get<int>()));
+    QVERIFY(echoed["choices"][0]["logprobs"]["top_logprobs"].is_null());  // logprobs 0: the tokens' own alone
+
+    const json outside = post(stories->port(), {{"prompt", {1, 100000}}, {"echo", true}, {"max_tokens", 0}}, &status);
+    QCOMPARE(status, 400);
+    QVERIFY2(outside["error"]["message"].get<std::string>().find("vocabulary") != std::string::npos, outside.dump().c_str());
+  }
+
   void hostileRequestsGetErrorObjects_data() {
     QTest::addColumn<QByteArray>("body");
     QTest::addColumn<int>("status");

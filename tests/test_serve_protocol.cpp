@@ -98,6 +98,22 @@ class TestServeProtocol : public QObject {
     QVERIFY(!defaults.seed && !defaults.logprobs && !defaults.stream);
   }
 
+  // A prompt of token ids (a list, or a list holding one list), and echo, which lets
+  // max_tokens be 0 (scoring a prompt) where a completion needs at least 1.
+  void tokenPromptsAndEchoAreRead() {
+    CompletionRequest r = parse_completion_request(R"({"prompt": [1, 2, 3], "echo": true, "max_tokens": 0, "logprobs": 1})",
+                                                   RequestLimits{});
+    QCOMPARE(r.prompt_ids, (std::vector<int>{1, 2, 3}));
+    QVERIFY(r.prompt.empty());
+    QVERIFY(r.echo);
+    QCOMPARE(r.max_tokens, 0);
+    QCOMPARE(*r.logprobs, 1);
+    r = parse_completion_request(R"({"prompt": [[7, 8]]})", RequestLimits{});
+    QCOMPARE(r.prompt_ids, (std::vector<int>{7, 8}));
+    QVERIFY(!r.echo);
+    QCOMPARE(r.max_tokens, 16);
+  }
+
   void badRequestsAre400NamingTheField_data() {
     QTest::addColumn<QString>("body");
     QTest::addColumn<QString>("param");
@@ -105,7 +121,10 @@ class TestServeProtocol : public QObject {
     QTest::newRow("not an object") << R"(["prompt"])" << "";
     QTest::newRow("no prompt") << R"({"n": 2})" << "prompt";
     QTest::newRow("two prompts") << R"({"prompt": ["a", "b"]})" << "prompt";
-    QTest::newRow("token prompt") << R"({"prompt": [1, 2, 3]})" << "prompt";
+    QTest::newRow("two token prompts") << R"({"prompt": [[1, 2], [3]]})" << "prompt";
+    QTest::newRow("negative token id") << R"({"prompt": [1, -2]})" << "prompt";
+    QTest::newRow("token ids and text") << R"({"prompt": [1, "a"]})" << "prompt";
+    QTest::newRow("token ids and a suffix") << R"({"prompt": [1, 2], "suffix": "x"})" << "suffix";
     QTest::newRow("n zero") << R"({"prompt": "x", "n": 0})" << "n";
     QTest::newRow("huge n") << R"({"prompt": "x", "n": 1000000000})" << "n";
     QTest::newRow("n past 2^64") << R"({"prompt": "x", "n": 99999999999999999999})" << "n";
@@ -123,7 +142,9 @@ class TestServeProtocol : public QObject {
         << "stop";
     QTest::newRow("stream a string") << R"({"prompt": "x", "stream": "yes"})" << "stream";
     QTest::newRow("logprobs 6") << R"({"prompt": "x", "logprobs": 6})" << "logprobs";
-    QTest::newRow("echo") << R"({"prompt": "x", "echo": true})" << "echo";
+    QTest::newRow("echo streamed") << R"({"prompt": "x", "echo": true, "stream": true})" << "echo";
+    QTest::newRow("echo a string") << R"({"prompt": "x", "echo": "yes"})" << "echo";
+    QTest::newRow("echo, max_tokens -1") << R"({"prompt": "x", "echo": true, "max_tokens": -1})" << "max_tokens";
     QTest::newRow("best_of > n") << R"({"prompt": "x", "best_of": 4})" << "best_of";
     QTest::newRow("penalty") << R"({"prompt": "x", "frequency_penalty": 0.5})" << "frequency_penalty";
     QTest::newRow("logit_bias") << R"({"prompt": "x", "logit_bias": {"50256": -100}})" << "logit_bias";

@@ -12,6 +12,7 @@
 #include "eval/perplexity.h"
 #include "model/tokenizer.h"
 #include "model_options.h"
+#include "serve/remote_generator.h"
 
 namespace specula::cli {
 
@@ -19,15 +20,36 @@ namespace {
 
 struct PerplexityArgs {
   ModelOptions models;
+  serve::RemoteOptions remote;
   std::string text_path;
   int context = 512;
   bool json = false;
 };
 
+// On a server (--remote): the text in the server's ids (its /tokenize), BOS where it adds
+// one, each window scored by the server (echo with logprobs).
+PerplexityResult remote_perplexity(const PerplexityArgs& a, const std::string& text, const PerplexityOptions& options) {
+  if (!a.models.model_path.empty() || !a.models.tokenizer_path.empty()) {
+    throw CommandFailed("--remote scores the text on the server: -m and --tokenizer do not apply", 2);
+  }
+  try {
+    serve::RemoteGenerator server(a.remote);
+    const std::vector<int> tokens = server.tokenize(text, false);
+    const std::vector<int> special = server.tokenize("", true);
+    const int bos = special.size() == 1 ? special[0] : -1;
+    const WindowScorer score = [&server](std::span<const int> window, const std::function<bool(long)>& advanced) {
+      TokenScores scores = server.score(window);
+      scores.stopped = !advanced(static_cast<long>(window.size()));
+      return scores;
+    };
+    return perplexity(score, tokens, bos, options);
+  } catch (const serve::RemoteError& e) {
+    throw CommandFailed(e.what(), kExitRemote);
+  }
+}
+
 void run(const PerplexityArgs& a) {
   const std::string text = read_input_file(a.text_path);
-  LoadedModels loaded = load_models(a.models);
-  const std::vector<int> tokens = loaded.target->tokenizer->encode(text, false);
   PerplexityOptions options;
   options.context = a.context;
   const bool show = isatty(STDERR_FILENO) == 1;
@@ -37,7 +59,13 @@ void run(const PerplexityArgs& a) {
   };
   PerplexityResult result;
   try {
-    result = perplexity(*loaded.backend, *loaded.target, tokens, options);
+    if (!a.remote.url.empty()) {
+      result = remote_perplexity(a, text, options);
+    } else {
+      LoadedModels loaded = load_models(a.models);
+      const std::vector<int> tokens = loaded.target->tokenizer->encode(text, false);
+      result = perplexity(*loaded.backend, *loaded.target, tokens, options);
+    }
   } catch (const std::invalid_argument& e) {
     throw CommandFailed(e.what(), 2);
   }
@@ -61,6 +89,7 @@ void add_perplexity_command(CLI::App& app) {
   auto a = std::make_shared<PerplexityArgs>();
   CLI::App* cmd = app.add_subcommand("perplexity", "A model's perplexity on a text (as llama-perplexity reports it)");
   add_model_options(cmd, a->models);
+  add_remote_options(cmd, a->remote);
   cmd->add_option("-f,--file", a->text_path, "The text")->required();
   cmd->add_option("--ctx", a->context, "Positions per window, BOS included (default 512)")->check(CLI::Range(2, 1 << 20));
   cmd->add_flag("--json", a->json, "One JSON object: tokens, scored, windows, context, perplexity");

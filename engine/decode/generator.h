@@ -58,6 +58,10 @@ class LocalGenerator final : public Generator {
                                                       int k) {
     return specula::top_logprobs(*backend_, *target_, prompt_ids, tokens, k);
   }
+  // The negative log-likelihood of each of `ids` after the first, and with k > 0 the k most
+  // likely tokens at its position (top_logprobs.h), on this generator's backend: not while it
+  // generates.
+  TokenScores score_tokens(std::span<const int> ids, int k) { return specula::score_tokens(*backend_, *target_, ids, k); }
   const std::shared_ptr<const Model>& draft() const { return draft_; }
 
  private:

@@ -6,6 +6,7 @@
 // the distributions the tokens were chosen from.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -18,6 +19,23 @@ struct TokenLogprob {
   int token = 0;
   float logprob = 0.0f;  // log softmax of the target's logits (T = 1)
 };
+
+// The `k` most likely tokens of one row of logits, most likely first (ties: the lower id).
+std::vector<TokenLogprob> most_likely(std::span<const float> logits, int k);
+
+// What one pass of the target over `ids` says of each token after the first (a prompt scored
+// whole, as a perplexity window or OpenAI's `echo`): its negative log-likelihood, in double
+// precision, and with k > 0 the k most likely tokens at its position.
+struct TokenScores {
+  std::vector<double> nll;                     // (ids.size() - 1) -log p(ids[i] | ids[..i]), i >= 1
+  std::vector<std::vector<TokenLogprob>> top;  // (ids.size() - 1) × k; empty when k is 0
+  bool stopped = false;                        // `advanced` said stop: the vectors cover the rows done
+};
+// `rows_per_forward` positions go through each forward; after each, advanced(positions done)
+// may say stop (false). Throws std::invalid_argument for fewer than 2 ids or more than the
+// model's context, and k < 0.
+TokenScores score_tokens(Backend& backend, const Model& model, std::span<const int> ids, int k,
+                         const std::function<bool(long)>& advanced = {}, int rows_per_forward = 64);
 
 // For each of `tokens` (generated after `prompt_ids`, which must not be empty), the `k` most
 // likely tokens at its position, most likely first. Throws std::invalid_argument for an

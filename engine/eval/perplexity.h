@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "compute/backend.h"
+#include "decode/top_logprobs.h"
 #include "model/model.h"
 
 namespace specula {
@@ -35,8 +36,18 @@ struct PerplexityResult {
   double perplexity() const;  // exp(nll_sum / scored); 0 when nothing was scored
 };
 
-// `text_tokens`: the text's ids, no BOS. Throws std::invalid_argument for a context under
-// 2 or over the model's, and when there is nothing to score.
+// Scores one window: -log p of each of its tokens after the first (TokenScores::nll, from
+// decode/top_logprobs.h), calling `advanced(positions done)` as it goes (false: stop).
+using WindowScorer = std::function<TokenScores(std::span<const int> window, const std::function<bool(long)>& advanced)>;
+
+// `text_tokens`: the text's ids, no BOS; `bos`: the id each window starts with, or -1 for
+// none; the windows scored by `score` (this process's backend, or a server's: serve/remote_generator.h).
+// Throws std::invalid_argument for a context under 2 and when there is nothing to score.
+PerplexityResult perplexity(const WindowScorer& score, std::span<const int> text_tokens, int bos,
+                            const PerplexityOptions& options);
+
+// On this process's backend: BOS where the model's vocabulary adds one; a context over the
+// model's is refused too.
 PerplexityResult perplexity(Backend& backend, const Model& model, std::span<const int> text_tokens,
                             const PerplexityOptions& options);
 

@@ -43,6 +43,7 @@ enum class Dialect { OpenAi, LlamaCompletion, LlamaInfill };
 Dialect dialect_of(const std::string& path) {
   if (path == "/completion" || path == "/completions") return Dialect::LlamaCompletion;
   if (path == "/infill") return Dialect::LlamaInfill;
+  if (path == "/tokenize") return Dialect::LlamaCompletion;  // llama.cpp's own, its key and its errors
   return Dialect::OpenAi;
 }
 
@@ -77,6 +78,7 @@ struct Job {
   std::optional<SessionResult> result;  // the session's end
   std::vector<std::vector<std::vector<TokenLogprob>>> alternatives;  // a chat's top_logprobs: per candidate,
                                                                      // per token (set with result)
+  std::vector<TokenScores> echoed;      // echo: per candidate, its prompt and tokens scored (set with result)
   std::string failure;                  // why the session threw; empty: it did not
   double queue_seconds = 0.0;           // time spent waiting for the engine
   bool done = false;                    // result or failure is set
@@ -113,6 +115,8 @@ json bytes_of(const std::string& text) {
   return bytes;
 }
 
+constexpr size_t kContextTokens = 4;  // tokens before an alternative, for its text
+
 // The text token `id` adds after `before` (a few tokens before it, so that a tokenizer that
 // marks word starts shows the space).
 std::string text_after(const Tokenizer& tokenizer, std::vector<int> before, int id) {
@@ -123,6 +127,38 @@ std::string text_after(const Tokenizer& tokenizer, std::vector<int> before, int 
   return tokenizer.decode(std::span<const int>(&id, 1));
 }
 
+// echo: the prompt's tokens, then the completion's, in the completions format, each after
+// the first with its log-probability (and the likeliest at its position with logprobs k > 0);
+// `text` gets the prompt's text.
+json echo_logprobs_json(const Tokenizer& tokenizer, const Job& job, const Candidate& c, std::string& text) {
+  std::vector<int> all = job.prompt_ids;
+  all.insert(all.end(), c.tokens.begin(), c.tokens.end());
+  const std::vector<std::string> texts = token_texts(tokenizer, {}, all);
+  text.clear();
+  for (size_t i = 0; i < job.prompt_ids.size() && i < texts.size(); ++i) text += texts[i];
+  if (!job.request.logprobs) return nullptr;
+  const size_t index = static_cast<size_t>(c.index);
+  const TokenScores* scores = index < job.echoed.size() ? &job.echoed[index] : nullptr;
+  json offsets = json::array(), logprobs = json::array(), top = json::array();
+  size_t offset = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    offsets.push_back(offset);
+    offset += texts[i].size();
+    const bool scored = i > 0 && scores && i - 1 < scores->nll.size();
+    logprobs.push_back(scored ? json(-scores->nll[i - 1]) : json(nullptr));
+    if (!scored || scores->top.empty()) {
+      top.push_back(nullptr);
+      continue;
+    }
+    const std::vector<int> before(all.begin() + static_cast<long>(i - std::min(i, kContextTokens)), all.begin() + static_cast<long>(i));
+    json likeliest = json::object();
+    for (const TokenLogprob& t : scores->top[i - 1]) likeliest[text_after(tokenizer, before, t.token)] = t.logprob;
+    top.push_back(likeliest);
+  }
+  return {{"tokens", texts}, {"token_logprobs", logprobs}, {"top_logprobs", *job.request.logprobs > 0 ? top : json(nullptr)},
+          {"text_offset", offsets}};
+}
+
 // The chat format: per token its text, log-probability and bytes, and with top_logprobs the
 // most likely tokens at its position in the same shape.
 json chat_logprobs_json(const Tokenizer& tokenizer, const Job& job, const Candidate& c) {
@@ -130,7 +166,6 @@ json chat_logprobs_json(const Tokenizer& tokenizer, const Job& job, const Candid
   const std::vector<std::string> texts = token_texts(tokenizer, job.prompt_ids, c.tokens);
   const size_t index = static_cast<size_t>(c.index);
   const auto* alternatives = index < job.alternatives.size() ? &job.alternatives[index] : nullptr;
-  constexpr size_t kContextTokens = 4;  // before an alternative, for its text
   std::vector<int> sequence = job.prompt_ids;
   sequence.insert(sequence.end(), c.tokens.begin(), c.tokens.end());
   json content = json::array();
@@ -172,6 +207,15 @@ json choice_json(const Tokenizer& tokenizer, const Job& job, const Candidate& c,
     choice["finish_reason"] = openai_finish_reason(c.finish);
     choice["specula"] = finished_extension(c);
     return choice;
+  }
+  if (job.request.echo) {
+    std::string prompt_text;
+    json logprobs = echo_logprobs_json(tokenizer, job, c, prompt_text);
+    return {{"index", c.index},
+            {"text", prompt_text + c.text},
+            {"logprobs", std::move(logprobs)},
+            {"finish_reason", openai_finish_reason(c.finish)},
+            {"specula", finished_extension(c)}};
   }
   return {{"index", c.index},
           {"text", whole_text ? c.text : std::string()},
@@ -245,6 +289,7 @@ const Route kRoutes[] = {
     {"/completion", {"POST"}},  // llama.cpp's native endpoints, for editor plugins
     {"/completions", {"POST"}},
     {"/infill", {"POST"}},
+    {"/tokenize", {"POST"}},
 };
 
 // The longest text one token stands for, in bytes: a prompt longer than the context times
@@ -328,6 +373,7 @@ struct CompletionServer::Impl {
   HttpResponse refusal(int status, const std::string& message);
   std::vector<std::pair<std::string, std::string>> cors_headers(const HttpRequest& request) const;
   std::shared_ptr<Job> accept(const std::string& body);
+  HttpResponse tokenize(const std::string& body) const;
   std::shared_ptr<Job> accept_chat(const std::string& body);
   void put_in_prompt_style(Job& job) const;
   void check_model(const CompletionRequest& request) const;
@@ -491,6 +537,12 @@ void CompletionServer::Impl::work(const HttpRequest& request, HttpExchange& exch
   const Dialect dialect = dialect_of(request.path);
   std::shared_ptr<Job> job;
   try {
+    if (request.path == "/tokenize") {
+      HttpResponse res = tokenize(request.body);
+      for (auto& h : cors_headers(request)) res.headers.push_back(std::move(h));
+      exchange.respond(res);
+      return;
+    }
     if (dialect != Dialect::OpenAi) {
       job = accept_llama(dialect, request.body);
     } else {
@@ -528,9 +580,41 @@ std::shared_ptr<Job> CompletionServer::Impl::accept(const std::string& body) {
   GenerationRequest& g = job->generation;
   g.prompt = job->request.prompt;
   if (!job->request.suffix.empty()) g.suffix = job->request.suffix;
-  put_in_prompt_style(*job);
+  if (!job->request.prompt_ids.empty()) {  // sent as the model is to read them, in no prompt style
+    for (const int id : job->request.prompt_ids) {
+      if (id >= tokenizer().size()) {
+        throw ApiError(400, "the prompt's token id " + std::to_string(id) + " is not in the vocabulary of " +
+                                std::to_string(tokenizer().size()) + " tokens", "prompt");
+      }
+    }
+    g.prompt_ids = job->request.prompt_ids;
+  } else {
+    put_in_prompt_style(*job);
+  }
   prepare(*job, "cmpl");
   return job;
+}
+
+// POST /tokenize, llama.cpp's: {"content", "add_special"} to {"tokens"} (vLLM's "prompt" and
+// "add_special_tokens" read too), on the worker that answers it: the model's own ids, for a
+// client that cuts a text into windows of tokens (specula-cli perplexity --remote).
+HttpResponse CompletionServer::Impl::tokenize(const std::string& body) const {
+  const json j = json::parse(body, nullptr, false);
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  const auto value = [&](const char* name, const char* other) -> const json* {
+    if (auto it = j.find(name); it != j.end()) return &*it;
+    if (auto it = j.find(other); it != j.end()) return &*it;
+    return nullptr;
+  };
+  const json* content = value("content", "prompt");
+  if (!content || !content->is_string()) throw ApiError(400, "content must be a string", "content");
+  const json* special = value("add_special", "add_special_tokens");
+  if (special && !special->is_boolean()) throw ApiError(400, "add_special must be true or false", "add_special");
+  if (const json* pieces = value("with_pieces", "with_pieces"); pieces && pieces->is_boolean() && pieces->get<bool>()) {
+    throw ApiError(400, "with_pieces is not supported: ask for the ids alone", "with_pieces");
+  }
+  const std::string& text = content->get_ref<const std::string&>();
+  return json_response({{"tokens", tokenizer().encode(text, special && special->get<bool>())}});
 }
 
 // serve --prompt-style: a completion prompt inside the code chat, ending at its closing fence.
@@ -613,11 +697,12 @@ void CompletionServer::Impl::prepare(Job& job, const char* id_prefix) {
   } catch (const std::invalid_argument& e) {
     throw ApiError(400, e.what(), "suffix");  // a suffix for a model without fill-in-the-middle tokens
   }
-  if (static_cast<int>(job.prompt_ids.size()) >= context()) {
+  const bool scores_only = r.echo && r.max_tokens == 0;  // a prompt as long as the context may be scored
+  if (static_cast<int>(job.prompt_ids.size()) > context() - (scores_only ? 0 : 1)) {
     throw ApiError(400, "the prompt has " + std::to_string(job.prompt_ids.size()) + " tokens; the model's context holds " +
                             std::to_string(context()), job.chat ? "messages" : "prompt");
   }
-  if (r.max_tokens == 0) r.max_tokens = context() - static_cast<int>(job.prompt_ids.size());  // chat's default
+  if (r.max_tokens == 0 && !r.echo) r.max_tokens = context() - static_cast<int>(job.prompt_ids.size());  // chat's default
   DecodeOptions sizing;
   sizing.n_seqs = r.n;
   sizing.max_new_tokens = r.max_tokens;
@@ -924,7 +1009,22 @@ void CompletionServer::Impl::generate(Job& job) {
   std::optional<SessionResult> result;
   std::string failure;
   try {
-    result = generator.generate(job.generation, callbacks, &job.cancel);
+    if (job.generation.max_new_tokens > 0) {
+      result = generator.generate(job.generation, callbacks, &job.cancel);
+    } else {  // echo with max_tokens 0: the prompt scored, nothing generated
+      result.emplace();
+      for (int i = 0; i < job.generation.n_candidates; ++i) {
+        result->candidates.push_back(Candidate{.index = i, .finish = FinishReason::Length});
+      }
+      result->totals.prompt_tokens = static_cast<int>(job.prompt_ids.size());
+    }
+    if (job.request.echo) {
+      for (const Candidate& c : result->candidates) {
+        std::vector<int> all = job.prompt_ids;
+        all.insert(all.end(), c.tokens.begin(), c.tokens.end());
+        job.echoed.push_back(all.size() < 2 ? TokenScores{} : generator.score_tokens(all, job.request.logprobs.value_or(0)));
+      }
+    }
     if (job.request.top_logprobs > 0) {
       for (const Candidate& c : result->candidates) {
         job.alternatives.push_back(generator.top_logprobs(job.prompt_ids, c.tokens, job.request.top_logprobs));

@@ -68,8 +68,22 @@ std::string prompt_of(const json& value) {
   if (value.is_array() && !value.empty() && value[0].is_string()) {
     bad("prompt", "a list of prompts is not supported: send one prompt per request (n gives several completions)");
   }
-  if (value.is_array()) bad("prompt", "prompts of token ids are not supported: send the prompt as a string");
-  bad("prompt", "prompt must be a string");
+  bad("prompt", "prompt must be a string or a list of token ids");
+}
+
+// A prompt of token ids: a list of integers, or a list holding one such list.
+std::optional<std::vector<int>> prompt_ids_of(const json& value) {
+  const json* list = &value;
+  if (value.is_array() && value.size() == 1 && value[0].is_array()) list = &value[0];
+  if (!list->is_array() || list->empty() || !(*list)[0].is_number()) return std::nullopt;
+  std::vector<int> ids;
+  for (const json& id : *list) {
+    if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > std::numeric_limits<int>::max()) {
+      bad("prompt", "a prompt of token ids holds non-negative integers only");
+    }
+    ids.push_back(id.get<int>());
+  }
+  return ids;
 }
 
 std::vector<std::string> stops_of(const json& value, int max_stop) {
@@ -90,7 +104,6 @@ std::vector<std::string> stops_of(const json& value, int max_stop) {
 
 // Fields Specula knows but cannot honour: refused rather than silently ignored.
 void refuse_unsupported(const json& body, int n) {
-  if (const json* v = field(body, "echo"); v && boolean(*v, "echo")) bad("echo", "echo is not supported");
   if (const json* v = field(body, "best_of"); v && integer(*v, "best_of", 1, kMaxCandidates) != n) {
     bad("best_of", "best_of is not supported (other than equal to n)");
   }
@@ -225,9 +238,21 @@ CompletionRequest parse_completion_request(std::string_view body, const RequestL
   CompletionRequest r;
   const json* prompt = field(j, "prompt");
   if (!prompt) bad("prompt", "prompt is required");
-  r.prompt = prompt_of(*prompt);
+  if (auto ids = prompt_ids_of(*prompt)) {
+    r.prompt_ids = std::move(*ids);
+  } else {
+    r.prompt = prompt_of(*prompt);
+  }
   if (const json* v = field(j, "suffix")) r.suffix = text(*v, "suffix");
-  parse_common_fields(j, limits, r);
+  if (!r.prompt_ids.empty() && !r.suffix.empty()) bad("suffix", "a suffix goes with a prompt of text, not of token ids");
+  if (const json* v = field(j, "echo")) r.echo = boolean(*v, "echo");
+  json common = j;
+  if (r.echo && common.contains("max_tokens")) {  // 0: score the prompt, generate nothing
+    r.max_tokens = static_cast<int>(integer(common["max_tokens"], "max_tokens", 0, limits.max_tokens));
+    common.erase("max_tokens");
+  }
+  parse_common_fields(common, limits, r);
+  if (r.echo && r.stream) bad("echo", "echo is not supported with stream");
   if (const json* v = field(j, "logprobs")) r.logprobs = static_cast<int>(integer(*v, "logprobs", 0, 5));
   refuse_unsupported(j, r.n);
   return r;

@@ -39,11 +39,20 @@ nlohmann::json error_json(const ApiError& error);
 std::string dump(const nlohmann::json& value);
 
 // POST /v1/completions, as Specula reads it. Fields it does not know are ignored; fields
-// it knows but cannot honour (echo, best_of > n, penalties, logit_bias) are refused.
+// it knows but cannot honour (best_of > n, penalties, logit_bias) are refused.
+//
+// `prompt` may be a string or a list of token ids (one prompt either way). `echo: true` puts
+// the prompt before each completion, in its text and its logprobs, every prompt token after
+// the first scored (its log-probability; with logprobs k > 0 also the k likeliest tokens at
+// its position), as OpenAI's legacy API did and vLLM does: with max_tokens 0 it scores a text
+// (a perplexity window, lm-evaluation-harness's log-likelihoods) without generating. Echo is
+// refused with stream.
 struct CompletionRequest {
   std::string model;              // empty: whatever the server serves
   std::string prompt;
+  std::vector<int> prompt_ids;    // a prompt of token ids (prompt is then empty); empty: none
   std::string suffix;             // fill-in-the-middle: the text after the gap; empty: none
+  bool echo = false;              // the prompt first in text and logprobs, scored; max_tokens may be 0
   int n = 1;                      // completions of the prompt, decoded together
   int max_tokens = 16;            // per completion (OpenAI's default)
   float temperature = 1.0f;       // 0..2; 0 is greedy

@@ -691,4 +691,63 @@ std::string RemoteGenerator::describe() const {
          (traits_.chat ? ", through chat" : "");
 }
 
+json RemoteGenerator::post(const std::string& path, const json& body) {
+  Exchange x(options_, base_ + path, dump(body), false);
+  const CURLcode code = curl_easy_perform(x.handle());
+  if (code != CURLE_OK) throw RemoteError(transport_error(code, x));
+  if (x.status() != 200) throw RemoteError(status_error(x.status(), x, model_));
+  json answer = json::parse(x.body(), nullptr, false);
+  if (!answer.is_object()) throw RemoteError(x.url() + " did not answer with a JSON object");
+  return answer;
+}
+
+std::vector<int> RemoteGenerator::tokenize(const std::string& text, bool add_special) {
+  if (model_.empty()) probe(options_.connect_timeout_seconds);
+  json answer;
+  try {  // llama.cpp reads content and add_special, vLLM prompt and add_special_tokens
+    answer = post("/tokenize", {{"content", text}, {"add_special", add_special}, {"prompt", text},
+                                {"add_special_tokens", add_special}, {"model", model_}});
+  } catch (const RemoteError& e) {
+    if (std::string_view(e.what()).find("(404)") == std::string_view::npos) throw;
+    throw RemoteError(base_ + " has no /tokenize endpoint (llama.cpp's and vLLM's servers have one), so its token ids "
+                      "are not known here: " + e.what());
+  }
+  const auto tokens = answer.find("tokens");
+  if (tokens == answer.end() || !tokens->is_array()) throw RemoteError(base_ + "/tokenize did not answer with a list of tokens");
+  std::vector<int> ids;
+  for (const json& t : *tokens) {
+    if (!t.is_number_integer()) throw RemoteError(base_ + "/tokenize answered with a token that is not an id");
+    ids.push_back(t.get<int>());
+  }
+  return ids;
+}
+
+TokenScores RemoteGenerator::score(std::span<const int> ids) {
+  if (ids.size() < 2) throw std::invalid_argument("scoring needs at least 2 tokens");
+  if (model_.empty()) probe(options_.connect_timeout_seconds);
+  const json answer = post("/v1/completions", {{"model", model_},
+                                               {"prompt", std::vector<int>(ids.begin(), ids.end())},
+                                               {"max_tokens", 0},
+                                               {"echo", true},
+                                               {"logprobs", 0},
+                                               {"temperature", 0}});
+  const std::string missing = base_ + " returns no log-probabilities of the prompt (echo with logprobs), which scoring "
+                              "a text needs: Specula's serve and vLLM return them, llama.cpp's server does not";
+  const json* logprobs = nullptr;
+  if (auto choices = answer.find("choices"); choices != answer.end() && choices->is_array() && !choices->empty() &&
+                                             (*choices)[0].is_object()) {
+    if (auto l = (*choices)[0].find("logprobs"); l != (*choices)[0].end() && l->is_object()) logprobs = &*l;
+  }
+  if (!logprobs || !logprobs->contains("token_logprobs") || !(*logprobs)["token_logprobs"].is_array()) throw RemoteError(missing);
+  const json& values = (*logprobs)["token_logprobs"];
+  if (values.size() < ids.size()) throw RemoteError(missing + " (" + std::to_string(values.size()) + " values for " +
+                                                    std::to_string(ids.size()) + " tokens)");
+  TokenScores scores;
+  for (size_t i = 1; i < ids.size(); ++i) {
+    if (!values[i].is_number()) throw RemoteError(missing + " (position " + std::to_string(i) + " has none)");
+    scores.nll.push_back(-values[i].get<double>());
+  }
+  return scores;
+}
+
 }  // namespace specula::serve

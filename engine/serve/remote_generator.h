@@ -27,9 +27,12 @@
 #pragma once
 
 #include <atomic>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "decode/generator.h"
 
@@ -85,7 +88,19 @@ class RemoteGenerator final : public Generator {
                          const std::atomic<bool>* stop = nullptr) override;
   std::string describe() const override;
 
+  // POST /tokenize (llama.cpp's and vLLM's endpoint): the server's ids for `text`, with the
+  // special tokens it adds (BOS) when `add_special`. Throws RemoteError, naming the endpoint
+  // when the server has none.
+  std::vector<int> tokenize(const std::string& text, bool add_special);
+  // The server's scores of `ids` (at least 2): POST /v1/completions with the ids as the
+  // prompt, echo, logprobs 0 and max_tokens 0, as Specula's `serve` and vLLM answer; the
+  // nll of TokenScores from the prompt's token_logprobs. Throws RemoteError when the server
+  // returns no log-probabilities of the prompt (llama.cpp's server does not).
+  TokenScores score(std::span<const int> ids);
+
  private:
+  nlohmann::json post(const std::string& path, const nlohmann::json& body);
+
   RemoteOptions options_;
   std::string base_;             // the URL without a trailing "/" or "/v1"
   std::string model_;            // the model named, or the one probe() found; empty: ask probe()
