@@ -83,6 +83,18 @@ def main():
         check(all(c.text for c in completion.choices), "a completion is empty")
         print("completions n=3:", [c.text for c in completion.choices])
 
+        # lm-evaluation-harness's log-likelihood request: token ids, echo, logprobs 1, max_tokens 0
+        ids = [1, 1013, 1147, 29898, 29874]
+        scored = client.completions.create(model=name, prompt=ids, echo=True, logprobs=1, max_tokens=0,
+                                           temperature=0)
+        lp = scored.choices[0].logprobs
+        check(len(lp.token_logprobs) == len(ids) and lp.token_logprobs[0] is None,
+              "echoed log-probabilities: %s" % lp.token_logprobs)
+        check(all(v < 0 for v in lp.token_logprobs[1:]), "a log-probability is not negative")
+        check(all(len(t) == 1 and max(t.values()) >= v - 1e-6
+                  for t, v in zip(lp.top_logprobs[1:], lp.token_logprobs[1:])), "top_logprobs: %s" % lp.top_logprobs)
+        print("echo scored:", scored.choices[0].text, lp.token_logprobs[1:])
+
         try:
             client.chat.completions.create(model=name, messages=[{"role": "user"}])
             check(False, "a message without content was accepted")
