@@ -3,11 +3,14 @@
 # table of docs/performance.md that reports it: one-token decode and 4-, 8- and 16-token
 # forwards of one sequence, at every SIMD level this processor has.
 #
-#   usage: tools/cpu_side_by_side.sh SPECULA_CLI LLAMA_BIN_DIR MODEL_DIR [THREADS] [ROUNDS] [OUT_DIR]
+#   usage: [TYPES="..."] [TABLE=NAME] tools/cpu_side_by_side.sh SPECULA_CLI LLAMA_BIN_DIR MODEL_DIR
+#          [THREADS] [ROUNDS] [OUT_DIR]
 #
-# MODEL_DIR holds r11-f16.gguf, r11-Q8_0.gguf, r11-Q4_0.gguf and r11-Q4_K_M.gguf (the 1.1B
+# MODEL_DIR holds r11-TYPE.gguf for each of TYPES (default "f16 Q8_0 Q4_0 Q4_K_M"; the 1.1B
 # shape with random weights from `bench-forward --random 1.1b --write-gguf`, quantized by
-# llama.cpp's llama-quantize); LLAMA_BIN_DIR holds a built llama-bench. Each round runs, per
+# llama.cpp's llama-quantize: ../shared/bench/make-models.sh and tools/bench/make-more-types.sh
+# make them); LLAMA_BIN_DIR holds a built llama-bench. The table goes between the TABLE
+# markers (default cpu-side-by-side; the other types' table is cpu-side-by-side-types). Each round runs, per
 # file, llama-bench (-p 4,8,16 -n 32), then `specula-cli bench-forward --tokens 1,4,8,16` at
 # each SIMD level, then llama-bench again: llama.cpp's figure of the round is the mean of the
 # runs before and after, so that both programs see the same load and the same phase of the
@@ -21,7 +24,8 @@ out=${6:-$(mktemp -d)}
 doc=$(cd "$(dirname "$0")/.." && pwd)/docs/performance.md
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$llama${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-types=(f16 Q8_0 Q4_0 Q4_K_M)
+read -r -a types <<<"${TYPES:-f16 Q8_0 Q4_0 Q4_K_M}"
+table=${TABLE:-cpu-side-by-side}
 
 levels=(avx2)
 if "$cli" bench-forward --random tiny --type f32 --tokens 1 --repeats 1 --simd avx512 >/dev/null 2>&1; then
@@ -47,11 +51,10 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$out" "$rounds" "$threads" "$doc" "$(nice)" "$load_before" "$load_after" \
-  "$(lscpu | sed -n 's/^Model name: *//p')" "$(nproc)" "${levels[@]}" <<'EOF'
+  "$(lscpu | sed -n 's/^Model name: *//p')" "$(nproc)" "${types[*]}" "$table" "${levels[@]}" <<'EOF'
 import datetime, json, re, statistics, sys
-out, rounds, threads, doc, niceness, load_before, load_after, cpu, cores = sys.argv[1:10]
-rounds, levels, med = int(rounds), sys.argv[10:], statistics.median
-types = ["f16", "Q8_0", "Q4_0", "Q4_K_M"]
+out, rounds, threads, doc, niceness, load_before, load_after, cpu, cores, types, table = sys.argv[1:12]
+rounds, levels, med, types = int(rounds), sys.argv[12:], statistics.median, types.split()
 ks = [4, 8, 16]
 
 rows = []
@@ -90,10 +93,12 @@ head = ["type", "SIMD", "decode tok/s", "llama.cpp", "ratio", "% of bw"]
 for k in ks:
     head += [f"{k} tokens tok/s", "llama.cpp", "ratio"]
 head.append("16 tokens % of peak")
-table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + rows)
+rendered = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + rows)
 plural = lambda n, word: f"{n} {word}" + ("" if str(n) == "1" else "s")
 nice_prefix = "" if niceness == "0" else f"nice -n {niceness} "
-block = f"""<!-- cpu-side-by-side:begin (written by tools/cpu_side_by_side.sh) -->
+if types != ["f16", "Q8_0", "Q4_0", "Q4_K_M"] or table != "cpu-side-by-side":
+    nice_prefix = f'TYPES="{" ".join(types)}" TABLE={table} ' + nice_prefix
+block = f"""<!-- {table}:begin (written by tools/cpu_side_by_side.sh) -->
 {cpu}, {cores} cores, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {plural(threads, "thread")},
 niceness {niceness}, load average {load_before} before and {load_after} after. Medians of
 {plural(rounds, "interleaved round")} (llama-bench `-r 3` before and after bench-forward
@@ -108,13 +113,13 @@ mix of kernels.
 {nice_prefix}tools/cpu_side_by_side.sh build/app/specula-cli LLAMA_BIN_DIR MODEL_DIR {threads} {rounds}
 ```
 
-{table}
-<!-- cpu-side-by-side:end -->"""
+{rendered}
+<!-- {table}:end -->"""
 print(block)
 text = open(doc).read()
-pattern = re.compile(r"<!-- cpu-side-by-side:begin.*?<!-- cpu-side-by-side:end -->", re.S)
+pattern = re.compile(rf"<!-- {re.escape(table)}:begin.*?<!-- {re.escape(table)}:end -->", re.S)
 if not pattern.search(text):
-    sys.exit(f"{doc} has no cpu-side-by-side markers")
+    sys.exit(f"{doc} has no {table} markers")
 open(doc, "w").write(pattern.sub(lambda _: block, text))
 print(f"table written to {doc}")
 EOF
