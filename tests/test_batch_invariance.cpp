@@ -116,7 +116,7 @@ class TestBatchInvariance : public QObject {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("simd");
     for (SimdLevel level : testable_simd_levels()) {
-      // Q5_0 is made as a loaded file's is, converted to Q8_0 (random_model.cpp)
+      // Q5_0 computed as stored, by its own kernel (as a loaded file's is)
       for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
                               TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q5_0,
                               TensorType::Q2_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,

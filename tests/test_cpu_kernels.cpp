@@ -81,6 +81,12 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
         for (int i = 0; i < 16; ++i) p[4 + i] = static_cast<uint8_t>(byte(rng));
       }
       break;
+    case TensorType::Q5_0:
+      for (int64_t b = 0; b < n / 32; ++b, p += 22) {
+        put16(p, random_half(rng, 0.005f, 0.05f));
+        for (int i = 0; i < 20; ++i) p[2 + i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
     case TensorType::Q5_1:
       for (int64_t b = 0; b < n / 32; ++b, p += 24) {
         put16(p, random_half(rng, 0.005f, 0.05f));
@@ -168,6 +174,16 @@ std::vector<double> decode_row(const RandomMatrix& m, int64_t r) {
         for (int i = 0; i < 16; ++i) {
           out[32 * b + i] = d * (p[4 + i] & 0xF) + mn;
           out[32 * b + i + 16] = d * (p[4 + i] >> 4) + mn;
+        }
+      }
+      break;
+    case TensorType::Q5_0:  // (q - 16) · d, q the nibbles as Q4_0's and the fifth bit of value i in bit i of qh
+      for (int64_t b = 0; b < m.cols / 32; ++b, p += 22) {
+        const double d = fp16_to_fp32(get16(p));
+        const uint32_t qh = p[2] | p[3] << 8 | p[4] << 16 | static_cast<uint32_t>(p[5]) << 24;
+        for (int i = 0; i < 16; ++i) {
+          out[32 * b + i] = d * (static_cast<int>((p[6 + i] & 0xF) | ((qh >> i) & 1) << 4) - 16);
+          out[32 * b + i + 16] = d * (static_cast<int>((p[6 + i] >> 4) | ((qh >> (i + 16)) & 1) << 4) - 16);
         }
       }
       break;
@@ -279,8 +295,8 @@ bool quantized(TensorType type) {
 std::vector<double> effective_activations(TensorType type, const std::vector<float>& x) {
   std::vector<double> out(x.begin(), x.end());
   const int64_t n = static_cast<int64_t>(x.size());
-  if (type == TensorType::Q8_0 || type == TensorType::Q4_0 || type == TensorType::Q4_1 || type == TensorType::Q5_1 ||
-      type == TensorType::Q5_K || type == TensorType::IQ4_XS) {
+  if (type == TensorType::Q8_0 || type == TensorType::Q4_0 || type == TensorType::Q4_1 || type == TensorType::Q5_0 ||
+      type == TensorType::Q5_1 || type == TensorType::Q5_K || type == TensorType::IQ4_XS) {
     std::vector<uint8_t> row(q8_row_bytes(n));
     quantize_activations_q8(x.data(), row.data(), n, 0);
     const Q8Row a = q8_row(row.data(), n);
@@ -298,7 +314,7 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
 // The types with a kernel of their own (the others the loader converts into one of these).
 const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
                                 TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
-                                TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K,
+                                TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K,
                                 TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
 
 int64_t test_cols(TensorType type) {
@@ -586,6 +602,7 @@ class TestCpuKernels : public QObject {
         {TensorType::Q8_0, TensorType::Q4_0, TensorType::F16},
         {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0},  // Q4_1 files' q, k, v beside a Q8_0
         {TensorType::Q5_K, TensorType::Q5_K, TensorType::Q6_K},  // Q5_K_M's q, k, v
+        {TensorType::Q5_0, TensorType::Q4_0, TensorType::Q5_1},  // three offsets: -16, -8 and +1 times Σqx
         {TensorType::IQ4_XS, TensorType::Q4_K},
         {TensorType::Q2_K, TensorType::Q4_K},  // Q2_K files' layers
         {TensorType::F32, TensorType::BF16},

@@ -315,8 +315,8 @@ class TestDeviceLayout : public QObject {
   }
 
   // On a GPU every type a file holds stays quantized: those the kernels read in tiles of their
-  // own, and the types the loader re-encodes (Q5_0 here) in the tiles of the type they arrive
-  // in (kernel_type), each element dequantize_row's value, bit for bit. (The random models
+  // own, and Q5_0 re-encoded into Q8_0's tiles (device_tiled_type; the CPU reads it as
+  // stored), each element dequantize_row's value, bit for bit. (The random models
   // make every quantized type but Q3_K, IQ4_NL and MXFP4, whose re-encoding test_quant checks.)
   void everyTypeStaysQuantizedOnTheDevice() {
     ModelConfig c = random_model_config("tiny");
@@ -329,7 +329,7 @@ class TestDeviceLayout : public QObject {
       QCOMPARE(plan.compute, TensorType::F16);
       const DeviceMatrixPlan& wo = plan.layers[0].wo;
       QVERIFY2(wo.layout.tiled(), type_traits(t).name.data());
-      QCOMPARE(wo.layout.type, kernel_type(t));
+      QCOMPARE(wo.layout.type, device_tiled_type(kernel_type(t)));
       const std::vector<uint8_t> image = image_of(wo.parts, wo.layout);
       const TensorView& w = model->weights.layers[0].wo;
       std::vector<float> row(static_cast<size_t>(w.cols));

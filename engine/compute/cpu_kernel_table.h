@@ -23,6 +23,7 @@ struct KernelTable {
   int float_rows;      // rows per float panel
   bool vnni;           // Q8_0 weights are stored biased by 128 for the VNNI product
   MatrixKernel f32, f16, bf16, q8_0, q4_0, q4_1, q5_1, q5_k, iq4_xs, q4_k, q6_k, q2_k;
+  MatrixKernel q5_0;
   void (*quantize_q8)(const float* x, uint8_t* out, int64_t n, int32_t bias);
   void (*quantize_q8k)(const float* x, BlockQ8K* out, int64_t n);
   void (*attend)(const AttentionArgs& args);
@@ -61,6 +62,11 @@ struct BlockQ4_1 {
   uint16_t m;     // f16 minimum
   uint8_t q[16];  // as Q4_0's; value = q · d + m
 };
+struct BlockQ5_0 {
+  uint16_t d;     // f16 scale
+  uint8_t qh[4];  // fifth bit of value j in bit j (little-endian)
+  uint8_t q[16];  // low 4 bits as Q4_0's; value = (q - 16) · d
+};
 struct BlockQ5_1 {
   uint16_t d;     // f16 scale
   uint16_t m;     // f16 minimum
@@ -81,7 +87,7 @@ struct BlockIQ4_XS {
   uint8_t q[128];       // per sub-block 16 bytes of nibbles as Q4_0's, indexing the IQ4 levels
 };
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
-static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
 struct BlockQ2_K {
   uint8_t scales[16];  // per 16 values: scale in the low nibble, minimum in the high
   uint8_t q[64];       // 2-bit values: 128-value halves of 32 bytes, four shifts each
@@ -95,9 +101,11 @@ static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 //   Q4_0  per 32 values:  f16 d[P], then 4 vectors of P × 4 nibble bytes
 //   Q8_0  per 32 values:  f16 d[P], then 8 vectors of P × 4 bytes (+128 on VNNI levels)
 //   Q4_1  per 32 values:  f16 d[P], f16 m[P], then 4 vectors of P × 4 nibble bytes (as Q4_0's)
-//   Q5_1  per 32 values:  f16 d[P], f16 m[P], then 8 vectors of P × 4 bytes (values 0..31)
-//   Q5_K  per 256 values: per 32-value sub-block f32 d·scale[P], f32 -dmin·min[P], then 8
-//                         vectors of P × 4 bytes (values 0..31)
+//   Q5_0  per 32 values:  f16 d[P], u32 fifth bits[P] (bit c of byte j: value 4c + j), then
+//                         4 vectors of P × 4 nibble bytes (as Q4_0's)
+//   Q5_1  per 32 values:  f16 d[P], f16 m[P], then as Q5_0's: fifth bits[P], 4 nibble vectors
+//   Q5_K  per 256 values: f16 d[P], f16 -dmin[P], u8 scale[8][P], u8 minimum[8][P], then per
+//                         32-value sub-block as Q5_0's: fifth bits[P], 4 nibble vectors
 //   Q2_K  per 256 values: f16 d[P], f16 -dmin[P], u8 scale pairs [8][P][2], u8 minimum pairs
 //                         [8][P][2], then per 16-value sub-block one vector of P × 4 bytes of
 //                         2-bit values (byte k: values k, 4 + k, 8 + k, 12 + k)
@@ -110,8 +118,9 @@ static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 constexpr size_t q4_0_panel_block(int P) { return 18 * static_cast<size_t>(P); }
 constexpr size_t q8_0_panel_block(int P) { return 34 * static_cast<size_t>(P); }
 constexpr size_t q4_1_panel_block(int P) { return 20 * static_cast<size_t>(P); }
-constexpr size_t q5_1_panel_block(int P) { return 36 * static_cast<size_t>(P); }
-constexpr size_t q5_k_panel_block(int P) { return 8 * 40 * static_cast<size_t>(P); }
+constexpr size_t q5_0_panel_block(int P) { return 22 * static_cast<size_t>(P); }
+constexpr size_t q5_1_panel_block(int P) { return 24 * static_cast<size_t>(P); }
+constexpr size_t q5_k_panel_block(int P) { return 180 * static_cast<size_t>(P); }
 constexpr size_t iq4_xs_panel_block(int P) { return 8 * 36 * static_cast<size_t>(P); }
 constexpr size_t q2_k_panel_block(int P) { return 100 * static_cast<size_t>(P); }
 constexpr size_t q4_k_panel_block(int P) { return 148 * static_cast<size_t>(P); }

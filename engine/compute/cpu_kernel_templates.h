@@ -20,6 +20,7 @@
 #include "compute/cpu_kernel_tiles.h"
 #include "compute/cpu_kernels_float.h"
 #include "compute/cpu_kernels_quantized.h"
+#include "compute/cpu_kernels_5bit.h"
 #include "compute/cpu_kernels_quantize.h"
 #include "compute/cpu_kernels_exp.h"
 #include "compute/cpu_kernels_attention.h"
@@ -43,9 +44,10 @@ KernelTable make_kernel_table() {
   table.bf16 = float_rows<V, BF16Load>;
   table.q8_0 = panel_rows<V, Q8_0Panel<V>>;
   table.q4_0 = panel_rows<V, Q4_0Panel<V>>;
-  table.q4_1 = panel_rows<V, AffinePanel<V, false>>;
-  table.q5_1 = panel_rows<V, AffinePanel<V, true>>;
-  table.q5_k = panel_rows<V, AffinePanel<V, true, true>>;
+  table.q4_1 = panel_rows<V, AffinePanel<V>>;
+  table.q5_0 = panel_rows<V, Q5Panel<V, false>>;
+  table.q5_1 = panel_rows<V, Q5Panel<V, true>>;
+  table.q5_k = panel_rows<V, Q5_KPanel<V>>;
   table.iq4_xs = panel_rows<V, Q8_0Panel<V, true>>;
   table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;

@@ -84,40 +84,66 @@ void pack_q4_1(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   for (int v = 0; v < 4; ++v) std::memcpy(out + 4 * P + 4 * P * v + 4 * r, block.q + 4 * v, 4);
 }
 
-// Q5_1's values whole, one per byte: the fifth bits need no unpacking in the kernel.
+// 32 values 0..31 (value i in q[i]) as a 5-bit panel's share of row r: the fifth-bit word
+// (bit c of byte j: value 4c + j, the vector the kernel rebuilds with one shift) at `out`,
+// then 4 vectors of nibbles as Q4_0's (low: values 4v..4v+3, high: 16 + 4v..).
+void pack_5bit(const uint8_t* q, int r, int P, uint8_t* out) {
+  uint8_t h[4] = {};
+  for (int i = 0; i < 32; ++i) h[i % 4] = static_cast<uint8_t>(h[i % 4] | (q[i] >> 4) << (i / 4));
+  std::memcpy(out + 4 * r, h, 4);
+  for (int v = 0; v < 4; ++v) {
+    for (int j = 0; j < 4; ++j) {
+      out[4 * P + 4 * P * v + 4 * r + j] = static_cast<uint8_t>((q[4 * v + j] & 0xF) | (q[16 + 4 * v + j] & 0xF) << 4);
+    }
+  }
+}
+
+// A Q5_0 or Q5_1 block's 32 values 0..31 in order.
+void q5_values(const uint8_t* qh_bytes, const uint8_t* nibbles, uint8_t* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<uint8_t>((nibbles[j] & 0xF) | ((qh >> j) & 1) << 4);
+    q[j + 16] = static_cast<uint8_t>((nibbles[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+  }
+}
+
+void pack_q5_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ5_0*>(row)[b];
+  put16(out + 2 * r, block.d);
+  uint8_t q[32];
+  q5_values(block.qh, block.q, q);
+  pack_5bit(q, r, P, out + 2 * P);
+}
+
 void pack_q5_1(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   const auto& block = reinterpret_cast<const BlockQ5_1*>(row)[b];
   put16(out + 2 * r, block.d);
   put16(out + 2 * P + 2 * r, block.m);
-  uint32_t qh;
-  std::memcpy(&qh, block.qh, 4);
   uint8_t q[32];
-  for (int j = 0; j < 16; ++j) {
-    q[j] = static_cast<uint8_t>((block.q[j] & 0xF) | ((qh >> j) & 1) << 4);
-    q[j + 16] = static_cast<uint8_t>((block.q[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
-  }
-  for (int c = 0; c < 8; ++c) std::memcpy(out + 4 * P + 4 * P * c + 4 * r, q + 4 * c, 4);
+  q5_values(block.qh, block.q, q);
+  pack_5bit(q, r, P, out + 4 * P);
 }
 
 void put32f(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
 
-// Q5_K as eight Q5_1-like sub-blocks with f32 scales: d · scale and -(dmin · minimum) are
-// products of an f16 and a 6-bit integer, exact in f32.
+// Q5_K: d, -dmin and the unpacked 6-bit scales and minimums (the kernel multiplies them,
+// exactly), then each 32-value sub-block as a Q5_1 block's values.
 void pack_q5_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   const auto& block = reinterpret_cast<const BlockQ5_K*>(row)[b];
-  const float d = fp16_to_fp32(block.d), dmin = fp16_to_fp32(block.dmin);
+  put16(out + 2 * r, block.d);
+  put16(out + 2 * P + 2 * r, static_cast<uint16_t>(block.dmin ^ 0x8000));  // -dmin
   uint8_t scale[8], minimum[8];
   q4_k_scales(block.scales, scale, minimum);
   for (int j = 0; j < 8; ++j) {
-    uint8_t* sub = out + 40 * P * j;
-    put32f(sub + 4 * r, d * scale[j]);
-    put32f(sub + 4 * P + 4 * r, -(dmin * minimum[j]));
+    out[4 * P + P * j + r] = scale[j];
+    out[12 * P + P * j + r] = minimum[j];
     uint8_t q[32];
     for (int l = 0; l < 32; ++l) {
       const uint8_t low = j % 2 ? block.q[32 * (j / 2) + l] >> 4 : block.q[32 * (j / 2) + l] & 0xF;
       q[l] = static_cast<uint8_t>(low | ((block.qh[l] >> j) & 1) << 4);
     }
-    for (int c = 0; c < 8; ++c) std::memcpy(sub + 8 * P + 4 * P * c + 4 * r, q + 4 * c, 4);
+    pack_5bit(q, r, P, out + 20 * P + 20 * P * j);
   }
 }
 
@@ -250,6 +276,7 @@ QuantPacking quant_packing(TensorType type, const KernelTable& table) {
   switch (type) {
     case TensorType::Q4_0: return {q4_0_panel_block(P), pack_q4_0};
     case TensorType::Q4_1: return {q4_1_panel_block(P), pack_q4_1};
+    case TensorType::Q5_0: return {q5_0_panel_block(P), pack_q5_0};
     case TensorType::Q5_1: return {q5_1_panel_block(P), pack_q5_1};
     case TensorType::Q5_K: return {q5_k_panel_block(P), pack_q5_k};
     case TensorType::IQ4_XS: return {iq4_xs_panel_block(P), table.vnni ? pack_iq4_xs<true> : pack_iq4_xs<false>};
@@ -462,6 +489,7 @@ class KernelInputs {
       case TensorType::Q8_0: return q8(table.q8_0, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
       case TensorType::Q4_0: return q8(table.q4_0, table, kQ8Bias8);
       case TensorType::Q4_1: return q8(table.q4_1, table, kQ8Sum);
+      case TensorType::Q5_0: return q8(table.q5_0, table, kQ8Bias16);
       case TensorType::Q5_1: return q8(table.q5_1, table, kQ8Sum);
       case TensorType::Q5_K: return q8(table.q5_k, table, kQ8Sum);
       case TensorType::IQ4_XS: return q8(table.iq4_xs, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
@@ -474,8 +502,8 @@ class KernelInputs {
 
  private:
   // kQ8Sum: the offsets hold +Σq (bias -1), the activation sums Q4_1's and Q5_1's minimums meet
-  enum Format { kQ8Unbiased, kQ8Bias8, kQ8Bias128, kQ8Sum, kQ8K, kFormats };
-  static constexpr int32_t kBias[] = {0, 8, 128, -1};
+  enum Format { kQ8Unbiased, kQ8Bias8, kQ8Bias128, kQ8Sum, kQ8Bias16, kQ8K, kFormats };
+  static constexpr int32_t kBias[] = {0, 8, 128, -1, 16};
 
   KernelInput floats(kernels::MatrixKernel kernel) const {
     return {kernel, reinterpret_cast<const uint8_t*>(x_), static_cast<size_t>(cols_) * sizeof(float)};

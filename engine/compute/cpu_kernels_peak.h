@@ -183,6 +183,7 @@ double peak_loop(TensorType type, int64_t rounds) {
       return peak_block32<V, true>(rounds);
     case TensorType::Q4_0:
     case TensorType::Q4_1:
+    case TensorType::Q5_0:
     case TensorType::Q5_1:
     case TensorType::Q5_K:
       return peak_block32<V, false>(rounds);

@@ -159,24 +159,16 @@ struct Q8_0Panel {
   }
 };
 
-// Q4_1 and Q5_1: value = q · d + m with q unsigned (4 or 5 bits), so per block and token
+// Q4_1: value = q · d + m with q an unsigned nibble, so per block and token
 // acc += Σ(q · qx) · (d · dx) + Σqx · (m · dx): the activation offsets carry Σqx (kBias -1).
-// Q4_1 keeps its nibbles (Q4_0's layout); Q5_1's 5-bit values lie one per byte, as Q8_0's,
-// and their products (at most 2 · 31 · 127 per pair) are summed four to a 16-bit lane at
-// most, then widened, where Q4_1's eight fit (8 · 2 · 15 · 127 < 32767).
-//
-// Q5_K takes the Q5_1 path with f32 scales (kF32): each 32-value sub-block's d · scale and
-// -(dmin · minimum), both exact in f32, stored per row at packing.
-template <class V, bool kBytes, bool kF32 = false>
+// Its nibbles lie as Q4_0's; eight products per 16-bit lane fit (8 · 2 · 15 · 127 < 32767).
+// (Q5_1 and Q5_K, the same sums over 5-bit values: cpu_kernels_5bit.h.)
+template <class V>
 struct AffinePanel {
   static constexpr int kBias = -1;
   static constexpr int kMaxTokens = kQuantTokens<V>;
-  static_assert(kBytes || !kF32);
 
-  static constexpr size_t block_bytes(int P) {
-    return kF32 ? q5_k_panel_block(P) / 8 : kBytes ? q5_1_panel_block(P) : q4_1_panel_block(P);
-  }
-  static constexpr int kScaleBytes = kF32 ? 4 : 2;  // of d and of m, per row
+  static constexpr size_t block_bytes(int P) { return q4_1_panel_block(P); }
 
   template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
@@ -194,27 +186,15 @@ struct AffinePanel {
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* block = panel + b * block_bytes(P);
       if constexpr (kPrefetch) prefetch_ahead<4096>(block, block_bytes(P));
-      const uint8_t* values = block + 2 * kScaleBytes * P;
       I w[8];  // w[c]: values 4c..4c+3 of every row
-      if constexpr (kBytes) {
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; ++c) w[c] = V::iload(values + c * 4 * P);
-      } else {
 #pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v) {
-          const I raw = V::iload(block + 4 * P + v * 4 * P);
-          w[v] = V::and_(raw, low);
-          w[v + 4] = V::and_(V::template srl16<4>(raw), low);
-        }
+      for (int v = 0; v < 4; ++v) {
+        const I raw = V::iload(block + 4 * P + v * 4 * P);
+        w[v] = V::and_(raw, low);
+        w[v + 4] = V::and_(V::template srl16<4>(raw), low);
       }
-      F d, m;
-      if constexpr (kF32) {
-        d = V::fload(reinterpret_cast<const float*>(block));
-        m = V::fload(reinterpret_cast<const float*>(block + 4 * P));
-      } else {
-        d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
-        m = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));
-      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
+      const F m = V::fload_f16(reinterpret_cast<const uint16_t*>(block + 2 * P));
       const auto update = [&](int t, I sum) {
         float scale;
         int32_t qsum;
@@ -238,20 +218,9 @@ struct AffinePanel {
       } else {
         for (int t = 0; t < T; ++t) {
           const uint8_t* q = row[t] + 32 * b;
-          if constexpr (kBytes) {
-            I half[2];
-            for (int h = 0; h < 2; ++h) {
-              half[h] = V::maddubs(w[4 * h], V::bcast32(q + 16 * h));
-              for (int c = 1; c < 4; ++c) {
-                half[h] = V::add16(half[h], V::maddubs(w[4 * h + c], V::bcast32(q + 16 * h + 4 * c)));
-              }
-            }
-            update(t, V::add32(V::madd16(half[0], V::set16(1)), V::madd16(half[1], V::set16(1))));
-          } else {
-            I pairs = V::maddubs(w[0], V::bcast32(q));
-            for (int c = 1; c < 8; ++c) pairs = V::add16(pairs, V::maddubs(w[c], V::bcast32(q + 4 * c)));
-            update(t, V::madd16(pairs, V::set16(1)));
-          }
+          I pairs = V::maddubs(w[0], V::bcast32(q));
+          for (int c = 1; c < 8; ++c) pairs = V::add16(pairs, V::maddubs(w[c], V::bcast32(q + 4 * c)));
+          update(t, V::madd16(pairs, V::set16(1)));
         }
       }
     }

@@ -99,6 +99,9 @@ struct Avx2Vec {
   static I widen_s8_16(const int8_t* p) {
     return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  static I widen_u8_32(const uint8_t* p) {  // 8 bytes, one to a 32-bit lane
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
   static I shuffle8(I a, I pattern) { return _mm256_shuffle_epi8(a, pattern); }
   static I cvt_f2i(F a) { return _mm256_cvtps_epi32(a); }
   static void store_i8(int8_t* p, I a) {  // of values in [-128, 127]
@@ -190,6 +193,7 @@ struct Avx2PairVec {
   static I madd16(I a, I b) { return {H::madd16(a.lo, b.lo), H::madd16(a.hi, b.hi)}; }
   static I widen_u8_16(const uint8_t* p) { return {H::widen_u8_16(p), H::widen_u8_16(p + 16)}; }
   static I widen_s8_16(const int8_t* p) { return {H::widen_s8_16(p), H::widen_s8_16(p + 16)}; }
+  static I widen_u8_32(const uint8_t* p) { return {H::widen_u8_32(p), H::widen_u8_32(p + 8)}; }
   static I shuffle8(I a, I pattern) { return {H::shuffle8(a.lo, pattern.lo), H::shuffle8(a.hi, pattern.hi)}; }
   static I cvt_f2i(F a) { return {H::cvt_f2i(a.lo), H::cvt_f2i(a.hi)}; }
   static void store_i8(int8_t* p, I a) {

@@ -106,6 +106,9 @@ struct Avx512Vec {
   static I widen_s8_16(const int8_t* p) {
     return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
+  static I widen_u8_32(const uint8_t* p) {  // 16 bytes, one to a 32-bit lane (maskz: as srl32)
+    return _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static I shuffle8(I a, I pattern) { return _mm512_shuffle_epi8(a, pattern); }
   static I cvt_f2i(F a) { return _mm512_maskz_cvtps_epi32(0xFFFF, a); }
   static void store_i8(int8_t* p, I a) {  // of values in [-128, 127]

@@ -214,6 +214,11 @@ struct PortableVec {
     for (int i = 0; i < 16; ++i) put<int16_t>(r, i, p[i]);
     return r;
   }
+  static I widen_u8_32(const uint8_t* p) {  // 8 bytes, one to a 32-bit lane
+    I r;
+    for (int i = 0; i < 8; ++i) put<uint32_t>(r, i, p[i]);
+    return r;
+  }
   // bytes picked within each 16-byte lane, as pshufb (an index with the top bit set gives 0)
   static I shuffle8(const I& a, const I& pattern) {
     I r;

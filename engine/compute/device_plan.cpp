@@ -353,8 +353,11 @@ tiles::Format device_tile_format(TensorType type) {
   }
 }
 
+TensorType device_tiled_type(TensorType type) { return type == TensorType::Q5_0 ? TensorType::Q8_0 : type; }
+
 bool is_tiled_type(TensorType type) {
   switch (type) {
+    case TensorType::Q5_0:
     case TensorType::Q8_0:
     case TensorType::Q4_0:
     case TensorType::Q4_1:
@@ -373,12 +376,12 @@ DeviceMatrixLayout device_layout(TensorType stored, TensorType compute, int64_t 
   l.rows = rows;
   l.cols = cols;
   if (is_tiled_type(stored)) {
-    const tiles::Shape shape{device_tile_format(stored), rows, cols};
+    const tiles::Shape shape{device_tile_format(device_tiled_type(stored)), rows, cols};
     if (cols % tiles::group_size(shape.format) != 0) {
       throw std::invalid_argument("a " + std::string(type_traits(stored).name) + " matrix of " + std::to_string(cols) +
                                   " columns is not whole blocks");
     }
-    l.type = stored;
+    l.type = device_tiled_type(stored);
     l.unit_rows = tiles::kRows;
     l.units = shape.row_tiles();
     l.unit_bytes = static_cast<size_t>(shape.panel_bytes());
@@ -418,9 +421,21 @@ void write_device_units(std::span<const TensorView* const> parts, const DeviceMa
   uint8_t* out = static_cast<uint8_t*>(dst);
   if (layout.tiled()) {
     const tiles::Shape shape = tile_shape(layout);
+    // rows stored in another type than the tiles' (Q5_0) are re-encoded first, exactly
+    const bool convert = parts[0]->type != layout.type;
+    std::vector<uint8_t> converted(convert ? tiles::kRows * row_bytes(layout.type, layout.cols) : 0);
     for (int64_t u = 0; u < n_units; ++u) {
       const uint8_t* rows[tiles::kRows];
-      for (int r = 0; r < tiles::kRows; ++r) rows[r] = stacked_row(parts, (first_unit + u) * tiles::kRows + r);
+      for (int r = 0; r < tiles::kRows; ++r) {
+        rows[r] = stacked_row(parts, (first_unit + u) * tiles::kRows + r);
+        if (convert && rows[r] != nullptr) {
+          uint8_t* to = converted.data() + r * row_bytes(layout.type, layout.cols);
+          if (!convert_row_exact(parts[0]->type, rows[r], to, layout.cols)) {
+            throw std::invalid_argument("write_device_units: a row does not re-encode exactly");
+          }
+          rows[r] = to;
+        }
+      }
       write_panel(layout.type, rows, layout.cols, shape.ktiles(), out + u * layout.unit_bytes);
     }
     return;

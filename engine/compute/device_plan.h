@@ -115,9 +115,9 @@ PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, 
 TensorType device_compute_type(const Weights& weights);
 
 // How one matrix (or several stacked row-wise) lives in device memory: quantized matrices
-// (Q8_0, Q4_0, Q4_1, Q5_1, Q4_K, Q5_K, Q2_K, Q6_K, IQ4_XS: every type kernel_type keeps) stay
-// quantized, in the tiles of kernels/quant_tiles.h; the others are row-major in the compute
-// type. Either way the image is `units` pieces of `unit_rows`
+// (Q8_0, Q4_0, Q4_1, Q5_1, Q4_K, Q5_K, Q2_K, Q6_K, IQ4_XS: every type kernel_type keeps, and
+// Q5_0 re-encoded as Q8_0: device_tiled_type) stay quantized, in the tiles of
+// kernels/quant_tiles.h; the others are row-major in the compute type. Either way the image is `units` pieces of `unit_rows`
 // rows (a tile row of 16, or one row), the granularity of conversion and upload.
 struct DeviceMatrixLayout {
   TensorType type = TensorType::F16;  // F32, F16, BF16 (dense) or a tiled type
@@ -131,6 +131,10 @@ struct DeviceMatrixLayout {
   size_t bytes() const { return static_cast<size_t>(units) * unit_bytes; }
 };
 bool is_tiled_type(TensorType type);  // kept quantized on the device
+// The type a tiled type's tiles hold: the type itself, but Q8_0 for Q5_0, which the device
+// kernels have no tiles for (its values re-encoded exactly: convert_row_exact). The CPU
+// kernels read Q5_0 as it is (kernel_type).
+TensorType device_tiled_type(TensorType type);
 // The tile format of a tiled type; std::invalid_argument for the others.
 tiles::Format device_tile_format(TensorType type);
 // The layout of a (rows, cols) matrix stored as `stored` on a device computing in `compute`.

@@ -204,7 +204,7 @@ class Builder {
   // A (rows, cols) matrix of `type` with values uniform in ±amplitude.
   TensorView matrix(TensorType type, int64_t rows, int64_t cols, float amplitude) {
     const uint64_t tensor_seed = mix(seed_ ^ mix(++tensor_count_));
-    // a type the kernels compute in another (Q5_0 in Q8_0) is made as a loaded file's is:
+    // a type the kernels compute in another (kernel_type) is made as a loaded file's is:
     // encoded, then converted exactly
     TensorView view{kernel_type(type), cols, rows, nullptr};
     auto buffer = std::make_shared<std::vector<uint8_t>>(view.bytes());

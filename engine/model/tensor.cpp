@@ -580,7 +580,6 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
 
 TensorType kernel_type(TensorType type) {
   switch (type) {
-    case TensorType::Q5_0:
     case TensorType::IQ4_NL:
     case TensorType::MXFP4:
       return TensorType::Q8_0;
@@ -605,7 +604,7 @@ void put_q6_k_value(BlockQ6_K& block, int i, int q) {
 
 // Each conversion keeps the block's f16 scale bits and moves its integers: every value is
 // the same product of the same two numbers before and after.
-//   Q5_0 → Q8_0:   (q - 16) · d with q - 16 in [-16, 15]
+//   Q5_0 → Q8_0:   (q - 16) · d with q - 16 in [-16, 15] (for a device: the CPU reads Q5_0)
 //   IQ4_NL → Q8_0: kIq4Levels[q] · d, the levels in [-127, 113]
 //   MXFP4 → Q8_0:  kMxfp4Values[q] · 2^(e - 128), the doubled levels in [-12, 12] and the
 //                  scale an f16 (normal or subnormal) when e - 128 is in [-24, 15]

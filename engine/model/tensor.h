@@ -106,12 +106,13 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n);
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n);
 
 // The type the kernels compute a supported type's weights in: the type itself when they read
-// it, else the one convert_row_exact re-encodes it into: Q5_0, IQ4_NL and MXFP4 become Q8_0,
-// Q3_K becomes Q6_K.
+// it, else the one convert_row_exact re-encodes it into: IQ4_NL and MXFP4 become Q8_0, Q3_K
+// becomes Q6_K.
 TensorType kernel_type(TensorType type);
-// Re-encodes `n` values (whole blocks) of `type` into kernel_type(type) with every value
-// unchanged: dequantize_row gives the same floats from `dst` as from `src`. Returns false
-// (with `dst` unspecified) when a value does not fit the target exactly: an MXFP4 block whose
+// Re-encodes `n` values (whole blocks) of `type` into kernel_type(type), or Q5_0 into Q8_0
+// (the type a device computes it in: device_tiled_type), with every value unchanged:
+// dequantize_row gives the same floats from `dst` as from `src`. Returns false (with `dst`
+// unspecified) when a value does not fit the target exactly: an MXFP4 block whose
 // power-of-two scale is not an f16 (the caller then widens the row to f32).
 bool convert_row_exact(TensorType type, const void* src, void* dst, int64_t n);
 

@@ -27,7 +27,8 @@ inline std::vector<uint8_t> random_rows(TensorType type, int64_t rows, int64_t c
     uint8_t* block = data.data() + b * static_cast<size_t>(t.block_bytes);
     switch (type) {
       case TensorType::Q8_0:
-      case TensorType::Q4_0: scale(block); break;
+      case TensorType::Q4_0:
+      case TensorType::Q5_0: scale(block); break;
       case TensorType::Q4_1:
       case TensorType::Q5_1:
       case TensorType::Q4_K:
