@@ -40,7 +40,8 @@
 //                                                super: fp16 d, 0; the code is 128 + the level
 //                                                the nibble names (kvalues_iq4nl)
 // The formats are the GGUF types the device keeps quantized; Q5_0, IQ4_NL and MXFP4 arrive in
-// Q8_0 and Q3_K in Q6_K (re-encoded exactly at load, model/tensor.h's kernel_type).
+// Q8_0 (re-encoded exactly at load, model/tensor.h's kernel_type), and Q3_K is written into
+// Q6_K's tiles at upload (engine/compute/device_plan.cpp), every value kept.
 #pragma once
 
 #include <cstdint>

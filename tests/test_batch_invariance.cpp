@@ -119,8 +119,8 @@ class TestBatchInvariance : public QObject {
       // Q5_0 computed as stored, by its own kernel (as a loaded file's is)
       for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
                               TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q5_0,
-                              TensorType::Q2_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
-                              TensorType::IQ4_XS}) {
+                              TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                              TensorType::Q6_K, TensorType::IQ4_XS}) {
         QTest::addRow("%s %s", simd_name(level).data(), type_traits(type).name.data())
             << QStringLiteral("tiny") << int(type) << int(level);
       }

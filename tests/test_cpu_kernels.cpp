@@ -123,6 +123,12 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
         put16(p + 82, random_half(rng, 0.002f, 0.02f));
       }
       break;
+    case TensorType::Q3_K:
+      for (int64_t b = 0; b < n / 256; ++b, p += 110) {
+        for (int i = 0; i < 108; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+        put16(p + 108, random_half(rng, 0.0005f, 0.005f));
+      }
+      break;
     case TensorType::IQ4_XS:
       for (int64_t b = 0; b < n / 256; ++b, p += 136) {
         put16(p, random_half(rng, 0.0002f, 0.001f));
@@ -265,6 +271,22 @@ std::vector<double> decode_row(const RandomMatrix& m, int64_t r) {
         }
       }
       break;
+    case TensorType::Q3_K:  // per 16 values d · (6-bit scale - 32) · (2 bits of qs + 4 · hmask bit - 4)
+      for (int64_t b = 0; b < m.cols / 256; ++b, p += 110) {
+        const double d = fp16_to_fp32(get16(p + 108));
+        const uint8_t* hmask = p;
+        const uint8_t* qs = p + 32;
+        const uint8_t* sc = p + 96;  // low nibbles in bytes 0..7 (sub-blocks j and j + 8), top 2 bits in 8..11
+        for (int i = 0; i < 256; ++i) {
+          const int j = i / 16;
+          const int scale = ((sc[j % 8] >> (4 * (j / 8))) & 0xF) | ((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+          const int half = i / 128, shift = (i % 128) / 32, l = i % 32;
+          const int low = (qs[32 * half + l] >> (2 * shift)) & 3;
+          const int high = (hmask[l] >> (4 * half + shift)) & 1;
+          out[256 * b + i] = d * (scale - 32) * (low + 4 * high - 4);
+        }
+      }
+      break;
     case TensorType::IQ4_XS: {  // per 32 values d · (6-bit scale - 32) · level[nibble]
       static const int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
       for (int64_t b = 0; b < m.cols / 256; ++b, p += 136) {
@@ -301,7 +323,8 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
     quantize_activations_q8(x.data(), row.data(), n, 0);
     const Q8Row a = q8_row(row.data(), n);
     for (size_t i = 0; i < x.size(); ++i) out[i] = double(a.scales[i / 32]) * a.values[i];
-  } else if (type == TensorType::Q4_K || type == TensorType::Q6_K || type == TensorType::Q2_K) {
+  } else if (type == TensorType::Q4_K || type == TensorType::Q6_K || type == TensorType::Q2_K ||
+             type == TensorType::Q3_K) {
     std::vector<BlockQ8K> blocks(x.size() / 256);
     quantize_activations_q8k(x.data(), blocks.data(), n);
     for (size_t i = 0; i < x.size(); ++i) {
@@ -314,8 +337,8 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
 // The types with a kernel of their own (the others the loader converts into one of these).
 const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
                                 TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
-                                TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K,
-                                TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
+                                TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q3_K,
+                                TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
 
 int64_t test_cols(TensorType type) {
   // Odd widths where the type allows, to exercise vector tails.
@@ -530,7 +553,7 @@ class TestCpuKernels : public QObject {
     if (levels.size() < 2) QSKIP("one vector level on this processor: nothing to compare");
     ThreadPool pool(2);
     std::mt19937 rng(13);
-    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q3_K}) {
       const int64_t rows = 37, cols = test_cols(type);
       const RandomMatrix w = random_matrix(type, rows, cols, rng);
       const std::vector<float> x = normal_values(rng, static_cast<size_t>(kMaxTokens * cols));
@@ -605,6 +628,7 @@ class TestCpuKernels : public QObject {
         {TensorType::Q5_0, TensorType::Q4_0, TensorType::Q5_1},  // three offsets: -16, -8 and +1 times Σqx
         {TensorType::IQ4_XS, TensorType::Q4_K},
         {TensorType::Q2_K, TensorType::Q4_K},  // Q2_K files' layers
+        {TensorType::Q3_K, TensorType::Q3_K, TensorType::Q5_K},  // Q3_K_M's q, k, v (v in Q4_K or Q5_K)
         {TensorType::F32, TensorType::BF16},
         {TensorType::Q6_K},
     };

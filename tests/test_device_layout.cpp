@@ -35,8 +35,9 @@ uint32_t bits(float f) {
 }
 
 // Every type the device keeps in tiles.
-constexpr TensorType kTiledTypes[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q4_K,
-                                      TensorType::Q5_K, TensorType::Q2_K, TensorType::Q6_K, TensorType::IQ4_XS};
+constexpr TensorType kTiledTypes[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1,
+                                      TensorType::Q4_K, TensorType::Q5_K, TensorType::Q2_K, TensorType::Q3_K,
+                                      TensorType::Q6_K, TensorType::IQ4_XS};
 
 }  // namespace
 
@@ -57,6 +58,7 @@ class TestDeviceLayout : public QObject {
     QTest::newRow("q4_k") << static_cast<int>(TensorType::Q4_K) << 40 << 512;
     QTest::newRow("q5_k") << static_cast<int>(TensorType::Q5_K) << 17 << 512;
     QTest::newRow("q2_k") << static_cast<int>(TensorType::Q2_K) << 33 << 768;
+    QTest::newRow("q3_k in q6_k tiles") << static_cast<int>(TensorType::Q3_K) << 23 << 768;
     QTest::newRow("q6_k") << static_cast<int>(TensorType::Q6_K) << 19 << 768;
     QTest::newRow("iq4_xs") << static_cast<int>(TensorType::IQ4_XS) << 24 << 512;
   }
@@ -315,15 +317,15 @@ class TestDeviceLayout : public QObject {
   }
 
   // On a GPU every type a file holds stays quantized: those the kernels read in tiles of their
-  // own, and Q5_0 re-encoded into Q8_0's tiles (device_tiled_type; the CPU reads it as
-  // stored), each element dequantize_row's value, bit for bit. (The random models
-  // make every quantized type but Q3_K, IQ4_NL and MXFP4, whose re-encoding test_quant checks.)
+  // own, Q5_0 re-encoded into Q8_0's tiles (device_tiled_type; the CPU reads it as stored)
+  // and Q3_K in Q6_K's tiles, each element dequantize_row's value, bit for bit. (The random
+  // models make every quantized type but IQ4_NL and MXFP4, whose re-encoding test_quant checks.)
   void everyTypeStaysQuantizedOnTheDevice() {
     ModelConfig c = random_model_config("tiny");
     c.dim = 256;
     c.hidden_dim = 512;
-    for (TensorType t : {TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q5_K,
-                         TensorType::IQ4_XS}) {
+    for (TensorType t : {TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q3_K,
+                         TensorType::Q5_K, TensorType::IQ4_XS}) {
       const auto model = make_random_model(c, t, 3, 1);
       const DeviceModelPlan plan = plan_device_model(*model);
       QCOMPARE(plan.compute, TensorType::F16);

@@ -24,6 +24,7 @@ struct KernelTable {
   bool vnni;           // Q8_0 weights are stored biased by 128 for the VNNI product
   MatrixKernel f32, f16, bf16, q8_0, q4_0, q4_1, q5_1, q5_k, iq4_xs, q4_k, q6_k, q2_k;
   MatrixKernel q5_0;
+  MatrixKernel q3_k;
   void (*quantize_q8)(const float* x, uint8_t* out, int64_t n, int32_t bias);
   void (*quantize_q8k)(const float* x, BlockQ8K* out, int64_t n);
   void (*attend)(const AttentionArgs& args);
@@ -94,6 +95,13 @@ struct BlockQ2_K {
   uint16_t d;          // f16 scale of the scales
   uint16_t dmin;       // f16 scale of the minimums
 };
+struct BlockQ3_K {
+  uint8_t hmask[32];   // third bit of value l + 32 · c in bit c of hmask[l] (clear: minus 4)
+  uint8_t q[64];       // low 2 bits, laid out as Q2_K's
+  uint8_t scales[12];  // 16 six-bit scales (stored plus 32), packed (q3_k_scales)
+  uint16_t d;          // f16 super-block scale
+};
+static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 
@@ -109,6 +117,10 @@ static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 //   Q2_K  per 256 values: f16 d[P], f16 -dmin[P], u8 scale pairs [8][P][2], u8 minimum pairs
 //                         [8][P][2], then per 16-value sub-block one vector of P × 4 bytes of
 //                         2-bit values (byte k: values k, 4 + k, 8 + k, 12 + k)
+//   Q3_K  per 256 values: f16 d[P], s8 scale pairs [8][P][2] (the scales minus 32), then per
+//                         32-value sub-block pair (2k, 2k + 1) one vector of P × 4 bytes of
+//                         third bits (byte i, bit 4 · h + c: the third bit of value 4c + i of
+//                         sub-block 2k + h) and two crumb vectors as Q2_K's (3.56 bits a value)
 //   IQ4_XS per 256 values: per 32-value sub-block f32 d·(scale - 32)[P], then 8 vectors of
 //                         P × 4 int8 levels (+128 on VNNI levels, as Q8_0's)
 //   Q4_K  per 256 values: f16 d[P], f16 -dmin[P], u8 scale pairs [4][P][2], u8 minimum
@@ -123,6 +135,7 @@ constexpr size_t q5_1_panel_block(int P) { return 24 * static_cast<size_t>(P); }
 constexpr size_t q5_k_panel_block(int P) { return 180 * static_cast<size_t>(P); }
 constexpr size_t iq4_xs_panel_block(int P) { return 8 * 36 * static_cast<size_t>(P); }
 constexpr size_t q2_k_panel_block(int P) { return 100 * static_cast<size_t>(P); }
+constexpr size_t q3_k_panel_block(int P) { return 114 * static_cast<size_t>(P); }
 constexpr size_t q4_k_panel_block(int P) { return 148 * static_cast<size_t>(P); }
 constexpr size_t q6_k_panel_block(int P) { return 210 * static_cast<size_t>(P); }
 

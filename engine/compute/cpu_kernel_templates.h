@@ -21,6 +21,7 @@
 #include "compute/cpu_kernels_float.h"
 #include "compute/cpu_kernels_quantized.h"
 #include "compute/cpu_kernels_5bit.h"
+#include "compute/cpu_kernels_q3k.h"
 #include "compute/cpu_kernels_quantize.h"
 #include "compute/cpu_kernels_exp.h"
 #include "compute/cpu_kernels_attention.h"
@@ -52,6 +53,7 @@ KernelTable make_kernel_table() {
   table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;
   table.q2_k = panel_rows<V, Q2_KPanel<V>>;
+  table.q3_k = panel_rows<V, Q3_KPanel<V>>;
   table.quantize_q8 = quantize_q8<V>;
   table.quantize_q8k = quantize_q8k<V>;
   if constexpr (V::kLanes == 8) table.attend = attend<V>;

@@ -198,6 +198,40 @@ void pack_q2_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   }
 }
 
+// Q3_K: the values plus 4 (0..7) in dequantize_q3_k's order, their low 2 bits in Q2_K's crumb
+// vectors, their third bits gathered per sub-block pair into one vector whose bit 4 · h + c of
+// byte i belongs to crumb c of byte i of the pair's sub-block h (the kernel's shift and and).
+void pack_q3_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const auto& block = reinterpret_cast<const BlockQ3_K*>(row)[b];
+  put16(out + 2 * r, block.d);
+  int8_t scales[16];
+  q3_k_scales(block.scales, scales);
+  for (int j = 0; j < 16; ++j) out[2 * P + 2 * P * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(scales[j] - 32);
+  uint8_t u[256];
+  for (int e = 0; e < 256; ++e) {
+    const int half = e / 128, shift = (e % 128) / 32, l = e % 32;
+    const int low = (block.q[32 * half + l] >> (2 * shift)) & 3;
+    const int third = (block.hmask[l] >> (e / 32)) & 1;
+    u[e] = static_cast<uint8_t>(low | third << 2);
+  }
+  for (int k = 0; k < 8; ++k) {
+    uint8_t* v = out + 18 * P + 12 * P * k + 4 * r;
+    for (int i = 0; i < 4; ++i) {
+      uint8_t thirds = 0;
+      for (int h = 0; h < 2; ++h) {
+        uint8_t crumbs = 0;
+        for (int c = 0; c < 4; ++c) {
+          const uint8_t value = u[16 * (2 * k + h) + 4 * c + i];
+          crumbs = static_cast<uint8_t>(crumbs | (value & 3) << (2 * c));
+          thirds = static_cast<uint8_t>(thirds | (value >> 2) << (4 * h + c));
+        }
+        v[4 * P + 4 * P * h + i] = crumbs;
+      }
+      v[i] = thirds;
+    }
+  }
+}
+
 template <bool kBiased>
 void pack_q8_0(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   const auto& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
@@ -284,6 +318,7 @@ QuantPacking quant_packing(TensorType type, const KernelTable& table) {
     case TensorType::Q4_K: return {q4_k_panel_block(P), pack_q4_k};
     case TensorType::Q6_K: return {q6_k_panel_block(P), pack_q6_k};
     case TensorType::Q2_K: return {q2_k_panel_block(P), pack_q2_k};
+    case TensorType::Q3_K: return {q3_k_panel_block(P), pack_q3_k};
     default: return {};
   }
 }
@@ -496,6 +531,7 @@ class KernelInputs {
       case TensorType::Q4_K: return q8k(table.q4_k, table);
       case TensorType::Q6_K: return q8k(table.q6_k, table);
       case TensorType::Q2_K: return q8k(table.q2_k, table);
+      case TensorType::Q3_K: return q8k(table.q3_k, table);
       default: return {};
     }
   }

@@ -193,6 +193,7 @@ double peak_loop(TensorType type, int64_t rounds) {
       return peak_super_block<V, false>(rounds);
     case TensorType::Q6_K:
     case TensorType::Q2_K:
+    case TensorType::Q3_K:
       return peak_super_block<V, true>(rounds);
     default:
       return 0.0;

@@ -231,6 +231,20 @@ void unpack_block(TensorType type, const uint8_t* block, int64_t first, uint8_t*
       }
       return;
     }
+    case TensorType::Q3_K: {  // in Q6_K's tiles: 32 bytes of third bits, 64 of 2-bit codes, 12 of scales, d
+      // (d * (s - 32)) * v with v in [-4, 3] is Q6_K's (d * sc) * (code - 32) with sc = s - 32
+      // and code = v + 32; the values keep their bits (dequantize_q3_k's products)
+      int8_t scales[16];
+      q3_k_scales(block + 96, scales);
+      for (int j = 0; j < 16; ++j) scale[j] = static_cast<uint8_t>(static_cast<int8_t>(scales[j] - 32));
+      std::memcpy(super, block + 108, 2);
+      for (int i = 0; i < 256; ++i) {
+        const int low = (block[32 + 32 * (i / 128) + i % 32] >> (2 * (i % 128 / 32))) & 3;
+        const int third = (block[i % 32] >> (i / 32)) & 1;
+        code[i] = static_cast<uint8_t>(32 + low + 4 * third - 4);
+      }
+      return;
+    }
     case TensorType::IQ4_XS: {  // d, 2 bytes of top scale bits, 4 of low ones, nibbles
       std::memcpy(super, block, 2);
       const uint16_t scales_h = static_cast<uint16_t>(block[2] | block[3] << 8);
@@ -348,6 +362,7 @@ tiles::Format device_tile_format(TensorType type) {
     case TensorType::Q5_K: return tiles::Format::Q5_K;
     case TensorType::Q2_K: return tiles::Format::Q2_K;
     case TensorType::Q6_K: return tiles::Format::Q6_K;
+    case TensorType::Q3_K: return tiles::Format::Q6_K;  // its values re-encoded at upload (unpack_block)
     case TensorType::IQ4_XS: return tiles::Format::IQ4_XS;
     default: throw std::invalid_argument(std::string("no tile format for ") + std::string(type_traits(type).name));
   }
@@ -365,6 +380,7 @@ bool is_tiled_type(TensorType type) {
     case TensorType::Q4_K:
     case TensorType::Q5_K:
     case TensorType::Q2_K:
+    case TensorType::Q3_K:
     case TensorType::Q6_K:
     case TensorType::IQ4_XS: return true;
     default: return false;

@@ -120,6 +120,37 @@ void encode_q2_k(const float* x, uint8_t* block) {
   std::memcpy(block + 82, &dmin, 2);
 }
 
+// Q3_K: per 16 values a scale for codes -4..3, quantized to 6 bits (stored + 32) against the
+// block's f16 scale; the codes plus 4 as a third bit (hmask) and 2 low bits (as Q2_K's).
+void encode_q3_k(const float* x, uint8_t* block) {
+  float scale[16];
+  for (int j = 0; j < 16; ++j) {
+    float amax = 0.0f;
+    for (int i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(x[16 * j + i]));
+    scale[j] = amax / 4.0f;
+  }
+  const uint16_t d = fp32_to_fp16(*std::max_element(scale, scale + 16) / 31.0f);
+  const float fd = fp16_to_fp32(d);
+  uint8_t* hmask = block;
+  uint8_t* qs = block + 32;
+  uint8_t* packed = block + 96;
+  std::memset(block, 0, 108);
+  for (int j = 0; j < 16; ++j) {
+    const long sc = fd > 0 ? std::clamp(std::lround(scale[j] / fd), 0L, 31L) : 0;
+    const long stored = sc + 32;  // GGML's packing: low nibbles in bytes 0..7, top 2 bits in 8..11
+    packed[j % 8] |= static_cast<uint8_t>((stored & 0xF) << (4 * (j / 8)));
+    packed[8 + j % 4] |= static_cast<uint8_t>((stored >> 4) << (2 * (j / 4)));
+    const float step = fd * static_cast<float>(sc);
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * j + l, half = i / 128, shift = (i % 128) / 32;
+      const long code = (step > 0 ? std::clamp(std::lround(x[i] / step), -4L, 3L) : 0) + 4;
+      qs[32 * half + i % 32] |= static_cast<uint8_t>((code & 3) << (2 * shift));
+      hmask[i % 32] |= static_cast<uint8_t>((code >> 2) << (i / 32));
+    }
+  }
+  std::memcpy(block + 108, &d, 2);
+}
+
 // IQ4_XS: per 32 values a scale making the largest magnitude level 127, quantized to 6 bits
 // (stored + 32) against the block's f16 scale, then the nearest of the 16 levels.
 void encode_iq4_xs(const float* x, uint8_t* block) {
@@ -185,6 +216,7 @@ void encode_row(TensorType type, const float* x, uint8_t* out, int64_t n) {
                                              : type == TensorType::Q5_K ? encode_q4_k<32>
                                              : type == TensorType::Q6_K ? encode_q6_k
                                              : type == TensorType::Q2_K ? encode_q2_k
+                                             : type == TensorType::Q3_K ? encode_q3_k
                                                                         : encode_iq4_xs;
     for (int64_t b = 0; b < n / 256; ++b) encode(x + 256 * b, out + b * bytes);
   } else {
@@ -194,8 +226,8 @@ void encode_row(TensorType type, const float* x, uint8_t* out, int64_t n) {
 
 constexpr TensorType kRandomTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
                                        TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                       TensorType::Q2_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
-                                       TensorType::IQ4_XS};
+                                       TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                                       TensorType::Q6_K, TensorType::IQ4_XS};
 
 class Builder {
  public:

@@ -26,7 +26,7 @@ ModelConfig random_model_config(std::string_view shape);
 // experts for a mixture of experts (the router and each expert's gate and up of `type`, its
 // down of `second`). Weights are uniform in ±sqrt(3 / cols) (unit
 // variance outputs for unit variance inputs), norms near 1, embeddings uniform in ±1;
-// the same seed gives the same model. Quantized types are encoded with quantize_row; Q2_K, Q4_K,
+// the same seed gives the same model. Quantized types are encoded with quantize_row; Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K and IQ4_XS, which it cannot write, with a plain encoder of this file (valid
 // blocks, not llama.cpp's search for the best ones); a type the loader converts (kernel_type)
 // is then converted as it would be. Other types (random_model_type) and matrices whose width is not a

@@ -583,24 +583,10 @@ TensorType kernel_type(TensorType type) {
     case TensorType::IQ4_NL:
     case TensorType::MXFP4:
       return TensorType::Q8_0;
-    case TensorType::Q3_K:
-      return TensorType::Q6_K;
     default:
       return type;
   }
 }
-
-namespace {
-
-// Q6_K's storage of value i (0..255, stored plus 32 in 6 bits) of a block, as
-// dequantize_q6_k reads it: low 4 bits in ql, top 2 in qh.
-void put_q6_k_value(BlockQ6_K& block, int i, int q) {
-  const int half = i / 128, l = i % 32, quarter = (i % 128) / 32;
-  block.ql[64 * half + l + (quarter % 2) * 32] |= static_cast<uint8_t>((q & 0xF) << (quarter < 2 ? 0 : 4));
-  block.qh[32 * half + l] |= static_cast<uint8_t>((q >> 4) << (2 * quarter));
-}
-
-}  // namespace
 
 // Each conversion keeps the block's f16 scale bits and moves its integers: every value is
 // the same product of the same two numbers before and after.
@@ -608,8 +594,6 @@ void put_q6_k_value(BlockQ6_K& block, int i, int q) {
 //   IQ4_NL → Q8_0: kIq4Levels[q] · d, the levels in [-127, 113]
 //   MXFP4 → Q8_0:  kMxfp4Values[q] · 2^(e - 128), the doubled levels in [-12, 12] and the
 //                  scale an f16 (normal or subnormal) when e - 128 is in [-24, 15]
-//   Q3_K → Q6_K:   (d · (s - 32)) · v with v in [-4, 3]: Q6_K's (d · s') · (q' - 32) with
-//                  s' = s - 32 in [-32, 31] and q' = v + 32 in [28, 35]
 bool convert_row_exact(TensorType type, const void* src, void* dst, int64_t n) {
   const int64_t blocks = whole_blocks(type, n);
   switch (type) {
@@ -647,25 +631,6 @@ bool convert_row_exact(TensorType type, const void* src, void* dst, int64_t n) {
         for (int j = 0; j < 16; j++) {
           y[i].qs[j] = kMxfp4Values[x[i].qs[j] & 0xF];
           y[i].qs[j + 16] = kMxfp4Values[x[i].qs[j] >> 4];
-        }
-      }
-      return true;
-    }
-    case TensorType::Q3_K: {
-      const auto* x = static_cast<const BlockQ3_K*>(src);
-      auto* y = static_cast<BlockQ6_K*>(dst);
-      for (int64_t i = 0; i < blocks; i++) {
-        std::memset(&y[i], 0, sizeof y[i]);
-        y[i].d = x[i].d;
-        int8_t scales[16];
-        q3_k_scales(x[i].scales, scales);
-        for (int k = 0; k < 16; k++) y[i].scales[k] = static_cast<int8_t>(scales[k] - 32);
-        // the element order of dequantize_q3_k: 128-value halves, 4 shifts, 32 values each
-        for (int e = 0; e < 256; e++) {
-          const int half = e / 128, shift = (e % 128) / 32, l = e % 32;
-          const uint8_t m = static_cast<uint8_t>(1 << (4 * half + shift));
-          const int v = ((x[i].qs[32 * half + l] >> (2 * shift)) & 3) - ((x[i].hmask[l] & m) ? 0 : 4);
-          put_q6_k_value(y[i], e, v + 32);
         }
       }
       return true;

@@ -106,8 +106,7 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n);
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n);
 
 // The type the kernels compute a supported type's weights in: the type itself when they read
-// it, else the one convert_row_exact re-encodes it into: IQ4_NL and MXFP4 become Q8_0, Q3_K
-// becomes Q6_K.
+// it, else the one convert_row_exact re-encodes it into: IQ4_NL and MXFP4 become Q8_0.
 TensorType kernel_type(TensorType type);
 // Re-encodes `n` values (whole blocks) of `type` into kernel_type(type), or Q5_0 into Q8_0
 // (the type a device computes it in: device_tiled_type), with every value unchanged:

@@ -29,8 +29,9 @@ namespace {
 
 const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
 // Every type the device keeps quantized, in its tiles.
-constexpr TensorType kTiledTypes[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q4_K,
-                                      TensorType::Q5_K, TensorType::Q2_K, TensorType::Q6_K, TensorType::IQ4_XS};
+constexpr TensorType kTiledTypes[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1,
+                                      TensorType::Q4_K, TensorType::Q5_K, TensorType::Q2_K, TensorType::Q3_K,
+                                      TensorType::Q6_K, TensorType::IQ4_XS};
 
 std::string label(const char* kernel, DType t) { return std::string(kernel) + " " + dtype_name(t); }
 

@@ -34,6 +34,7 @@ inline std::vector<uint8_t> random_rows(TensorType type, int64_t rows, int64_t c
       case TensorType::Q4_K:
       case TensorType::Q5_K: scale(block), scale(block + 2); break;  // d and m, or d and dmin
       case TensorType::Q2_K: scale(block + 80), scale(block + 82); break;
+      case TensorType::Q3_K: scale(block + 108); break;
       case TensorType::Q6_K: scale(block + 208); break;
       case TensorType::IQ4_XS: scale(block); break;
       default: break;
