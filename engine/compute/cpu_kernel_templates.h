@@ -20,6 +20,7 @@
 #include "compute/cpu_kernel_tiles.h"
 #include "compute/cpu_kernels_float.h"
 #include "compute/cpu_kernels_quantized.h"
+#include "compute/cpu_kernels_iq4.h"
 #include "compute/cpu_kernels_quantize.h"
 #include "compute/cpu_kernels_exp.h"
 #include "compute/cpu_kernels_attention.h"
@@ -46,7 +47,9 @@ KernelTable make_kernel_table() {
   table.q4_1 = panel_rows<V, AffinePanel<V, false>>;
   table.q5_1 = panel_rows<V, AffinePanel<V, true>>;
   table.q5_k = panel_rows<V, AffinePanel<V, true, true>>;
-  table.iq4_xs = panel_rows<V, Q8_0Panel<V, true>>;
+  table.iq4_xs = panel_rows<V, LookupPanel<V, LookupType::IQ4_XS>>;
+  table.iq4_nl = panel_rows<V, LookupPanel<V, LookupType::IQ4_NL>>;
+  table.mxfp4 = panel_rows<V, LookupPanel<V, LookupType::MXFP4>>;
   table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;
   table.q2_k = panel_rows<V, Q2_KPanel<V>>;

@@ -27,7 +27,7 @@ ModelConfig random_model_config(std::string_view shape);
 // down of `second`). Weights are uniform in ±sqrt(3 / cols) (unit
 // variance outputs for unit variance inputs), norms near 1, embeddings uniform in ±1;
 // the same seed gives the same model. Quantized types are encoded with quantize_row; Q2_K, Q4_K,
-// Q5_K, Q6_K and IQ4_XS, which it cannot write, with a plain encoder of this file (valid
+// Q5_K, Q6_K, IQ4_XS, IQ4_NL and MXFP4, which it cannot write, with a plain encoder of this file (valid
 // blocks, not llama.cpp's search for the best ones); Q5_0 is then converted to Q8_0 as the
 // loader converts it. Other types (random_model_type) and matrices whose width is not a
 // whole number of blocks throw std::invalid_argument. `threads`
