@@ -120,7 +120,7 @@ class TestBatchInvariance : public QObject {
       for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
                               TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q5_0,
                               TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
-                              TensorType::Q6_K, TensorType::IQ4_XS}) {
+                              TensorType::Q6_K, TensorType::IQ4_XS, TensorType::IQ4_NL, TensorType::MXFP4}) {
         QTest::addRow("%s %s", simd_name(level).data(), type_traits(type).name.data())
             << QStringLiteral("tiny") << int(type) << int(level);
       }
@@ -129,7 +129,7 @@ class TestBatchInvariance : public QObject {
             << QString(shape) << int(TensorType::Q8_0) << int(level);
       }
       // a mixture of experts: the crowd's tokens share the experts of the sequence's tokens
-      for (TensorType type : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K}) {
+      for (TensorType type : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K, TensorType::MXFP4}) {
         QTest::addRow("%s tiny-qwen3moe %s", simd_name(level).data(), type_traits(type).name.data())
             << QStringLiteral("tiny-qwen3moe") << int(type) << int(level);
       }

@@ -151,7 +151,9 @@ class TestCliModels : public QObject {
     QCOMPARE(j["experts"].toObject()["gating"].toString(), QString("top_k_then_softmax"));
     QVERIFY(j["attention"].toObject()["sinks"].toBool());
     QCOMPARE(j["rope"].toObject()["yarn_factor"].toDouble(), 32.0);
-    QVERIFY(j["converted_at_load"].toObject().contains("mxfp4"));
+    // its MXFP4 experts are computed as stored (kernels of their own), not converted at load
+    QVERIFY(j["tensor_types"].toObject().contains("mxfp4"));
+    QVERIFY(!j["converted_at_load"].toObject().contains("mxfp4"));
     const QString refusal = j["device_weights"].toObject()["refusal"].toString();
     QVERIFY2(refusal.contains("attention sinks") && refusal.contains("gpt-oss"), qPrintable(refusal));
     const CliRun text = run_cli({"inspect", file});

@@ -135,6 +135,18 @@ RandomMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, std::mt1
         for (int i = 2; i < 136; ++i) p[i] = static_cast<uint8_t>(byte(rng));
       }
       break;
+    case TensorType::IQ4_NL:
+      for (int64_t b = 0; b < n / 32; ++b, p += 18) {
+        put16(p, random_half(rng, 0.0002f, 0.001f));
+        for (int i = 0; i < 16; ++i) p[2 + i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
+    case TensorType::MXFP4:  // half scales 2^-28 .. 2^-8: some below f16's range, which once made the matrix f32
+      for (int64_t b = 0; b < n / 32; ++b, p += 17) {
+        p[0] = static_cast<uint8_t>(std::uniform_int_distribution<int>(100, 120)(rng));
+        for (int i = 0; i < 16; ++i) p[1 + i] = static_cast<uint8_t>(byte(rng));
+      }
+      break;
     default:  // the types the loader converts into these (kAllTypes has none of them)
       qFatal("no random %s matrix", type_traits(type).name.data());
   }
@@ -303,6 +315,27 @@ std::vector<double> decode_row(const RandomMatrix& m, int64_t r) {
       }
       break;
     }
+    case TensorType::IQ4_NL:  // per 32 values d · level[nibble]
+      for (int64_t b = 0; b < m.cols / 32; ++b, p += 18) {
+        static const int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        const double d = fp16_to_fp32(get16(p));
+        for (int l = 0; l < 16; ++l) {
+          out[32 * b + l] = d * kLevels[p[2 + l] & 0xF];
+          out[32 * b + l + 16] = d * kLevels[p[2 + l] >> 4];
+        }
+      }
+      break;
+    case TensorType::MXFP4:  // per 32 values 2^(e - 127) · E2M1[nibble] (OCP MX: bit 3 the sign)
+      for (int64_t b = 0; b < m.cols / 32; ++b, p += 17) {
+        static const double kE2M1[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+        const double scale = std::ldexp(1.0, p[0] - 127);
+        const auto value = [&](int q) { return (q & 8 ? -1.0 : 1.0) * kE2M1[q & 7] * scale; };
+        for (int l = 0; l < 16; ++l) {
+          out[32 * b + l] = value(p[1 + l] & 0xF);
+          out[32 * b + l + 16] = value(p[1 + l] >> 4);
+        }
+      }
+      break;
     default:
       qFatal("no reference decoder for %s", type_traits(m.type).name.data());
   }
@@ -318,7 +351,8 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
   std::vector<double> out(x.begin(), x.end());
   const int64_t n = static_cast<int64_t>(x.size());
   if (type == TensorType::Q8_0 || type == TensorType::Q4_0 || type == TensorType::Q4_1 || type == TensorType::Q5_0 ||
-      type == TensorType::Q5_1 || type == TensorType::Q5_K || type == TensorType::IQ4_XS) {
+      type == TensorType::Q5_1 || type == TensorType::Q5_K || type == TensorType::IQ4_XS || type == TensorType::IQ4_NL ||
+      type == TensorType::MXFP4) {
     std::vector<uint8_t> row(q8_row_bytes(n));
     quantize_activations_q8(x.data(), row.data(), n, 0);
     const Q8Row a = q8_row(row.data(), n);
@@ -338,7 +372,8 @@ std::vector<double> effective_activations(TensorType type, const std::vector<flo
 const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
                                 TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
                                 TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q3_K,
-                                TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
+                                TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS,
+                                TensorType::IQ4_NL, TensorType::MXFP4};
 
 int64_t test_cols(TensorType type) {
   // Odd widths where the type allows, to exercise vector tails.
@@ -486,6 +521,32 @@ class TestCpuKernels : public QObject {
             }
           }
         }
+      }
+    }
+  }
+
+  // Every MXFP4 exponent byte 0..255 (scales 2^-127 .. 2^128, the smallest subnormal in
+  // GGML's f32 half scale) reaches the product exactly: one row per exponent, against
+  // activations scaled by the inverse power so each product stays a normal float.
+  void mxfp4EveryExponent() {
+    ThreadPool pool(1);
+    std::mt19937 rng(11);
+    const int64_t cols = 64;
+    for (SimdLevel level : testable_simd_levels()) {
+      for (int e = 0; e < 256; ++e) {
+        RandomMatrix w = random_matrix(TensorType::MXFP4, 1, cols, rng);
+        w.bytes[0] = w.bytes[17] = static_cast<uint8_t>(e);
+        const PackedMatrix packed = pack_matrix(w.view(), level, pool);
+        std::vector<float> x = normal_values(rng, static_cast<size_t>(cols));
+        for (float& v : x) v = std::ldexp(v, std::clamp(127 - e, -100, 100));
+        const std::vector<double> a = effective_activations(TensorType::MXFP4, x);
+        const std::vector<double> wr = decode_row(w, 0);
+        double exact = 0.0, magnitude = 0.0;
+        for (int64_t c = 0; c < cols; ++c) exact += wr[c] * a[c], magnitude += std::fabs(wr[c] * a[c]);
+        float y = 0.0f;
+        matmul(packed, x.data(), 1, &y, pool);
+        QVERIFY2(std::fabs(y - exact) <= 1e-5 * magnitude,
+                 qPrintable(QStringLiteral("%1 e = %2: %3 vs %4").arg(label(level, TensorType::MXFP4)).arg(e).arg(y).arg(exact)));
       }
     }
   }

@@ -317,15 +317,16 @@ class TestDeviceLayout : public QObject {
   }
 
   // On a GPU every type a file holds stays quantized: those the kernels read in tiles of their
-  // own, Q5_0 re-encoded into Q8_0's tiles (device_tiled_type; the CPU reads it as stored)
-  // and Q3_K in Q6_K's tiles, each element dequantize_row's value, bit for bit. (The random
-  // models make every quantized type but IQ4_NL and MXFP4, whose re-encoding test_quant checks.)
+  // own or Q8_0's (IQ4_NL and MXFP4, their levels as bytes), Q5_0 re-encoded into Q8_0's
+  // tiles (device_tiled_type; the CPU reads it as stored) and Q3_K in Q6_K's tiles, each
+  // element dequantize_row's value, bit for bit. (The random models' MXFP4 scales are f16s, as
+  // the device's tiles need.)
   void everyTypeStaysQuantizedOnTheDevice() {
     ModelConfig c = random_model_config("tiny");
     c.dim = 256;
     c.hidden_dim = 512;
     for (TensorType t : {TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q3_K,
-                         TensorType::Q5_K, TensorType::IQ4_XS}) {
+                         TensorType::Q5_K, TensorType::IQ4_XS, TensorType::IQ4_NL, TensorType::MXFP4}) {
       const auto model = make_random_model(c, t, 3, 1);
       const DeviceModelPlan plan = plan_device_model(*model);
       QCOMPARE(plan.compute, TensorType::F16);

@@ -32,9 +32,9 @@ namespace {
 const std::string kDataDir = specula::test::testDataDir().toStdString() + "/gptoss/";
 const char* const kFiles[] = {"gptoss-f32.gguf", "gptoss-f16.gguf", "gptoss-mxfp4.gguf"};
 
-// The MXFP4 experts are read as Q8_0 (every value kept: widened to f32 the file is within
-// 1e-4 of its reference), whose kernels round the experts' inputs to 8 bits per block of
-// 32. On this tiny model that moves the 20-token case's last logits by 0.273 of the largest
+// The MXFP4 experts are computed by their own kernels (every value kept: widened to f32 the
+// file is within 1e-4 of its reference), which round the experts' inputs to 8 bits per
+// block of 32, as Q8_0's do. On this tiny model that moves the 20-token case's last logits by 0.273 of the largest
 // (a router pick changes): a float64 numpy forward that rounds the experts' inputs the same
 // way gives the same 0.273 (2.8e-2 on the 5-token case), so the bound only guards the scale.
 constexpr double kQuantizedTolerance = 0.35;
@@ -78,9 +78,9 @@ class TestGptOssReference : public QObject {
         QVERIFY(L.attn_post_norm.empty() && !L.ffn_norm.empty());  // post_attention_norm is the feed-forward's input norm
         QCOMPARE(L.expert_gate.size(), size_t{8});
       }
-      // MXFP4 experts are computed with as Q8_0; the f16 file keeps f16
+      // MXFP4 experts are computed as MXFP4 (kernels of their own); the f16 file keeps f16
       const TensorType expert_type = m->weights.layers[0].expert_gate[0].type;
-      QCOMPARE(expert_type, std::string(file).find("mxfp4") != std::string::npos ? TensorType::Q8_0
+      QCOMPARE(expert_type, std::string(file).find("mxfp4") != std::string::npos ? TensorType::MXFP4
                             : std::string(file).find("f16") != std::string::npos ? TensorType::F16
                                                                                    : TensorType::F32);
       // its tokenizer: the GPT-2 style byte-level vocabulary the oracle wrote

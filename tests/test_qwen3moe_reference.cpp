@@ -232,7 +232,8 @@ class TestQwen3MoeReference : public QObject {
     QTest::addColumn<int>("type");
     for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
                             TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K,
-                            TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS}) {
+                            TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS, TensorType::IQ4_NL,
+                            TensorType::MXFP4}) {
       QTest::addRow("%s", type_traits(type).name.data()) << int(type);
     }
   }

@@ -403,7 +403,7 @@ void add_bench_forward_command(CLI::App& app) {
   cmd->add_option("--random", options->random_shape,
                   "Random weights of a named shape: tiny, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, qwen3moe-1.3b, 110m, 1.1b, 7b");
   cmd->add_option("--type", options->type,
-                  "Weight type of a random model: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs");
+                  "Weight type of a random model: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, iq4_nl, mxfp4");
   cmd->add_option("--write-gguf", options->write_gguf,
                   "Also save the random model as this GGUF file");
   cmd->add_option("--tokens", options->tokens, "Forward sizes to time, e.g. 1,2,4,8")

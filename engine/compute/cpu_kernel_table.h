@@ -25,6 +25,7 @@ struct KernelTable {
   MatrixKernel f32, f16, bf16, q8_0, q4_0, q4_1, q5_1, q5_k, iq4_xs, q4_k, q6_k, q2_k;
   MatrixKernel q5_0;
   MatrixKernel q3_k;
+  MatrixKernel iq4_nl, mxfp4;  // the 4-bit lookup types with IQ4_XS (cpu_kernels_iq4.h)
   void (*quantize_q8)(const float* x, uint8_t* out, int64_t n, int32_t bias);
   void (*quantize_q8k)(const float* x, BlockQ8K* out, int64_t n);
   void (*attend)(const AttentionArgs& args);
@@ -121,8 +122,12 @@ static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 //                         32-value sub-block pair (2k, 2k + 1) one vector of P × 4 bytes of
 //                         third bits (byte i, bit 4 · h + c: the third bit of value 4c + i of
 //                         sub-block 2k + h) and two crumb vectors as Q2_K's (3.56 bits a value)
-//   IQ4_XS per 256 values: per 32-value sub-block f32 d·(scale - 32)[P], then 8 vectors of
-//                         P × 4 int8 levels (+128 on VNNI levels, as Q8_0's)
+//   IQ4_NL per 32 values:  f16 d[P], then 4 vectors of P × 4 nibble bytes (as Q4_0's; the
+//                         nibbles index kIq4Levels)
+//   MXFP4 per 32 values:   bf16 2^(e - 128)[P] (half the E8M0 scale, exact in bf16), then 4
+//                         vectors of P × 4 nibble bytes (as Q4_0's, indexing kMxfp4Values)
+//   IQ4_XS per 256 values: f16 d[P], s8 (scale - 32) pairs [4][P][2], then per 32-value
+//                         sub-block 4 vectors of P × 4 nibble bytes (as Q4_0's)
 //   Q4_K  per 256 values: f16 d[P], f16 -dmin[P], u8 scale pairs [4][P][2], u8 minimum
 //                         pairs [4][P][2], then 32 vectors of P × 4 nibble bytes
 //   Q6_K  per 256 values: f16 d[P], s8 scale pairs [8][P][2], then per 16-value sub-block
@@ -133,7 +138,9 @@ constexpr size_t q4_1_panel_block(int P) { return 20 * static_cast<size_t>(P); }
 constexpr size_t q5_0_panel_block(int P) { return 22 * static_cast<size_t>(P); }
 constexpr size_t q5_1_panel_block(int P) { return 24 * static_cast<size_t>(P); }
 constexpr size_t q5_k_panel_block(int P) { return 180 * static_cast<size_t>(P); }
-constexpr size_t iq4_xs_panel_block(int P) { return 8 * 36 * static_cast<size_t>(P); }
+constexpr size_t iq4_nl_panel_block(int P) { return 18 * static_cast<size_t>(P); }
+constexpr size_t mxfp4_panel_block(int P) { return 18 * static_cast<size_t>(P); }
+constexpr size_t iq4_xs_panel_block(int P) { return 138 * static_cast<size_t>(P); }
 constexpr size_t q2_k_panel_block(int P) { return 100 * static_cast<size_t>(P); }
 constexpr size_t q3_k_panel_block(int P) { return 114 * static_cast<size_t>(P); }
 constexpr size_t q4_k_panel_block(int P) { return 148 * static_cast<size_t>(P); }

@@ -22,6 +22,7 @@
 #include "compute/cpu_kernels_quantized.h"
 #include "compute/cpu_kernels_5bit.h"
 #include "compute/cpu_kernels_q3k.h"
+#include "compute/cpu_kernels_iq4.h"
 #include "compute/cpu_kernels_quantize.h"
 #include "compute/cpu_kernels_exp.h"
 #include "compute/cpu_kernels_attention.h"
@@ -49,7 +50,9 @@ KernelTable make_kernel_table() {
   table.q5_0 = panel_rows<V, Q5Panel<V, false>>;
   table.q5_1 = panel_rows<V, Q5Panel<V, true>>;
   table.q5_k = panel_rows<V, Q5_KPanel<V>>;
-  table.iq4_xs = panel_rows<V, Q8_0Panel<V, true>>;
+  table.iq4_xs = panel_rows<V, LookupPanel<V, LookupType::IQ4_XS>>;
+  table.iq4_nl = panel_rows<V, LookupPanel<V, LookupType::IQ4_NL>>;
+  table.mxfp4 = panel_rows<V, LookupPanel<V, LookupType::MXFP4>>;
   table.q4_k = panel_rows<VQ4K, Q4_KPanel<VQ4K>>;
   table.q6_k = panel_rows<V, Q6_KPanel<V>>;
   table.q2_k = panel_rows<V, Q2_KPanel<V>>;

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -147,29 +148,24 @@ void pack_q5_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   }
 }
 
-// IQ4_XS as eight Q8_0-like sub-blocks with f32 scales d · (scale - 32) (an f16 times a
-// 6-bit integer, exact in f32) and the IQ4 levels as int8.
-template <bool kBiased>
+// IQ4_XS keeps its nibbles (Q4_0's order per 32-value sub-block) and its 6-bit scales as
+// signed bytes scale - 32, in pairs as Q4_K's panel keeps its scales.
 void pack_iq4_xs(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   const auto& block = reinterpret_cast<const BlockIQ4_XS*>(row)[b];
-  const float d = fp16_to_fp32(block.d);
+  put16(out + 2 * r, block.d);
   for (int j = 0; j < 8; ++j) {
-    uint8_t* sub = out + 36 * P * j;
     const int scale = ((block.scales_l[j / 2] >> 4 * (j % 2)) & 0xF) | (((block.scales_h >> 2 * j) & 3) << 4);
-    put32f(sub + 4 * r, d * static_cast<float>(scale - 32));
-    uint8_t q[32];
-    for (int l = 0; l < 16; ++l) {
-      q[l] = static_cast<uint8_t>(kIq4Levels[block.q[16 * j + l] & 0xF]);
-      q[l + 16] = static_cast<uint8_t>(kIq4Levels[block.q[16 * j + l] >> 4]);
-    }
-    for (int c = 0; c < 8; ++c) {
-      uint8_t* dst = sub + 4 * P + 4 * P * c + 4 * r;
-      std::memcpy(dst, q + 4 * c, 4);
-      if (kBiased) {
-        for (int i = 0; i < 4; ++i) dst[i] ^= 0x80;  // w + 128 as an unsigned byte
-      }
-    }
+    out[2 * P + 2 * P * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(scale - 32);
+    for (int v = 0; v < 4; ++v) std::memcpy(out + 10 * P + 16 * P * j + 4 * P * v + 4 * r, block.q + 16 * j + 4 * v, 4);
   }
+}
+
+// MXFP4 (GGML's block: the E8M0 exponent byte, then 16 bytes of nibbles as Q4_0's) with its
+// half scale 2^(e - 128) as a bf16: the f32's top 16 bits, the rest being zero for every e.
+void pack_mxfp4(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
+  const uint8_t* block = row + 17 * b;
+  put16(out + 2 * r, static_cast<uint16_t>(std::bit_cast<uint32_t>(mxfp4_half_scale(block[0])) >> 16));
+  for (int v = 0; v < 4; ++v) std::memcpy(out + 2 * P + 4 * P * v + 4 * r, block + 1 + 4 * v, 4);
 }
 
 // Q2_K: value i of 16-value sub-block s lies in half s / 8, shift (s % 8) / 2, 16-byte
@@ -313,7 +309,9 @@ QuantPacking quant_packing(TensorType type, const KernelTable& table) {
     case TensorType::Q5_0: return {q5_0_panel_block(P), pack_q5_0};
     case TensorType::Q5_1: return {q5_1_panel_block(P), pack_q5_1};
     case TensorType::Q5_K: return {q5_k_panel_block(P), pack_q5_k};
-    case TensorType::IQ4_XS: return {iq4_xs_panel_block(P), table.vnni ? pack_iq4_xs<true> : pack_iq4_xs<false>};
+    case TensorType::IQ4_XS: return {iq4_xs_panel_block(P), pack_iq4_xs};
+    case TensorType::IQ4_NL: return {iq4_nl_panel_block(P), pack_q4_0};  // Q4_0's block layout
+    case TensorType::MXFP4: return {mxfp4_panel_block(P), pack_mxfp4};
     case TensorType::Q8_0: return {q8_0_panel_block(P), table.vnni ? pack_q8_0<true> : pack_q8_0<false>};
     case TensorType::Q4_K: return {q4_k_panel_block(P), pack_q4_k};
     case TensorType::Q6_K: return {q6_k_panel_block(P), pack_q6_k};
@@ -528,6 +526,8 @@ class KernelInputs {
       case TensorType::Q5_1: return q8(table.q5_1, table, kQ8Sum);
       case TensorType::Q5_K: return q8(table.q5_k, table, kQ8Sum);
       case TensorType::IQ4_XS: return q8(table.iq4_xs, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
+      case TensorType::IQ4_NL: return q8(table.iq4_nl, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
+      case TensorType::MXFP4: return q8(table.mxfp4, table, table.vnni ? kQ8Bias128 : kQ8Unbiased);
       case TensorType::Q4_K: return q8k(table.q4_k, table);
       case TensorType::Q6_K: return q8k(table.q6_k, table);
       case TensorType::Q2_K: return q8k(table.q2_k, table);

@@ -188,6 +188,8 @@ double peak_loop(TensorType type, int64_t rounds) {
     case TensorType::Q5_K:
       return peak_block32<V, false>(rounds);
     case TensorType::IQ4_XS:
+    case TensorType::IQ4_NL:
+    case TensorType::MXFP4:
       return peak_block32<V, true>(rounds);
     case TensorType::Q4_K:
       return peak_super_block<V, false>(rounds);

@@ -101,15 +101,12 @@ struct Q4_0Panel {
 
 // Q8_0: VNNI multiplies weights biased to unsigned (w + 128, undone by the offsets);
 // otherwise |w| times the activations signed like w (maddubs), which cannot saturate.
-//
-// IQ4_XS takes this path with f32 scales (kF32): each 32-value sub-block's levels as int8 and
-// its scale d · (scale - 32), exact in f32, stored per row at packing.
-template <class V, bool kF32 = false>
+template <class V>
 struct Q8_0Panel {
   static constexpr int kBias = V::kVnni ? 128 : 0;
   static constexpr int kMaxTokens = kQuantTokens<V>;
-  static constexpr size_t block_bytes(int P) { return kF32 ? iq4_xs_panel_block(P) / 8 : q8_0_panel_block(P); }
-  static constexpr int kScaleBytes = kF32 ? 4 : 2;
+  static constexpr size_t block_bytes(int P) { return q8_0_panel_block(P); }
+  static constexpr int kScaleBytes = 2;
 
   template <int T, bool kPrefetch>
   static void tile(const uint8_t* panel, int64_t cols, const uint8_t* x, size_t x_stride,
@@ -145,12 +142,7 @@ struct Q8_0Panel {
           }
         }
       }
-      F d;
-      if constexpr (kF32) {
-        d = V::fload(reinterpret_cast<const float*>(block));
-      } else {
-        d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
-      }
+      const F d = V::fload_f16(reinterpret_cast<const uint16_t*>(block));
       for (int t = 0; t < T; ++t) {
         acc[t] = V::fma(V::cvt(sum[t]), V::fmul(d, V::fset1(a[t].scales[b])), acc[t]);
       }

@@ -179,6 +179,18 @@ void unpack_block(TensorType type, const uint8_t* block, int64_t first, uint8_t*
       std::memcpy(scale + 2 * group, block, 2);
       for (int i = 0; i < 32; ++i) code[i] = static_cast<uint8_t>(static_cast<int8_t>(block[2 + i]) + 128);
       return;
+    case TensorType::IQ4_NL:  // d, then nibbles indexing the levels: Q8_0's tiles, every value kept
+      std::memcpy(scale + 2 * group, block, 2);
+      for (int i = 0; i < 32; ++i) code[i] = static_cast<uint8_t>(kIq4Levels[q4_nibble(block + 2, i)] + 128);
+      return;
+    case TensorType::MXFP4: {  // E8M0 exponent, then nibbles indexing the doubled FP4 values
+      // Q8_0's tiles with the half scale 2^(e - 128) as the f16 d: exact for e - 128 in
+      // [-24, 15] (f16's powers of two), which gpt-oss's experts keep to
+      const uint16_t d = fp32_to_fp16(mxfp4_half_scale(block[0]));
+      std::memcpy(scale + 2 * group, &d, 2);
+      for (int i = 0; i < 32; ++i) code[i] = static_cast<uint8_t>(kMxfp4Values[q4_nibble(block + 1, i)] + 128);
+      return;
+    }
     case TensorType::Q4_0:  // d, then nibbles
       std::memcpy(scale + 2 * group, block, 2);
       for (int i = 0; i < 32; ++i) code[i] = q4_nibble(block + 2, i);
@@ -364,6 +376,8 @@ tiles::Format device_tile_format(TensorType type) {
     case TensorType::Q6_K: return tiles::Format::Q6_K;
     case TensorType::Q3_K: return tiles::Format::Q6_K;  // its values re-encoded at upload (unpack_block)
     case TensorType::IQ4_XS: return tiles::Format::IQ4_XS;
+    case TensorType::IQ4_NL:
+    case TensorType::MXFP4: return tiles::Format::Q8_0;  // the levels as bytes (unpack_block)
     default: throw std::invalid_argument(std::string("no tile format for ") + std::string(type_traits(type).name));
   }
 }
@@ -382,7 +396,9 @@ bool is_tiled_type(TensorType type) {
     case TensorType::Q2_K:
     case TensorType::Q3_K:
     case TensorType::Q6_K:
-    case TensorType::IQ4_XS: return true;
+    case TensorType::IQ4_XS:
+    case TensorType::IQ4_NL:
+    case TensorType::MXFP4: return true;
     default: return false;
   }
 }

@@ -115,9 +115,9 @@ PackedPlan pack_plan(const BatchPlan& plan, const std::vector<int32_t>& tokens, 
 TensorType device_compute_type(const Weights& weights);
 
 // How one matrix (or several stacked row-wise) lives in device memory: quantized matrices
-// (Q8_0, Q4_0, Q4_1, Q5_1, Q4_K, Q5_K, Q2_K, Q3_K, Q6_K, IQ4_XS: every type kernel_type
-// keeps; Q5_0 re-encoded as Q8_0 and Q3_K written into Q6_K's tiles: device_tiled_type) stay
-// quantized, in the tiles of kernels/quant_tiles.h; the others are row-major in the compute
+// (Q8_0, Q4_0, Q4_1, Q5_1, Q4_K, Q5_K, Q2_K, Q6_K, IQ4_XS; Q5_0 re-encoded as Q8_0
+// (device_tiled_type), IQ4_NL and MXFP4 in Q8_0's tiles and Q3_K in Q6_K's) stay quantized, in
+// the tiles of kernels/quant_tiles.h; the others are row-major in the compute
 // type. Either way the image is `units` pieces of `unit_rows`
 // rows (a tile row of 16, or one row), the granularity of conversion and upload.
 struct DeviceMatrixLayout {

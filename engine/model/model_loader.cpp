@@ -54,9 +54,9 @@ TensorView aligned_view(Model& model, const TensorView& v) {
 
 // A weight in the type the kernels compute it in (kernel_type): types without a kernel of
 // their own are re-encoded once here, every value unchanged (convert_row_exact; a view
-// without data, of a header, just takes the new type). A row that does not fit the target
-// exactly (an MXFP4 scale outside f16's range) makes the whole matrix f32, which holds
-// every decoded value.
+// without data, of a header, just takes the new type). A row that did not fit the target
+// exactly would make the whole matrix f32, which holds every decoded value; no conversion
+// today has such rows (MXFP4, whose scales outside f16's range had, has its own kernel).
 TensorView kernel_view(Model& model, const TensorView& v) {
   const TensorType target = kernel_type(v.type);
   if (target == v.type) return aligned_view(model, v);

@@ -209,8 +209,50 @@ void encode_q6_k(const float* x, uint8_t* block) {
   std::memcpy(block + 208, &d, 2);
 }
 
+// IQ4_NL: per 32 values the f16 scale making the largest magnitude level 127, then the
+// nearest of the 16 levels.
+void encode_iq4_nl(const float* x, uint8_t* block) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const uint16_t d = fp32_to_fp16(amax / 127.0f);
+  const float step = fp16_to_fp32(d);
+  std::memset(block, 0, 18);
+  std::memcpy(block, &d, 2);
+  for (int i = 0; i < 32; ++i) {
+    int best = 0;
+    for (int k = 1; k < 16; ++k) {
+      if (std::fabs(step * kIq4Levels[k] - x[i]) < std::fabs(step * kIq4Levels[best] - x[i])) best = k;
+    }
+    block[2 + i % 16] |= static_cast<uint8_t>(best << (i < 16 ? 0 : 4));
+  }
+}
+
+// MXFP4: per 32 values the smallest power-of-two scale whose largest value (6, stored
+// doubled as 12 times half the scale) reaches the largest magnitude, then the nearest value.
+void encode_mxfp4(const float* x, uint8_t* block) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  int e = 1;
+  while (e < 254 && 12.0f * mxfp4_half_scale(static_cast<uint8_t>(e)) < amax) ++e;
+  const float half = mxfp4_half_scale(static_cast<uint8_t>(e));
+  std::memset(block, 0, 17);
+  block[0] = static_cast<uint8_t>(e);
+  for (int i = 0; i < 32; ++i) {
+    int best = 0;
+    for (int k = 1; k < 16; ++k) {
+      if (std::fabs(half * kMxfp4Values[k] - x[i]) < std::fabs(half * kMxfp4Values[best] - x[i])) best = k;
+    }
+    block[1 + i % 16] |= static_cast<uint8_t>(best << (i < 16 ? 0 : 4));
+  }
+}
+
 void encode_row(TensorType type, const float* x, uint8_t* out, int64_t n) {
-  if (type_traits(type).block_elements == 256) {
+  if (type == TensorType::IQ4_NL || type == TensorType::MXFP4) {
+    const size_t bytes = type_traits(type).block_bytes;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      (type == TensorType::IQ4_NL ? encode_iq4_nl : encode_mxfp4)(x + 32 * b, out + b * bytes);
+    }
+  } else if (type_traits(type).block_elements == 256) {
     const size_t bytes = type_traits(type).block_bytes;
     void (*encode)(const float*, uint8_t*) = type == TensorType::Q4_K   ? encode_q4_k<16>
                                              : type == TensorType::Q5_K ? encode_q4_k<32>
@@ -227,7 +269,7 @@ void encode_row(TensorType type, const float* x, uint8_t* out, int64_t n) {
 constexpr TensorType kRandomTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
                                        TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
                                        TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
-                                       TensorType::Q6_K, TensorType::IQ4_XS};
+                                       TensorType::Q6_K, TensorType::IQ4_XS, TensorType::IQ4_NL, TensorType::MXFP4};
 
 class Builder {
  public:

@@ -27,9 +27,8 @@ ModelConfig random_model_config(std::string_view shape);
 // down of `second`). Weights are uniform in ±sqrt(3 / cols) (unit
 // variance outputs for unit variance inputs), norms near 1, embeddings uniform in ±1;
 // the same seed gives the same model. Quantized types are encoded with quantize_row; Q2_K, Q3_K, Q4_K,
-// Q5_K, Q6_K and IQ4_XS, which it cannot write, with a plain encoder of this file (valid
-// blocks, not llama.cpp's search for the best ones); a type the loader converts (kernel_type)
-// is then converted as it would be. Other types (random_model_type) and matrices whose width is not a
+// Q5_K, Q6_K, IQ4_XS, IQ4_NL and MXFP4, which it cannot write, with a plain encoder of this file (valid
+// blocks, not llama.cpp's search for the best ones). Other types (random_model_type) and matrices whose width is not a
 // whole number of blocks throw std::invalid_argument. `threads`
 // workers generate rows in parallel (0: one per core); the result does not depend on it.
 std::shared_ptr<const Model> make_random_model(const ModelConfig& config, TensorType type,

@@ -234,9 +234,6 @@ static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(Block
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockMXFP4) == 17);
 
-// GGML's kvalues_mxfp4: the E2M1 values doubled (GGML scales them by half the block scale).
-constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 uint32_t load_u32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
@@ -578,22 +575,11 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
   throw std::invalid_argument("dequantize_row: " + std::string(type_traits(type).name) + " blocks are not decoded here");
 }
 
-TensorType kernel_type(TensorType type) {
-  switch (type) {
-    case TensorType::IQ4_NL:
-    case TensorType::MXFP4:
-      return TensorType::Q8_0;
-    default:
-      return type;
-  }
-}
+TensorType kernel_type(TensorType type) { return type; }  // every supported type has a kernel of its own
 
 // Each conversion keeps the block's f16 scale bits and moves its integers: every value is
 // the same product of the same two numbers before and after.
 //   Q5_0 → Q8_0:   (q - 16) · d with q - 16 in [-16, 15] (for a device: the CPU reads Q5_0)
-//   IQ4_NL → Q8_0: kIq4Levels[q] · d, the levels in [-127, 113]
-//   MXFP4 → Q8_0:  kMxfp4Values[q] · 2^(e - 128), the doubled levels in [-12, 12] and the
-//                  scale an f16 (normal or subnormal) when e - 128 is in [-24, 15]
 bool convert_row_exact(TensorType type, const void* src, void* dst, int64_t n) {
   const int64_t blocks = whole_blocks(type, n);
   switch (type) {
@@ -606,31 +592,6 @@ bool convert_row_exact(TensorType type, const void* src, void* dst, int64_t n) {
         for (int j = 0; j < 16; j++) {
           y[i].qs[j] = static_cast<int8_t>(((x[i].qs[j] & 0x0F) | q5_high(qh, j)) - 16);
           y[i].qs[j + 16] = static_cast<int8_t>(((x[i].qs[j] >> 4) | q5_high2(qh, j)) - 16);
-        }
-      }
-      return true;
-    }
-    case TensorType::IQ4_NL: {
-      const auto* x = static_cast<const BlockIQ4_NL*>(src);
-      auto* y = static_cast<BlockQ8_0*>(dst);
-      for (int64_t i = 0; i < blocks; i++) {
-        y[i].d = x[i].d;
-        for (int j = 0; j < 16; j++) {
-          y[i].qs[j] = kIq4Levels[x[i].qs[j] & 0xF];
-          y[i].qs[j + 16] = kIq4Levels[x[i].qs[j] >> 4];
-        }
-      }
-      return true;
-    }
-    case TensorType::MXFP4: {
-      const auto* x = static_cast<const BlockMXFP4*>(src);
-      auto* y = static_cast<BlockQ8_0*>(dst);
-      for (int64_t i = 0; i < blocks; i++) {
-        if (x[i].e < 128 - 24 || x[i].e > 128 + 15) return false;
-        y[i].d = fp32_to_fp16(mxfp4_half_scale(x[i].e));  // a power of two f16 holds exactly
-        for (int j = 0; j < 16; j++) {
-          y[i].qs[j] = kMxfp4Values[x[i].qs[j] & 0xF];
-          y[i].qs[j + 16] = kMxfp4Values[x[i].qs[j] >> 4];
         }
       }
       return true;

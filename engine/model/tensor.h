@@ -106,13 +106,12 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n);
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n);
 
 // The type the kernels compute a supported type's weights in: the type itself when they read
-// it, else the one convert_row_exact re-encodes it into: IQ4_NL and MXFP4 become Q8_0.
+// it (every supported type now: the function stays the one place that would name a
+// conversion at load).
 TensorType kernel_type(TensorType type);
-// Re-encodes `n` values (whole blocks) of `type` into kernel_type(type), or Q5_0 into Q8_0
-// (the type a device computes it in: device_tiled_type), with every value unchanged:
-// dequantize_row gives the same floats from `dst` as from `src`. Returns false (with `dst`
-// unspecified) when a value does not fit the target exactly: an MXFP4 block whose
-// power-of-two scale is not an f16 (the caller then widens the row to f32).
+// Re-encodes `n` values (whole blocks) of Q5_0 into Q8_0 (the type a device computes it in:
+// device_tiled_type) with every value unchanged: dequantize_row gives the same floats from
+// `dst` as from `src`. Returns true; throws std::invalid_argument for another type.
 bool convert_row_exact(TensorType type, const void* src, void* dst, int64_t n);
 
 // Sub-block j (0..7) of a Q4_K block: its 6-bit scale and minimum, from the block's 12
@@ -121,6 +120,9 @@ void q4_k_scale_min(int j, const uint8_t* scales, uint8_t* scale, uint8_t* min);
 
 // GGML's kvalues_iq4nl: the 16 levels IQ4_NL and IQ4_XS nibbles index.
 inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// GGML's kvalues_mxfp4: the E2M1 values doubled (GGML scales them by half the block scale).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 // Q3_K's sixteen 6-bit sub-block scales (stored plus 32) from its 12 packed bytes.
 void q3_k_scales(const uint8_t* packed, int8_t* scales);
