@@ -126,8 +126,6 @@ void pack_q5_1(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
   pack_5bit(q, r, P, out + 4 * P);
 }
 
-void put32f(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
-
 // Q5_K: d, -dmin and the unpacked 6-bit scales and minimums (the kernel multiplies them,
 // exactly), then each 32-value sub-block as a Q5_1 block's values.
 void pack_q5_k(const uint8_t* row, int64_t b, int r, int P, uint8_t* out) {
