@@ -332,7 +332,7 @@ class TestDeviceLayout : public QObject {
       QCOMPARE(plan.compute, TensorType::F16);
       const DeviceMatrixPlan& wo = plan.layers[0].wo;
       QVERIFY2(wo.layout.tiled(), type_traits(t).name.data());
-      QCOMPARE(wo.layout.type, device_tiled_type(kernel_type(t)));
+      QCOMPARE(wo.layout.type, device_tiled_type(t));
       const std::vector<uint8_t> image = image_of(wo.parts, wo.layout);
       const TensorView& w = model->weights.layers[0].wo;
       std::vector<float> row(static_cast<size_t>(w.cols));
@@ -341,6 +341,23 @@ class TestDeviceLayout : public QObject {
         for (int64_t i = 0; i < w.cols; ++i) QCOMPARE(bits(device_element(wo.layout, image.data(), r, i)), bits(row[i]));
       }
     }
+  }
+
+  // An MXFP4 scale beyond an f16 (2^16 here) cannot sit in Q8_0's tiles exactly: writing the
+  // units is refused, saying why, rather than rounded.
+  void mxfp4ScaleBeyondAnF16IsRefusedOnTheDevice() {
+    ModelConfig c = random_model_config("tiny");
+    c.dim = 256;
+    c.hidden_dim = 512;
+    const auto model = make_random_model(c, TensorType::MXFP4, 3, 1);
+    const DeviceModelPlan plan = plan_device_model(*model);
+    const DeviceMatrixPlan& wo = plan.layers[0].wo;
+    QVERIFY(!image_of(wo.parts, wo.layout).empty());
+    auto* exponent = const_cast<uint8_t*>(model->weights.layers[0].wo.row(0));  // block 0's E8M0 byte
+    const uint8_t kept = *exponent;
+    *exponent = 128 + 16;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, image_of(wo.parts, wo.layout));
+    *exponent = kept;
   }
 
   // Footprint and bytes per step of a Q4_0 model: tiles of 16 rows x 256 columns, 18 bytes

@@ -185,7 +185,12 @@ void unpack_block(TensorType type, const uint8_t* block, int64_t first, uint8_t*
       return;
     case TensorType::MXFP4: {  // E8M0 exponent, then nibbles indexing the doubled FP4 values
       // Q8_0's tiles with the half scale 2^(e - 128) as the f16 d: exact for e - 128 in
-      // [-24, 15] (f16's powers of two), which gpt-oss's experts keep to
+      // [-24, 15] (f16's powers of two), which gpt-oss's experts keep to; another scale is
+      // refused rather than rounded
+      if (block[0] < 128 - 24 || block[0] > 128 + 15) {
+        throw std::invalid_argument("an MXFP4 block's scale 2^" + std::to_string(block[0] - 127) +
+                                    " is beyond an f16, which the device's tiles keep it in: run this model on the CPU");
+      }
       const uint16_t d = fp32_to_fp16(mxfp4_half_scale(block[0]));
       std::memcpy(scale + 2 * group, &d, 2);
       for (int i = 0; i < 32; ++i) code[i] = static_cast<uint8_t>(kMxfp4Values[q4_nibble(block + 1, i)] + 128);
