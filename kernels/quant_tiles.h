@@ -39,9 +39,9 @@
 //   IQ4_XS  (d * sc[g32]) * (code - 128)         scales: 8 int8 sc (the stored 6 bits - 32);
 //                                                super: fp16 d, 0; the code is 128 + the level
 //                                                the nibble names (kvalues_iq4nl)
-// The formats are the GGUF types the device keeps quantized; Q5_0, IQ4_NL and MXFP4 arrive in
-// Q8_0 (re-encoded exactly at load, model/tensor.h's kernel_type), and Q3_K is written into
-// Q6_K's tiles at upload (engine/compute/device_plan.cpp), every value kept.
+// The formats are the GGUF types the device keeps quantized; Q5_0, IQ4_NL and MXFP4 are
+// written into Q8_0's tiles and Q3_K into Q6_K's as the device's units are written
+// (engine/compute/device_plan.cpp), every value kept.
 #pragma once
 
 #include <cstdint>

@@ -451,9 +451,9 @@ class TestModelLoading : public QObject {
 
   // Q4_1, Q5_0 and Q5_1 load as stored (they have kernels), every value the file's own: each
   // matrix decodes to the same floats as the file's tensor. The metadata-only load reports
-  // the type a full load gives. (The types converted at load, IQ4_NL, MXFP4 and Q3_K, are
-  // not written here; test_quant checks their conversion on gguf's blocks.)
-  void typesConvertedAtLoadKeepTheirValues() {
+  // the type a full load gives. (Every type loads as stored now; these three are the ones
+  // this project writes.)
+  void writtenTypesLoadAsStored() {
     SPECULA_SHARED_FILE(config, "models/tinystories656k/config.json");
     const auto m = load_model(fs::path(config).parent_path().string());
     for (auto [stored, computed] : {std::pair{TensorType::Q4_1, TensorType::Q4_1}, std::pair{TensorType::Q5_1, TensorType::Q5_1},

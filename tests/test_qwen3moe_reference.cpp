@@ -239,8 +239,8 @@ class TestQwen3MoeReference : public QObject {
   }
 
   // Expert tensors of each type, written as 3-D GGUF tensors and read back: each expert's
-  // view holds its own rows, byte for byte those of the model written (converted as the
-  // loader converts, kernel_type), and the file's forward gives the same logits.
+  // view holds its own rows, byte for byte those of the model written, and the file's forward
+  // gives the same logits.
   void expertTensorsOfEveryType() {
     QFETCH(int, type);
     const TensorType t = TensorType(type);

@@ -108,20 +108,6 @@ nlohmann::json describe(const Model& model) {
                          {"bytes", c.has_experts() ? size_t{0} : device_weight_bytes(model)},
                          {"refusal", device_refusal(model)}};
   for (const auto& [type, t] : tally_by_type(model)) j["tensor_types"][type] = {{"tensors", t.tensors}, {"bytes", t.bytes}};
-  // the types above are the ones computed with; a GGUF's tensors of a type without a kernel
-  // of its own were converted at load, every value kept (kernel_type)
-  if (model.format == "gguf") {
-    try {
-      for (const GgufTensorInfo& t : GgufFile::read_header(model.path).tensors) {
-        if (kernel_type(t.type) == t.type) continue;
-        auto& entry = j["converted_at_load"][std::string(type_traits(t.type).name)];
-        if (entry.is_null()) entry = {{"to", std::string(type_traits(kernel_type(t.type)).name)}, {"tensors", 0}};
-        entry["tensors"] = entry["tensors"].get<int>() + 1;
-      }
-    } catch (const ModelError&) {
-      // the file loaded a moment ago; a header that no longer reads just goes unmentioned
-    }
-  }
   j["tokenizer"] = describe(model.tokenizer.get());
   return j;
 }
@@ -186,12 +172,6 @@ void print_text(const nlohmann::json& j) {
               static_cast<double>(j["weight_bytes"].get<size_t>()) / (1 << 20));
   for (const auto& [type, t] : j["tensor_types"].items()) {
     std::printf("  %-6s      %4d tensors, %zu bytes\n", type.c_str(), t["tensors"].get<int>(), t["bytes"].get<size_t>());
-  }
-  if (j.contains("converted_at_load")) {
-    for (const auto& [type, c] : j["converted_at_load"].items()) {
-      std::printf("  (%d %s tensors of the file converted at load to %s, every value kept)\n", c["tensors"].get<int>(),
-                  type.c_str(), c["to"].get<std::string>().c_str());
-    }
   }
   const auto& device = j["device_weights"];
   if (!device["refusal"].get<std::string>().empty()) {

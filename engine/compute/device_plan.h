@@ -134,7 +134,7 @@ struct DeviceMatrixLayout {
 bool is_tiled_type(TensorType type);  // kept quantized on the device
 // The type a tiled type's tiles hold: the type itself, but Q8_0 for Q5_0, which the device
 // kernels have no tiles for (its values re-encoded exactly: convert_row_exact). The CPU
-// kernels read Q5_0 as it is (kernel_type).
+// kernels read Q5_0 as it is.
 TensorType device_tiled_type(TensorType type);
 // The tile format of a tiled type; std::invalid_argument for the others.
 tiles::Format device_tile_format(TensorType type);

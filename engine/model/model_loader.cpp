@@ -52,37 +52,6 @@ TensorView aligned_view(Model& model, const TensorView& v) {
   return TensorView{v.type, v.cols, v.rows, copy};
 }
 
-// A weight in the type the kernels compute it in (kernel_type): types without a kernel of
-// their own are re-encoded once here, every value unchanged (convert_row_exact; a view
-// without data, of a header, just takes the new type). A row that did not fit the target
-// exactly would make the whole matrix f32, which holds every decoded value; no conversion
-// today has such rows (MXFP4, whose scales outside f16's range had, has its own kernel).
-TensorView kernel_view(Model& model, const TensorView& v) {
-  const TensorType target = kernel_type(v.type);
-  if (target == v.type) return aligned_view(model, v);
-  TensorView out{target, v.cols, v.rows, nullptr};
-  if (v.data == nullptr) return out;
-  // the source rows may sit at any alignment in the file: each is copied to an aligned row first
-  std::vector<uint8_t> row(v.row_size());
-  uint8_t* converted = owned_buffer<uint8_t>(model, out.bytes());
-  bool exact = true;
-  for (int64_t r = 0; r < v.rows && exact; ++r) {
-    std::memcpy(row.data(), v.row(r), row.size());
-    exact = convert_row_exact(v.type, row.data(), converted + r * out.row_size(), v.cols);
-  }
-  if (exact) {
-    out.data = converted;
-    return out;
-  }
-  model.storage.pop_back();
-  float* wide = owned_buffer<float>(model, static_cast<size_t>(v.cols * v.rows));
-  for (int64_t r = 0; r < v.rows; ++r) {
-    std::memcpy(row.data(), v.row(r), row.size());
-    dequantize_row(v.type, row.data(), wide + r * v.cols, v.cols);
-  }
-  return TensorView{TensorType::F32, v.cols, v.rows, wide};
-}
-
 std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& source, Vocabulary vocab) {
   try {
     return create_tokenizer(std::move(vocab));
@@ -293,10 +262,10 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
       throw ModelError(path + ": tensor '" + name + "' has type " + std::string(type_traits(t->type).name) +
                        ", which Specula does not compute with (it computes with " + supported_type_names() + ")");
     }
-    return kernel_view(*model, t->view());
+    return aligned_view(*model, t->view());  // every supported type has a kernel of its own
   };
   // A 3-D expert tensor, ne (cols, rows, n_experts) as llama.cpp stores ffn_*_exps: the
-  // experts' rows converted as one matrix, then one view per expert.
+  // experts' rows as one matrix, then one (aligned) view per expert.
   const auto expert_tensors = [&](const std::string& name, int64_t rows, int64_t cols) {
     const GgufTensorInfo* t = gguf.tensor(name);
     if (t == nullptr) throw ModelError(path + ": missing tensor '" + name + "'");
@@ -313,7 +282,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (cols % type_traits(t->type).block_elements != 0) {
       throw ModelError(path + ": tensor '" + name + "' rows are not whole " + std::string(type_traits(t->type).name) + " blocks");
     }
-    const TensorView all = kernel_view(*model, t->view());
+    const TensorView all = t->view();
     std::vector<TensorView> views;
     for (int64_t e = 0; e < c.n_experts; ++e) {
       const uint8_t* data = all.data == nullptr ? nullptr : all.row(e * rows);

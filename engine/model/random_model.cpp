@@ -278,14 +278,11 @@ class Builder {
   // A (rows, cols) matrix of `type` with values uniform in ±amplitude.
   TensorView matrix(TensorType type, int64_t rows, int64_t cols, float amplitude) {
     const uint64_t tensor_seed = mix(seed_ ^ mix(++tensor_count_));
-    // a type the kernels compute in another (kernel_type) is made as a loaded file's is:
-    // encoded, then converted exactly
-    TensorView view{kernel_type(type), cols, rows, nullptr};
+    TensorView view{type, cols, rows, nullptr};
     auto buffer = std::make_shared<std::vector<uint8_t>>(view.bytes());
     const size_t row_size = view.row_size();
     pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
       std::vector<float> values(static_cast<size_t>(cols));
-      std::vector<uint8_t> encoded(view.type != type ? row_bytes(type, cols) : 0);
       for (int64_t r = begin; r < end; ++r) {
         uint64_t state = mix(tensor_seed + static_cast<uint64_t>(r));
         for (float& v : values) {
@@ -293,12 +290,7 @@ class Builder {
           v = amplitude * uniform_pm1(state);
         }
         uint8_t* out = buffer->data() + static_cast<size_t>(r) * row_size;
-        if (view.type == type) {
-          encode_row(type, values.data(), out, cols);
-        } else {
-          encode_row(type, values.data(), encoded.data(), cols);
-          convert_row_exact(type, encoded.data(), out, cols);  // always exact for the types quantize_row writes
-        }
+        encode_row(type, values.data(), out, cols);
       }
     });
     view.data = buffer->data();

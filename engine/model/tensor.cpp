@@ -575,8 +575,6 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
   throw std::invalid_argument("dequantize_row: " + std::string(type_traits(type).name) + " blocks are not decoded here");
 }
 
-TensorType kernel_type(TensorType type) { return type; }  // every supported type has a kernel of its own
-
 // Each conversion keeps the block's f16 scale bits and moves its integers: every value is
 // the same product of the same two numbers before and after.
 //   Q5_0 → Q8_0:   (q - 16) · d with q - 16 in [-16, 15] (for a device: the CPU reads Q5_0)

@@ -105,10 +105,6 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n);
 // types are read-only here: quantizing to them throws std::invalid_argument.
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n);
 
-// The type the kernels compute a supported type's weights in: the type itself when they read
-// it (every supported type now: the function stays the one place that would name a
-// conversion at load).
-TensorType kernel_type(TensorType type);
 // Re-encodes `n` values (whole blocks) of Q5_0 into Q8_0 (the type a device computes it in:
 // device_tiled_type) with every value unchanged: dequantize_row gives the same floats from
 // `dst` as from `src`. Returns true; throws std::invalid_argument for another type.
