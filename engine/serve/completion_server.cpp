@@ -610,7 +610,7 @@ HttpResponse CompletionServer::Impl::tokenize(const std::string& body) const {
   if (!content || !content->is_string()) throw ApiError(400, "content must be a string", "content");
   const json* special = value("add_special", "add_special_tokens");
   if (special && !special->is_boolean()) throw ApiError(400, "add_special must be true or false", "add_special");
-  if (const json* pieces = value("with_pieces", "with_pieces"); pieces && pieces->is_boolean() && pieces->get<bool>()) {
+  if (auto pieces = j.find("with_pieces"); pieces != j.end() && pieces->is_boolean() && pieces->get<bool>()) {
     throw ApiError(400, "with_pieces is not supported: ask for the ids alone", "with_pieces");
   }
   const std::string& text = content->get_ref<const std::string&>();
@@ -1018,7 +1018,7 @@ void CompletionServer::Impl::generate(Job& job) {
       }
       result->totals.prompt_tokens = static_cast<int>(job.prompt_ids.size());
     }
-    if (job.request.echo) {
+    if (job.request.echo && job.request.logprobs) {  // without logprobs the prompt is echoed unscored
       for (const Candidate& c : result->candidates) {
         std::vector<int> all = job.prompt_ids;
         all.insert(all.end(), c.tokens.begin(), c.tokens.end());
