@@ -17,6 +17,7 @@
 #include "decode/session.h"
 #include "eval/perplexity.h"
 #include "model/tokenizer.h"
+#include "oracle_forward.h"
 #include "shared_data.h"
 
 using namespace specula;
@@ -73,24 +74,7 @@ std::string text_of(const QJsonValue& v) { return v.toString().toStdString(); }
 // forward with f32 matrices is within 1e-6). SmolLM2's Q4_1 test allows 0.1 likewise.
 constexpr double kQuantizedTolerance = 0.1;
 
-// A copy of `model` whose weight matrices are f32 (each value as dequantized): the CPU
-// kernels then multiply f32 activations, without rounding them to 8 bits as quantized
-// matrices do, so what is left of the error is the forward's own arithmetic.
-Model widened(const Model& model) {
-  Model wide = model;
-  const auto widen = [&](TensorView& v) {
-    auto data = std::make_shared<std::vector<float>>(static_cast<size_t>(v.rows * v.cols));
-    for (int64_t r = 0; r < v.rows; ++r) dequantize_row(v.type, v.row(r), data->data() + r * v.cols, v.cols);
-    v = TensorView{TensorType::F32, v.cols, v.rows, data->data()};
-    wide.storage.push_back(std::move(data));
-  };
-  for (LayerWeights& l : wide.weights.layers) {
-    for (TensorView* m : l.matrices()) widen(*m);
-  }
-  widen(wide.weights.token_embedding);
-  wide.weights.output = wide.weights.token_embedding;  // tied
-  return wide;
-}
+using specula::test::widened;  // every matrix f32, as dequantized (tied output a copy)
 
 }  // namespace
 
