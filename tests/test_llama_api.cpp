@@ -192,6 +192,25 @@ class TestLlamaApi : public QObject {
              std::vector<int>(parts.suffix.begin(), parts.suffix.begin() + long(room - keep)));
     QCOMPARE(p.ids.back(), fim.middle);
 
+    // suffix first (llama.cpp's --spm-infill, and a vocabulary whose file says specula.fim.order
+    // "spm"): <fim_suffix> suffix <fim_prefix> prefix <fim_middle>, the same parts, cut alike
+    std::vector<int> spm_body = cat({fim.suffix}, parts.suffix);
+    spm_body = cat(cat(spm_body, {fim.prefix}), parts.prefix);
+    spm_body.push_back(fim.middle);
+    QCOMPARE(infill_prompt(*repo, r, 512, false, true).ids, cat(repo_extra, spm_body));
+    Vocabulary spm_vocab = vocab;
+    spm_vocab.fim.spm = true;
+    const auto spm = create_tokenizer(spm_vocab);
+    QVERIFY(spm->fim().spm && !repo->fim().spm);
+    const std::vector<int> bos = spm_vocab.add_bos ? std::vector<int>{spm->bos()} : std::vector<int>{};
+    QCOMPARE(spm->fim_prompt("def area(r):\n    return", r.input_suffix), cat(bos, spm_body));
+    QCOMPARE(infill_prompt(*spm, r, 512, false).ids, cat(repo_extra, spm_body));
+    p = infill_prompt(*spm, r, room + 3, false);
+    QCOMPARE(p.ids.front(), fim.suffix);
+    QCOMPARE(p.ids[size_t(room - keep) + 1], fim.prefix);
+    QCOMPARE(std::vector<int>(p.ids.end() - 1 - long(keep), p.ids.end() - 1),
+             std::vector<int>(parts.prefix.end() - long(keep), parts.prefix.end()));
+
     // no FIM tokens: 501, or with the fallback the prefix and the prompt as plain text
     Vocabulary plain = vocab;
     plain.fim = FimTokens{};

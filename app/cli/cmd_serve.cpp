@@ -184,6 +184,9 @@ void add_serve_command(CLI::App& app) {
                   "(a user turn asking to complete the function, the assistant's turn opened with the prompt in a fence, "
                   "ending at the closing fence) or auto: chat for a model with a chat template")
       ->check(CLI::IsMember({"auto", "raw", "chat"}));
+  cmd->add_flag("--spm-infill", a->server.spm_infill,
+               "POST /infill lays the prompt out suffix first (Suffix/Prefix/Middle), as llama.cpp's --spm-infill, for "
+               "models trained so whose file does not say it (specula.fim.order)");
   cmd->add_flag("--infill-fallback", a->server.infill_fallback,
                "POST /infill on a model without fill-in-the-middle tokens: complete the code before the hole as a "
                "plain prompt, cut at the first line that dedents below the hole (without it: 501, as llama.cpp)");

@@ -473,6 +473,11 @@ Vocabulary gguf_vocabulary(const GgufFile& f) {
   vocab.fim.pad = token_id("tokenizer.ggml.fim_pad_token_id", -1);
   vocab.fim.repo = token_id("tokenizer.ggml.fim_rep_token_id", -1);
   vocab.fim.sep = token_id("tokenizer.ggml.fim_sep_token_id", -1);
+  const std::string fim_order = f.get_string("specula.fim.order", "psm");
+  if (fim_order != "psm" && fim_order != "spm") {
+    throw ModelError(f.path + ": specula.fim.order is \"" + fim_order + "\"; it is \"psm\" or \"spm\"");
+  }
+  vocab.fim.spm = fim_order == "spm";
   vocab.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", vocab.add_bos);
   vocab.add_eos = f.get_bool("tokenizer.ggml.add_eos_token", vocab.add_eos);
   vocab.add_dummy_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", vocab.add_dummy_prefix);

@@ -102,6 +102,7 @@ void write_vocabulary(GgufWriter& out, const Vocabulary& v) {
   };
   for (const auto& [key, id] : ids)
     if (id >= 0) out.set(key, GgufValue::u32(static_cast<uint32_t>(id)));
+  if (v.fim.spm) out.set("specula.fim.order", GgufValue::string("spm"));
   out.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(v.add_bos));
   if (v.add_eos) out.set("tokenizer.ggml.add_eos_token", GgufValue::boolean(true));
 }

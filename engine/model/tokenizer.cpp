@@ -221,6 +221,7 @@ Tokenizer::Tokenizer(Vocabulary vocab, bool split_user_defined) : vocab_(std::mo
   fim_.pad = metadata_or_named(vocab_, vocab_.fim.pad, kFimPadPieces);
   fim_.repo = metadata_or_named(vocab_, vocab_.fim.repo, kFimRepoPieces);
   fim_.sep = metadata_or_named(vocab_, vocab_.fim.sep, kFimSepPieces);
+  fim_.spm = vocab_.fim.spm;
 
   std::vector<int> eog = {vocab_.eos, vocab_.eot, vocab_.eom, fim_.pad, fim_.repo, fim_.sep};
   eog.insert(eog.end(), vocab_.extra_eos.begin(), vocab_.extra_eos.end());
@@ -317,6 +318,21 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special, bool
   return ids;
 }
 
+void append_fim_parts(std::vector<int>& ids, const FimTokens& fim, const Tokenizer::FimParts& parts, bool spm) {
+  const auto append = [&](int sentinel, const std::vector<int>& part) {
+    ids.push_back(sentinel);
+    ids.insert(ids.end(), part.begin(), part.end());
+  };
+  if (spm) {
+    append(fim.suffix, parts.suffix);
+    append(fim.prefix, parts.prefix);
+  } else {
+    append(fim.prefix, parts.prefix);
+    append(fim.suffix, parts.suffix);
+  }
+  ids.push_back(fim.middle);
+}
+
 Tokenizer::FimParts Tokenizer::fim_parts(std::string_view prefix, std::string_view suffix) const {
   FimParts parts;
   encode_text(prefix, false, parts.prefix);
@@ -330,11 +346,7 @@ std::vector<int> Tokenizer::fim_prompt(std::string_view prefix, std::string_view
   const FimParts parts = fim_parts(prefix, suffix);
   std::vector<int> ids;
   if (vocab_.add_bos) ids.push_back(vocab_.bos);
-  ids.push_back(fim_.prefix);
-  ids.insert(ids.end(), parts.prefix.begin(), parts.prefix.end());
-  ids.push_back(fim_.suffix);
-  ids.insert(ids.end(), parts.suffix.begin(), parts.suffix.end());
-  ids.push_back(fim_.middle);
+  append_fim_parts(ids, fim_, parts, fim_.spm);
   return ids;
 }
 

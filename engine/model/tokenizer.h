@@ -54,11 +54,12 @@ class Tokenizer {
   // Fill-in-the-middle tokens from the metadata, else by their known piece names.
   const FimTokens& fim() const { return fim_; }
 
-  // The ids of a fill-in-the-middle prompt in prefix-suffix-middle order, in the layout of
-  // the model's family: BOS where the vocabulary adds one, the prefix token, the prefix, the
-  // suffix token, the suffix, the middle token. CodeLlama's suffix is encoded without
-  // SentencePiece's leading space, as Meta's reference does. Throws std::runtime_error when
-  // the vocabulary has no FIM tokens.
+  // The ids of a fill-in-the-middle prompt in the layout of the model's family: BOS where the
+  // vocabulary adds one, the prefix token, the prefix, the suffix token, the suffix, the
+  // middle token (PSM), or suffix first for a model trained so (fim().spm: the suffix token,
+  // the suffix, the prefix token, the prefix, the middle token). CodeLlama's suffix is encoded
+  // without SentencePiece's leading space, as Meta's reference does. Throws
+  // std::runtime_error when the vocabulary has no FIM tokens.
   std::vector<int> fim_prompt(std::string_view prefix, std::string_view suffix) const;
   // The prefix's and the suffix's ids as fim_prompt encodes them, for callers that cut or
   // surround them (repository-level prompts): fim_prompt is BOS, fim().prefix, `prefix`,
@@ -109,6 +110,10 @@ class Tokenizer {
 
 // The tokenizer for `vocab`'s model. Throws std::runtime_error with a readable message when
 // the vocabulary is unusable (inconsistent arrays, an unknown pre-tokenizer, bad merges).
+// Appends the FIM sentinels and the parts in the order `spm` says (Tokenizer::fim_prompt's
+// layout after BOS): the prefix's and the suffix's tokens with their parts, the middle token.
+void append_fim_parts(std::vector<int>& ids, const FimTokens& fim, const Tokenizer::FimParts& parts, bool spm);
+
 std::unique_ptr<Tokenizer> create_tokenizer(Vocabulary vocab);
 
 // Reads a vocabulary from a standalone tokenizer file, recognised by its content:

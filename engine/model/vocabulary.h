@@ -33,6 +33,8 @@ struct FimTokens {
   int pad = -1;     // <|fim_pad|>: models may emit it when the middle is done
   int repo = -1;    // <|repo_name|>: repository-level prompts
   int sep = -1;     // <|file_sep|>: between files of a repository-level prompt
+  bool spm = false; // the model reads the suffix first: <suffix> suffix <prefix> prefix <middle>
+                    // (SPM, llama.cpp's --spm-infill; key specula.fim.order "spm"), not prefix first (PSM)
 
   bool complete() const { return prefix >= 0 && suffix >= 0 && middle >= 0; }
 };

@@ -742,7 +742,7 @@ std::shared_ptr<Job> CompletionServer::Impl::accept_llama(Dialect dialect, const
   r = parse_llama_request(infill ? LlamaEndpoint::Infill : LlamaEndpoint::Completion, body, kMaxCandidates);
   if (infill) {
     const int reserve = r.n_predict > 0 ? std::min(r.n_predict, context() / 2) : context() / 4;
-    InfillPrompt prompt = infill_prompt(tokenizer(), r, context() - reserve, options.infill_fallback);
+    InfillPrompt prompt = infill_prompt(tokenizer(), r, context() - reserve, options.infill_fallback, options.spm_infill);
     job->prompt_ids = std::move(prompt.ids);
     job->prompt_truncated = prompt.truncated;
     job->hole_indent = prompt.hole_indent;

@@ -54,6 +54,8 @@ struct ServerOptions {
   int prompt_cache_blocks = -1;        // KV blocks (16 positions) of recent prompts kept across requests, which
                                        // start from the longest kept start of their prompt; 0: none; -1: four
                                        // contexts, at most kDefaultPromptCacheTokens positions
+  bool spm_infill = false;             // /infill: suffix first (llama.cpp's --spm-infill), also where
+                                       // the model's file does not say it was trained so (FimTokens::spm)
   bool infill_fallback = false;        // /infill on a model without FIM tokens: the prefix as a plain
                                        // prompt, cut at the first line that dedents below the hole
                                        // (else 501, as llama.cpp answers)

@@ -360,7 +360,8 @@ std::vector<int> completion_prompt_ids(const Tokenizer& tokenizer, const std::ve
   return ids;
 }
 
-InfillPrompt infill_prompt(const Tokenizer& tokenizer, const LlamaRequest& r, int max_tokens, bool fallback) {
+InfillPrompt infill_prompt(const Tokenizer& tokenizer, const LlamaRequest& r, int max_tokens, bool fallback,
+                           bool spm_infill) {
   const FimTokens& fim = tokenizer.fim();
   const size_t max_bytes = static_cast<size_t>(max_tokens) * 64;  // no token stands for more text
   InfillPrompt out;
@@ -393,11 +394,7 @@ InfillPrompt infill_prompt(const Tokenizer& tokenizer, const LlamaRequest& r, in
   out.truncated |= extra_take < extra.size();
   if (bos >= 0) out.ids.push_back(bos);
   out.ids.insert(out.ids.end(), extra.end() - static_cast<std::ptrdiff_t>(extra_take), extra.end());
-  out.ids.push_back(fim.prefix);
-  append(out.ids, parts.prefix);
-  out.ids.push_back(fim.suffix);
-  append(out.ids, parts.suffix);
-  out.ids.push_back(fim.middle);
+  append_fim_parts(out.ids, fim, parts, spm_infill || fim.spm);
   return out;
 }
 
