@@ -13,6 +13,7 @@
 
 #include "compute/backend.h"
 #include "model/model.h"
+#include "model/model_export.h"
 
 using namespace specula;
 using nlohmann::json;
@@ -72,6 +73,36 @@ void add_case_rows() {
   for (const QString& name : {QStringLiteral("target"), QStringLiteral("draft")})
     for (int i = 0; i < 3; ++i)
       QTest::addRow("%s, input %d", qPrintable(name), i) << name << i;
+}
+
+// Token by token through the cache: the greedy continuation of want["tokens"] equals
+// want["greedy_tokens"]. Steps where the reference's choice leads the runner-up by too little
+// for float32 to be sure are not compared; the reference's token is fed there, so the
+// sequence stays on the reference's path.
+void check_greedy(const Model& model, const json& want) {
+  const auto expected = want["greedy_tokens"].get<std::vector<int32_t>>();
+  const auto margins = want["greedy_margins"].get<std::vector<double>>();
+  std::vector<int32_t> tokens = want["tokens"].get<std::vector<int32_t>>();
+
+  std::unique_ptr<Backend> backend = create_cpu_backend(1);
+  std::unique_ptr<KvCache> cache = backend->create_cache(model, static_cast<int>(tokens.size() + expected.size()));
+  const int seq = cache->create();
+  RaggedBatch batch;
+  batch.add(seq, tokens, false);
+  std::vector<float> logits;
+  size_t compared = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    backend->forward(model, *cache, batch, logits);
+    const auto best = std::max_element(logits.begin(), logits.end());
+    if (margins[i] > 1e-2) {
+      QCOMPARE(static_cast<int32_t>(best - logits.begin()), expected[i]);
+      ++compared;
+    }
+    tokens.push_back(expected[i]);
+    batch = RaggedBatch();
+    batch.add(seq, std::span(tokens).last(1), false);
+  }
+  QVERIFY2(compared * 2 >= expected.size(), "too few clear choices to compare");
 }
 
 }  // namespace
@@ -144,39 +175,40 @@ class TestDemoModel : public QObject {
     qInfo("%zu positions, largest relative error %.2e", tokens.size(), std::max(worst, error));
   }
 
-  // Token by token through the cache: the greedy continuation. Steps where the reference's
-  // choice leads the runner-up by too little for float32 to be sure are not compared; the
-  // reference's token is fed there, so the sequence stays on the reference's path.
+  // Token by token through the cache: the greedy continuation (check_greedy).
   void greedyContinuationMatches_data() { add_case_rows(); }
   void greedyContinuationMatches() {
     QFETCH(QString, name);
     QFETCH(int, index);
-    const Model& model = *demo_model(name.toStdString());
     const json& want = reference()["models"][name.toStdString()]["cases"][index];
-    const auto expected = want["greedy_tokens"].get<std::vector<int32_t>>();
-    const auto margins = want["greedy_margins"].get<std::vector<double>>();
-    std::vector<int32_t> tokens = want["tokens"].get<std::vector<int32_t>>();
+    check_greedy(*demo_model(name.toStdString()), want);
+  }
 
-    std::unique_ptr<Backend> backend = create_cpu_backend(1);
-    std::unique_ptr<KvCache> cache =
-        backend->create_cache(model, static_cast<int>(tokens.size() + expected.size()));
-    const int seq = cache->create();
-    RaggedBatch batch;
-    batch.add(seq, tokens, false);
-    std::vector<float> logits;
-    size_t compared = 0;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      backend->forward(model, *cache, batch, logits);
-      const auto best = std::max_element(logits.begin(), logits.end());
-      if (margins[i] > 1e-2) {
-        QCOMPARE(static_cast<int32_t>(best - logits.begin()), expected[i]);
-        ++compared;
-      }
-      tokens.push_back(expected[i]);
-      batch = RaggedBatch();
-      batch.add(seq, std::span(tokens).last(1), false);
+  // Fill in the middle (tools/train/fim.py): the engine lays a hole out as the pair was
+  // trained on it, suffix first as the files say (specula.fim.order "spm"): <fim_suffix>
+  // suffix <fim_prefix> prefix <fim_middle>, and writes the reference's greedy middle.
+  void fimPromptAndMiddleMatchReference_data() { add_model_rows(); }
+  void fimPromptAndMiddleMatchReference() {
+    QFETCH(QString, name);
+    const Model& model = *demo_model(name.toStdString());
+    const json& holes = reference()["models"][name.toStdString()]["fim"];
+    QVERIFY2(holes.is_array() && !holes.empty(), "no FIM holes in tests/data/demo_reference.json");
+    QVERIFY(model.tokenizer->fim().complete());
+    for (const json& hole : holes) {
+      const std::vector<int> ids = model.tokenizer->fim_prompt(hole["prefix"].get<std::string>(),
+                                                               hole["suffix"].get<std::string>());
+      QCOMPARE(ids, hole["tokens"].get<std::vector<int>>());
+      check_greedy(model, hole);
     }
-    QVERIFY2(compared * 2 >= expected.size(), "too few clear choices to compare");
+  }
+
+  // The order survives a GGUF written by the engine (model_export).
+  void fimOrderSurvivesExport() {
+    QVERIFY(demo_model("target")->tokenizer->fim().spm);
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("target.gguf").toStdString();
+    write_gguf_model(*demo_model("target"), path, TensorType::F16);
+    QVERIFY(load_model(path)->tokenizer->fim().spm);
   }
 
   // Both files carry the same vocabulary, and the engine's tokenizer (rebuilt from the GGUF

@@ -1,12 +1,13 @@
 // `specula-cli serve` as editor plugins use it, over real HTTP on loopback, on the demo pair:
 // llama.vim's request for a hole in a Python function replayed field for field against
-// POST /infill (--infill-fallback: the demo pair has no FIM tokens), every field the plugin
-// reads present with its type; the same text twice at T = 0; llama.cpp's 501 without FIM
-// tokens and without the fallback, and the API key asked for; t_max_predict_ms and n_indent ending a completion early,
-// as a prefix of the completion without them; POST /completion whole and streamed, with stop
-// strings, token-id prompts, several completions and llama.cpp's error object; and hostile
-// input: invalid UTF-8, a prefix far beyond the context (cut, truncated), clients that hang
-// up mid-request; after which nothing failed and no KV block is left held.
+// POST /infill, every field the plugin reads present with its type, the prompt in the demo
+// pair's FIM layout; the same text twice at T = 0; the demo target without its FIM tokens
+// (tests/support/demo_without_fim.h): llama.cpp's 501 and the API key asked for, and with
+// --infill-fallback the prefix alone, cut at a dedent; t_max_predict_ms and n_indent ending a
+// completion early, as a prefix of the completion without them; POST /completion whole and
+// streamed, with stop strings, token-id prompts, several completions and llama.cpp's error
+// object; and hostile input: invalid UTF-8, a prefix far beyond the context (cut, truncated),
+// clients that hang up mid-request; after which nothing failed and no KV block is left held.
 #include <QtTest>
 
 #include <algorithm>
@@ -16,11 +17,14 @@
 #include "decode/generator.h"
 #include "model/demo_models.h"
 #include "model/tokenizer.h"
+#include "serve/llama_api.h"
 #include "serve/sse.h"
+#include "demo_without_fim.h"
 #include "llama_vim.h"
 #include "serve_process.h"
 
 using namespace specula;
+using namespace specula::serve;
 using namespace specula::test;
 using nlohmann::json;
 
@@ -53,16 +57,21 @@ bool is_llama_error(const json& body, int code, const char* type) {
 class TestServeEditor : public QObject {
   Q_OBJECT
 
-  std::unique_ptr<ServeProcess> demo;  // --infill-fallback
+  std::unique_ptr<ServeProcess> demo;  // the demo pair, FIM tokens and all
   std::unique_ptr<Tokenizer> tokenizer;
+  QTemporaryDir dir;
+  QString without_fim;  // the demo target without its FIM tokens (demo_without_fim.h)
 
  private slots:
   void initTestCase() {
-    demo = std::make_unique<ServeProcess>(QStringList{"--device", "cpu", "--infill-fallback", "--max-queue", "4"});
+    demo = std::make_unique<ServeProcess>(QStringList{"--device", "cpu", "--max-queue", "4"});
     QVERIFY2(demo->started(), qPrintable(demo->errors()));
     const auto pair = find_demo_models(SPECULA_SOURCE_DIR);
     QVERIFY(pair);
     tokenizer = create_tokenizer(load_vocabulary_of(pair->target));
+    QVERIFY(tokenizer->fim().complete());
+    without_fim = dir.filePath("demo-without-fim.gguf");
+    write_demo_target_without_fim(without_fim.toStdString());
   }
 
   void llamaVimsRequestGetsEveryFieldItReads() {
@@ -84,14 +93,48 @@ class TestServeEditor : public QObject {
     QVERIFY(r["truncated"].is_boolean() && !r["truncated"].get<bool>());
     QVERIFY(r["tokens_cached"].is_number_integer());
     QCOMPARE(r["tokens_cached"].get<int>(), 0);  // no prompt cache yet
+    // the prompt in the demo pair's FIM layout: BOS, the other file as a snippet (the
+    // vocabulary has no file separator), <fim_suffix> suffix <fim_prefix> prefix <fim_middle>
+    // (the pair was trained suffix first)
+    const LlamaRequest parsed = parse_llama_request(LlamaEndpoint::Infill, request.dump(), 16);
+    const InfillPrompt expected = infill_prompt(*tokenizer, parsed, 1 << 20, false);
+    QCOMPARE(r["timings/prompt_n"].get<int>(), int(expected.ids.size()));
+    const std::vector<int> fim_tail = tokenizer->fim_prompt(kLlamaVimPrefix, kLlamaVimSuffix);
+    QVERIFY(std::equal(fim_tail.begin() + 1, fim_tail.end(), expected.ids.end() - int(fim_tail.size()) + 1));
+  }
+
+  // The demo pair fills a hole from both sides (tools/train/fim.py): greedy, the body between
+  // a docstring and the end of the function, ended by the model itself.
+  void demoPairFillsTheHole() {
+    const json request = {{"input_prefix", "def add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n    "},
+                          {"input_suffix", "\n"},
+                          {"n_predict", 48},
+                          {"temperature", 0},
+                          {"samplers", {"temperature"}}};
+    int status = 0;
+    const json r = post_json(demo->port(), "/infill", request, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(r["content"].get<std::string>(), std::string("return a + b"));
+    QCOMPARE(r["stop_type"].get<std::string>(), std::string("eos"));
+  }
+
+  void fallbackCompletesThePrefixAlone() {
+    ServeProcess fallback({"--device", "cpu", "-m", without_fim, "--infill-fallback"});
+    QVERIFY2(fallback.started(), qPrintable(fallback.errors()));
+    int status = 0;
+    const json r = post_json(fallback.port(), "/infill", greedy(llama_vim_request()), &status);
+    QCOMPARE(status, 200);
     // the fallback's prompt is the prefix alone: its tokens, with BOS
     QCOMPARE(r["timings/prompt_n"].get<int>(), int(tokenizer->encode(kLlamaVimPrefix, true).size()));
-    // the fallback ends the completion before a line that dedents below the hole (4), and
-    // before one that repeats the line after the hole, which the model did not see
-    for (const QString& line : later_lines(r["content"].get<std::string>())) {
+    // it ends the completion before a line that dedents below the hole (4), and before one
+    // that repeats the line after the hole, which the model did not see
+    const std::string content = r["content"].get<std::string>();
+    QVERIFY(!content.empty());
+    for (const QString& line : later_lines(content)) {
       QVERIFY2(line.trimmed().isEmpty() || indentation(line.toStdString()) >= 4, qPrintable(line));
       QVERIFY2(line != "    return total / len(values)", qPrintable(line));
     }
+    QVERIFY2(content.find("\n    return total") == std::string::npos, content.c_str());
   }
 
   void sameTextTwiceAtTemperatureZero() {
@@ -103,9 +146,6 @@ class TestServeEditor : public QObject {
     QCOMPARE(status, 200);
     QVERIFY(!first["content"].get<std::string>().empty());
     QCOMPARE(second["content"], first["content"]);
-    // greedy, the demo pair writes the line after the hole next; the fallback cut it, whole
-    QVERIFY2(first["content"].get<std::string>().find("\n    return total") == std::string::npos,
-             first["content"].get<std::string>().c_str());
   }
 
   void wholeResponseIsLlamaCpps() {
@@ -136,7 +176,7 @@ class TestServeEditor : public QObject {
   }
 
   void withoutFimTokensOrFallback501() {
-    ServeProcess plain({"--device", "cpu", "--api-key", "s3cret"});
+    ServeProcess plain({"--device", "cpu", "-m", without_fim, "--api-key", "s3cret"});
     QVERIFY2(plain.started(), qPrintable(plain.errors()));
     int status = 0;
     // the key is asked for as on /v1/ (llama.vim sends it as a bearer token)

@@ -59,10 +59,10 @@ class TestServePromptCache : public QObject {
 
  private slots:
   void initTestCase() {
-    cached = std::make_unique<ServeProcess>(QStringList{"--device", "cpu", "--infill-fallback", "--max-queue", "64"});
+    cached = std::make_unique<ServeProcess>(QStringList{"--device", "cpu", "--max-queue", "64"});
     QVERIFY2(cached->started(), qPrintable(cached->errors()));
     plain = std::make_unique<ServeProcess>(
-        QStringList{"--device", "cpu", "--infill-fallback", "--prompt-cache-blocks", "0"});
+        QStringList{"--device", "cpu", "--prompt-cache-blocks", "0"});
     QVERIFY2(plain->started(), qPrintable(plain->errors()));
   }
 

@@ -57,7 +57,7 @@ class TestServeSuggestions : public QObject {
 
   std::unique_ptr<Sandbox> sandbox;
   std::unique_ptr<TestRunner> runner;
-  std::unique_ptr<ServeProcess> demo;  // --suggestions 4 --infill-fallback
+  std::unique_ptr<ServeProcess> demo;  // --suggestions 4
 
  private slots:
   void initTestCase() {
@@ -68,7 +68,7 @@ class TestServeSuggestions : public QObject {
     }
     runner = std::make_unique<TestRunner>(*sandbox, SandboxLimits{}, 2);
     demo = std::make_unique<ServeProcess>(
-        QStringList{"--device", "cpu", "--infill-fallback", "--suggestions", "4", "--max-queue", "4"});
+        QStringList{"--device", "cpu", "--suggestions", "4", "--max-queue", "4"});
     QVERIFY2(demo->started(), qPrintable(demo->errors()));
   }
 

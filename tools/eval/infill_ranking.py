@@ -1,7 +1,7 @@
 """Does ranking pay for the editor? Best-of-N `content` against the first candidate alone.
 
-Starts `specula-cli serve --port 0 --suggestions N` (the demo pair needs --infill-fallback,
-passed by default), sends every single-line hole of a fill-in-the-middle problem set to
+Starts `specula-cli serve --port 0 --suggestions N` (a model without FIM tokens needs
+--infill-fallback after `--`), sends every single-line hole of a fill-in-the-middle problem set to
 POST /infill as llama.vim does (the prefix up to the cursor's line, the indentation typed as
 `prompt`, the rest after a line end as the suffix; its sampling: top-k 40, top-p 0.9, T = 1),
 once per seed, and scores with `specula-cli check` (the problems' tests, in the sandbox):
@@ -27,8 +27,7 @@ import urllib.request
 
 
 def start_server(options, extra):
-    command = [options.cli, "serve", "--port", "0", "--suggestions", str(options.suggestions), "--infill-fallback",
-               *extra]
+    command = [options.cli, "serve", "--port", "0", "--suggestions", str(options.suggestions), *extra]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = server.stdout.readline()
     if "listening on " not in line:

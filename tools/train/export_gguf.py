@@ -60,11 +60,13 @@ def main():
     parser.add_argument("--name", required=True, help="work/<name>/ckpt.pt")
     parser.add_argument("--type", choices=("f16", "f32"), required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--tokenizer", default="tokenizer.model",
+                        help="in work/: tokenizer_fim.model for a model with fim.py's sentinels")
     options = parser.parse_args()
 
     checkpoint = torch.load(os.path.join(WORK, options.name, "ckpt.pt"), weights_only=False)
     config = Config(**checkpoint["config"])
-    processor = spm.SentencePieceProcessor(model_file=os.path.join(WORK, "tokenizer.model"))
+    processor = spm.SentencePieceProcessor(model_file=os.path.join(WORK, options.tokenizer))
     assert processor.vocab_size() == config.vocab_size
 
     writer = gguf.GGUFWriter(options.out, "llama")
@@ -94,6 +96,12 @@ def main():
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(False)
     writer.add_add_space_prefix(True)
+    # StarCoder's fill-in-the-middle sentinels (fim.py), named as llama.cpp names them, and
+    # the order fim.py trains: suffix first (SPM; llama.cpp's server needs --spm-infill for it)
+    if processor.piece_to_id("<fim_middle>") != processor.unk_id():
+        for key, piece in (("fim_pre", "<fim_prefix>"), ("fim_suf", "<fim_suffix>"), ("fim_mid", "<fim_middle>")):
+            writer.add_uint32(f"tokenizer.ggml.{key}_token_id", processor.piece_to_id(piece))
+        writer.add_string("specula.fim.order", "spm")
 
     for parameter, tensor in checkpoint["model"].items():
         array = tensor.float().numpy()

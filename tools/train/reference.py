@@ -7,6 +7,8 @@ logits of every position at a fixed set of token ids, and a greedy continuation 
 margin of each choice over the runner-up. The engine should match logits with relative
 error below 1e-3, measured per vector as max |engine - reference| / max |reference|. The "tokenizer" list
 holds texts with the ids SentencePiece gives them (no BOS); each decodes back exactly.
+The "fim" list, for files with fim.py's sentinels: holes laid out as fim.py trains them
+(BOS <fim_suffix> suffix <fim_prefix> prefix <fim_middle>), with the greedy middle up to EOS.
 """
 import argparse
 import hashlib
@@ -29,6 +31,13 @@ INPUTS = [
     'def add(a, b):\n    """Return the sum of a and b."""\n',
     'def count_even(nums):\n    """Count the even numbers in nums.\n    >>> count_even([1, 2, 4])\n    2\n    """\n',
     "import os\n\n\nclass Store:\n\tdef __init__(self, path):\n        self.path = path  # café, 10 ≤ n\n",
+]
+# Holes in the middle of code: the prefix, the suffix (fill-in-the-middle, fim.py).
+FIM_HOLES = [
+    ('def add(a, b):\n    """Return the sum of a and b."""\n    return ', "\n"),
+    ('def mean(values):\n    """Return the arithmetic mean of a list of numbers."""\n    total = 0\n',
+     "\n    return total / len(values)\n"),
+    ("def is_even(n):\n    ", "\n\n\ndef is_odd(n):\n    return not is_even(n)\n"),
 ]
 SAMPLED_IDS = list(range(0, 4096, 64)) + [4095]
 GREEDY_TOKENS = 24
@@ -99,6 +108,27 @@ def cases_for(model, processor):
     return cases
 
 
+@torch.no_grad()
+def fim_cases(model, plain, continuation):
+    """Each hole's prompt in fim.py's layout and the model's greedy middle, to its EOS."""
+    pre, suf, mid = (plain.piece_to_id(p) for p in ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"))
+    cases = []
+    for prefix, suffix in FIM_HOLES:
+        ids = [plain.bos_id(), suf] + continuation.encode(suffix) + [pre] + plain.encode(prefix) + [mid]
+        greedy, margins = list(ids), []
+        for _ in range(GREEDY_TOKENS):
+            top = model(torch.tensor([greedy]))[0, -1].topk(2)
+            greedy.append(int(top.indices[0]))
+            margins.append(float(top.values[0] - top.values[1]))
+            if greedy[-1] == plain.eos_id():
+                break
+        middle = [t for t in greedy[len(ids):] if t != plain.eos_id()]
+        cases.append({"prefix": prefix, "suffix": suffix, "tokens": ids, "greedy_tokens": greedy[len(ids):],
+                      "greedy_margins": [float(f"{m:.4g}") for m in margins],
+                      "greedy_text": continuation.decode(middle)})
+    return cases
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=os.path.join(REPO, "resources/models"))
@@ -125,6 +155,10 @@ def main():
                                      "sha256": digest, "config": config.as_dict(),
                                      "cases": cases_for(model, processor)}
         print(name, [c["greedy_text"] for c in reference["models"][name]["cases"]])
+        if config.vocab_size > processor.vocab_size():  # fim.py's sentinels
+            import fim
+            reference["models"][name]["fim"] = fim_cases(model, *fim.processors())
+            print(name, "fim", [c["greedy_text"] for c in reference["models"][name]["fim"]])
     os.makedirs(os.path.dirname(options.out), exist_ok=True)
     with open(options.out, "w") as f:
         json.dump(reference, f, separators=(",", ":"))

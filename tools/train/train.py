@@ -24,24 +24,48 @@ WORK = os.path.join(HERE, "work")
 HELD_OUT_SEED = [1234, 999_999]
 
 
-def load_streams():
-    return {f"{split}_{source}": np.load(os.path.join(WORK, f"tokens/{split}_{source}.npy")).astype(np.int64)
-            for split in ("train", "val") for source in ("stdlib", "tasks")}
+BASE_VOCAB = 4096  # the tokenizer's pieces; fim.py's sentinels follow them
 
 
-def sample_batch(streams, split, batch, seq, tasks_fraction, rng):
-    """(batch, seq + 1) windows; each row from the tasks stream with probability tasks_fraction."""
+def load_streams(fim, seq):
+    sources = ("stdlib", "tasks", "fim") if fim else ("stdlib", "tasks")
+    streams = {f"{split}_{source}": np.load(os.path.join(WORK, f"tokens/{split}_{source}.npy")).astype(np.int64)
+               for split in ("train", "val") for source in sources}
+    if fim:  # where each FIM document begins (fim.py encode)
+        for split in ("train", "val"):
+            starts = np.load(os.path.join(WORK, f"tokens/{split}_fim_starts.npy"))
+            streams[f"{split}_fim_starts"] = starts[starts < len(streams[f"{split}_fim"]) - seq - 1]
+    return streams
+
+
+def sample_batch(streams, split, batch, seq, tasks_fraction, rng, fim_fraction=0.0):
+    """(batch, seq + 1) windows; each row from the FIM stream with probability fim_fraction
+    (starting at one of its documents), else from the tasks stream with probability
+    tasks_fraction (without FIM, the draws of the runs before FIM existed)."""
     rows = []
     for _ in range(batch):
-        stream = streams[f"{split}_tasks" if rng.random() < tasks_fraction else f"{split}_stdlib"]
-        start = rng.integers(0, len(stream) - seq - 1)
+        r = rng.random()
+        if r < fim_fraction:
+            source = "fim"
+        else:
+            source = "tasks" if r < fim_fraction + (1 - fim_fraction) * tasks_fraction else "stdlib"
+        stream = streams[f"{split}_{source}"]
+        if source == "fim":  # a window starts at a document, so that its middle has its prefix and suffix
+            starts = streams[f"{split}_fim_starts"]
+            start = starts[rng.integers(0, len(starts))]
+        else:
+            start = rng.integers(0, len(stream) - seq - 1)
         rows.append(stream[start:start + seq + 1])
     return torch.from_numpy(np.stack(rows))
 
 
 def loss_on(model, windows):
+    """Mean loss over the next tokens; a FIM sentinel is never a target: the engine writes
+    them, and a model that learnt to predict them could emit one in plain generation."""
     logits = model(windows[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1))
+    targets = windows[:, 1:].reshape(-1).clone()
+    targets[targets >= BASE_VOCAB] = -100
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets, ignore_index=-100)
 
 
 @torch.no_grad()
@@ -49,9 +73,12 @@ def held_out_loss(model, streams, seq):
     """Mean loss on fixed held-out windows of each source (the same windows for every run)."""
     model.eval()
     result = {}
-    for source in ("stdlib", "tasks"):
+    for source in ("stdlib", "tasks", "fim"):
+        if f"val_{source}" not in streams:
+            continue
         rng = np.random.default_rng(HELD_OUT_SEED)
-        windows = sample_batch(streams, "val", 32, seq, 1.0 if source == "tasks" else 0.0, rng)
+        windows = sample_batch(streams, "val", 32, seq, 1.0 if source == "tasks" else 0.0, rng,
+                               1.0 if source == "fim" else 0.0)
         result[source] = sum(loss_on(model, windows[i:i + 8]).item() for i in range(0, 32, 8)) / 4
     model.train()
     return result
@@ -78,6 +105,9 @@ def main():
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--tasks-fraction", type=float, default=0.6)
+    parser.add_argument("--fim-fraction", type=float, default=0.0,
+                        help="windows from the FIM stream (fim.py encode); the rest split by --tasks-fraction")
+    parser.add_argument("--vocab", type=int, default=BASE_VOCAB, help="4099 with fim.py's sentinels")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--init", help="start from the weights of work/<INIT>/ckpt.pt (fresh optimizer)")
     parser.add_argument("--threads", type=int, default=1)
@@ -90,7 +120,8 @@ def main():
     out = os.path.join(WORK, options.name)
     os.makedirs(out, exist_ok=True)
     config = Config(dim=options.dim, hidden_dim=options.hidden, n_layers=options.layers,
-                    n_heads=options.heads, n_kv_heads=options.kv_heads, context_length=options.seq)
+                    n_heads=options.heads, n_kv_heads=options.kv_heads, vocab_size=options.vocab,
+                    context_length=options.seq)
     model = Llama(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, betas=(0.9, 0.95),
                                   weight_decay=0.1)
@@ -108,7 +139,7 @@ def main():
         print(f"{options.name} starts from the weights of {options.init}", flush=True)
     print(f"{options.name}: {model.parameter_count()} parameters, {json.dumps(config.as_dict())}", flush=True)
 
-    streams = load_streams()
+    streams = load_streams(options.fim_fraction > 0, options.seq)
 
     def save():
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
@@ -120,7 +151,8 @@ def main():
     started, started_step = time.time(), step
     while step < options.steps:
         rng = np.random.default_rng([options.seed, step])
-        windows = sample_batch(streams, "train", options.batch, options.seq, options.tasks_fraction, rng)
+        windows = sample_batch(streams, "train", options.batch, options.seq, options.tasks_fraction, rng,
+                               options.fim_fraction)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, options.steps, options.lr, options.warmup)
         loss = loss_on(model, windows)
