@@ -91,6 +91,27 @@ class TestExpertUnion : public QObject {
     }
   }
 
+  // The union a policy asks for again and again is remembered until the counts change: what
+  // it answers is, bit for bit, the sum over the layers of expected_union of their
+  // probabilities, before and after more tokens are counted, and in a copy.
+  void rememberedUnionIsTheComputedOne() {
+    std::mt19937_64 rng(3);
+    const std::vector<double> w = zipf(32, 1.1);
+    RoutingCounts counts(3, 32, 4);
+    const auto direct = [&](const RoutingCounts& c, double t) {
+      double sum = 0;
+      for (int l = 0; l < c.n_layers(); ++l) sum += expected_union(c.probabilities(l), t);
+      return sum / c.n_layers();
+    };
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 50; ++i) counts.add(i % 3, draw_token(w, 4, rng), 1);
+      for (const double t : {1.0, 2.0, 5.0, 2.0, 17.0, 1.0}) QCOMPARE(counts.expected_union(t), direct(counts, t));
+      const RoutingCounts copy = counts;
+      QCOMPARE(copy.expected_union(5.0), direct(counts, 5.0));
+    }
+    QCOMPARE(counts.expected_union(0.0), 0.0);
+  }
+
   // Skewed routing: the union from observed frequencies matches the count, and is well
   // below what uniform routing would say (else the test could not tell the two apart).
   void skewed_against_monte_carlo() {

@@ -47,6 +47,7 @@ void RoutingCounts::add(int layer, std::span<const int32_t> chosen, int tokens) 
   }
   tokens_[static_cast<size_t>(layer)] += static_cast<uint64_t>(std::max(0, tokens));
   last_union_[static_cast<size_t>(layer)] = distinct;
+  ++version_;
 }
 
 double RoutingCounts::last_union() const {
@@ -74,9 +75,40 @@ std::vector<double> RoutingCounts::probabilities(int layer) const {
 
 double RoutingCounts::expected_union(double t) const {
   if (n_layers_ == 0) return 0.0;
+  if (t <= 0) return 0.0;
+  std::lock_guard lock(memo_.mutex);
+  const size_t cells = static_cast<size_t>(n_layers_) * static_cast<size_t>(n_experts_);
+  if (memo_.version != version_) {
+    memo_.log_keep.assign(cells, 0.0);
+    memo_.always.assign(cells, 0);
+    for (int l = 0; l < n_layers_; ++l) {
+      const std::vector<double> p = probabilities(l);
+      for (int e = 0; e < n_experts_; ++e) {
+        const size_t cell = static_cast<size_t>(l) * static_cast<size_t>(n_experts_) + static_cast<size_t>(e);
+        const double q = std::clamp(p[static_cast<size_t>(e)], 0.0, 1.0);
+        memo_.always[cell] = q >= 1.0;
+        memo_.log_keep[cell] = q >= 1.0 ? 0.0 : std::log1p(-q);
+      }
+    }
+    memo_.unions.clear();
+    memo_.version = version_;
+  }
+  for (const auto& [tokens, value] : memo_.unions) {
+    if (tokens == t) return value;
+  }
+  // specula::expected_union of each layer's probabilities, term for term and in its order
   double sum = 0;
-  for (int l = 0; l < n_layers_; ++l) sum += specula::expected_union(probabilities(l), t);
-  return sum / n_layers_;
+  for (size_t l = 0; l < static_cast<size_t>(n_layers_); ++l) {
+    double layer = 0;
+    for (size_t cell = l * static_cast<size_t>(n_experts_); cell < (l + 1) * static_cast<size_t>(n_experts_); ++cell) {
+      layer += memo_.always[cell] ? 1.0 : -std::expm1(t * memo_.log_keep[cell]);
+    }
+    sum += layer;
+  }
+  const double value = sum / n_layers_;
+  if (memo_.unions.size() >= kRememberedUnions) memo_.unions.clear();
+  memo_.unions.emplace_back(t, value);
+  return value;
 }
 
 }  // namespace specula
