@@ -62,8 +62,7 @@ class Tokenizer {
   // std::runtime_error when the vocabulary has no FIM tokens.
   std::vector<int> fim_prompt(std::string_view prefix, std::string_view suffix) const;
   // The prefix's and the suffix's ids as fim_prompt encodes them, for callers that cut or
-  // surround them (repository-level prompts): fim_prompt is BOS, fim().prefix, `prefix`,
-  // fim().suffix, `suffix`, fim().middle.
+  // surround them (repository-level prompts): fim_prompt is BOS, then append_fim_parts.
   struct FimParts {
     std::vector<int> prefix;
     std::vector<int> suffix;
@@ -108,12 +107,12 @@ class Tokenizer {
   std::array<int, 256> special_roots_;  // the root's child for each byte, -1: none
 };
 
-// The tokenizer for `vocab`'s model. Throws std::runtime_error with a readable message when
-// the vocabulary is unusable (inconsistent arrays, an unknown pre-tokenizer, bad merges).
 // Appends the FIM sentinels and the parts in the order `spm` says (Tokenizer::fim_prompt's
 // layout after BOS): the prefix's and the suffix's tokens with their parts, the middle token.
 void append_fim_parts(std::vector<int>& ids, const FimTokens& fim, const Tokenizer::FimParts& parts, bool spm);
 
+// The tokenizer for `vocab`'s model. Throws std::runtime_error with a readable message when
+// the vocabulary is unusable (inconsistent arrays, an unknown pre-tokenizer, bad merges).
 std::unique_ptr<Tokenizer> create_tokenizer(Vocabulary vocab);
 
 // Reads a vocabulary from a standalone tokenizer file, recognised by its content:
