@@ -110,6 +110,13 @@ class TestExpertUnion : public QObject {
       QCOMPARE(copy.expected_union(5.0), direct(counts, 5.0));
     }
     QCOMPARE(counts.expected_union(0.0), 0.0);
+    // every expert read by every token (p_e = 1): each counts once, whatever T
+    RoutingCounts all(2, 4, 4);
+    for (int i = 0; i < 5; ++i) all.add(i % 2, std::vector<int32_t>{0, 1, 2, 3}, 1);
+    for (const double t : {1.0, 3.0, 40.0}) {
+      QCOMPARE(all.expected_union(t), direct(all, t));
+      QCOMPARE(all.expected_union(t), 4.0);
+    }
   }
 
   // Skewed routing: the union from observed frequencies matches the count, and is well

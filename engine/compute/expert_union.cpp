@@ -77,18 +77,11 @@ double RoutingCounts::expected_union(double t) const {
   if (n_layers_ == 0) return 0.0;
   if (t <= 0) return 0.0;
   std::lock_guard lock(memo_.mutex);
-  const size_t cells = static_cast<size_t>(n_layers_) * static_cast<size_t>(n_experts_);
   if (memo_.version != version_) {
-    memo_.log_keep.assign(cells, 0.0);
-    memo_.always.assign(cells, 0);
+    memo_.log_keep.clear();
     for (int l = 0; l < n_layers_; ++l) {
-      const std::vector<double> p = probabilities(l);
-      for (int e = 0; e < n_experts_; ++e) {
-        const size_t cell = static_cast<size_t>(l) * static_cast<size_t>(n_experts_) + static_cast<size_t>(e);
-        const double q = std::clamp(p[static_cast<size_t>(e)], 0.0, 1.0);
-        memo_.always[cell] = q >= 1.0;
-        memo_.log_keep[cell] = q >= 1.0 ? 0.0 : std::log1p(-q);
-      }
+      // an expert read by every token has log1p(-1) = -inf, and -expm1(t · -inf) = 1 exactly
+      for (const double p : probabilities(l)) memo_.log_keep.push_back(std::log1p(-std::clamp(p, 0.0, 1.0)));
     }
     memo_.unions.clear();
     memo_.version = version_;
@@ -101,7 +94,7 @@ double RoutingCounts::expected_union(double t) const {
   for (size_t l = 0; l < static_cast<size_t>(n_layers_); ++l) {
     double layer = 0;
     for (size_t cell = l * static_cast<size_t>(n_experts_); cell < (l + 1) * static_cast<size_t>(n_experts_); ++cell) {
-      layer += memo_.always[cell] ? 1.0 : -std::expm1(t * memo_.log_keep[cell]);
+      layer += -std::expm1(t * memo_.log_keep[cell]);
     }
     sum += layer;
   }

@@ -69,8 +69,7 @@ class RoutingCounts {
   struct UnionMemo {
     std::mutex mutex;                             // the counts are read by whoever prices a step
     uint64_t version = ~uint64_t{0};              // the counts' version it was made for
-    std::vector<double> log_keep;                 // (n_layers, n_experts) log1p(-p_e); unused where p_e >= 1
-    std::vector<char> always;                     // (n_layers, n_experts) p_e >= 1: the expert is always read
+    std::vector<double> log_keep;                 // (n_layers, n_experts) log1p(-p_e): -inf where p_e = 1
     std::vector<std::pair<double, double>> unions;  // (T, expected union) asked since
     UnionMemo() = default;
     UnionMemo(const UnionMemo&) {}
