@@ -662,6 +662,43 @@ class TestSpecDecode : public QObject {
     QCOMPARE(k[0], 0);
   }
 
+  // Until a drafted step has been timed, it is judged as the plain steps' timing prices it,
+  // not at the cost model's own price against plain steps at their seen one: a mixture's
+  // plain steps seen slower than the model (a loaded machine) made drafts that the model
+  // itself said do not pay look worth it, and goodput drafted at N = 2 (bench-spec, the
+  // random qwen3moe-1.3b file). Over a range of expert and draft costs, whatever drafts
+  // nothing when plain steps take what the model says drafts nothing when they take longer.
+  void goodputJudgesAnUntimedDraftAsPlainStepsAreSeen() {
+    const auto live = LiveBatch().add(0, 40).add(1, 40).requests;
+    int compared = 0, declined = 0;
+    for (int e = 1; e <= 40; ++e) {
+      for (const double draft_memory : {1e-4, 3e-4, 1e-3}) {
+        auto cost = std::make_shared<ForwardCost>(roofline_cost(4, 1e-3, 0.0));
+        cost->n_experts = 128;
+        cost->n_experts_used = 8;
+        cost->expert_seconds = 2.5e-5 * e;
+        cost->streams_weights = true;
+        const StepCosts costs{cost, std::make_shared<ForwardCost>(roofline_cost(1, draft_memory, 0.0)), 1, true};
+        const double plain = predicted_step_seconds(costs, live, std::vector<int>{0, 0});
+        std::vector<int> drafted;
+        for (const double seen_over_predicted : {1.0, 1.3}) {
+          auto p = create_draft_policy("goodput", 2, costs);
+          feed(*p, live, 4, {3, 3}, 10);  // untimed: three of four kept
+          for (int s = 0; s < 10; ++s) p->update(live, std::vector<int>{0, 0}, std::vector<int>{0, 0}, seen_over_predicted * plain);
+          std::vector<int> k;
+          p->lengths(live, k);
+          drafted.push_back(k[0] + k[1]);
+        }
+        ++compared;
+        if (drafted[0] > 0) continue;
+        ++declined;
+        QVERIFY2(drafted[1] == 0, qPrintable(QString("one expert %1 ms, a draft forward %2 ms: %3 tokens drafted")
+                                                 .arg(cost->expert_seconds * 1e3).arg(draft_memory * 1e3).arg(drafted[1])));
+      }
+    }
+    QVERIFY2(declined > 0 && declined < compared, qPrintable(QString("%1 of %2 declined").arg(declined).arg(compared)));
+  }
+
   // The batch is done when its last sequence is: of two sequences with the same evidence,
   // on a forward flat up to 8 tokens, the one 8 tokens ahead of the other gets fewer of the
   // 6 free rows; level, they share them.

@@ -160,10 +160,18 @@ class GoodputImpl {
     // With the lengths chosen, what steps were seen to take decides whether to draft, each
     // kind against the cost model's own prediction for it. That needs some steps without
     // drafts to compare with: the first after timing starts, then one whenever their
-    // evidence has faded (every ~35 steps while drafting).
+    // evidence has faded (every ~35 steps while drafting). Until drafted steps have been
+    // timed, a drafted step is expected to take what the plain steps' timing prices it at
+    // (`seen`), not the model's own price: judged at the model's price against plain steps
+    // at their seen one, a mixture whose plain steps ran 1.23x the model (a loaded machine)
+    // drafted at N = 2 where the model itself said not to (116.6 against 119.7 weighted
+    // tokens per second), and every such step lost.
     const double refined = goodput(live, time, k);
+    const double model_seconds = time.seconds();
+    goodput(live, seen, k);
+    const double seen_over_model = seen.seconds() / model_seconds;
     const bool time_plain = drafted_steps_.steps > 0 && plain_steps_.steps < kPlainEvidence;
-    const double drafting = refined / drafted_steps_.scale(), plain = none / plain_steps_.scale();
+    const double drafting = refined / drafted_steps_.scale(seen_over_model), plain = none / plain_steps_.scale();
     if (time_plain || drafting < kMinGain * plain || !repays_setup(live, plain, drafting)) k.assign(live.size(), 0);
   }
 
@@ -196,8 +204,8 @@ class GoodputImpl {
     double accepted = 0, rejected = 0;
   };
   // How far off the cost model's predictions were for one kind of step (with drafts, or
-  // without): decayed sums of log(seen / predicted) over steps, shrunk toward "right" by
-  // kTimingPriorWeight steps. A step's time is noisy (other programs, the caches), a
+  // without): decayed sums of log(seen / predicted) over steps, shrunk toward a prior
+  // ("right", or what the other kind's timing says) by kTimingPriorWeight steps. A step's time is noisy (other programs, the caches), a
   // model's error steady (work around the forwards it does not see, a measurement taken
   // on a crowded machine): the mean over recent steps tells the second apart.
   struct Timing {
@@ -210,7 +218,9 @@ class GoodputImpl {
       log_ratio *= decay;
       steps *= decay;
     }
-    double scale() const { return std::exp(log_ratio / (steps + kTimingPriorWeight)); }
+    double scale(double prior = 1.0) const {
+      return std::exp((log_ratio + kTimingPriorWeight * std::log(prior)) / (steps + kTimingPriorWeight));
+    }
   };
   struct Candidate {
     double value;    // probability that the token is accepted, times its sequence's weight
