@@ -466,7 +466,12 @@ void add_bench_spec_command(CLI::App& app) {
   cmd->add_option("--drafters", args->drafters, "Drafters besides none (default ngram,layers:2)")->delimiter(',');
   cmd->add_option("--policies", args->policies, "Draft policies (default goodput,fixed:4,bass,adaptive)")->delimiter(',');
   cmd->add_option("--temps", args->temperatures, "Temperatures (default 0,0.8)")->delimiter(',');
-  cmd->add_option("--alpha", args->alphas, "Also run in forced-acceptance mode at these rates (benchmark only)")->delimiter(',');
+  cmd->add_option("--alpha", args->alphas,
+                  "Also run in forced-acceptance mode at these rates (benchmark only). Each sequence draws its own "
+                  "verdicts: at T = 0 and N > 1 that puts copies of one greedy text out of step, as real decoding "
+                  "never does, and a mixture of experts then reads experts the copies shared; compare a mixture at a "
+                  "temperature")
+      ->delimiter(',');
   cmd->add_option("--max-tokens", args->max_tokens, "New tokens per sequence, at least 2 (default 64)")
       ->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--warmup-tokens", args->warmup_tokens,
