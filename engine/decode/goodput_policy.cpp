@@ -169,7 +169,7 @@ class GoodputImpl {
     const double refined = goodput(live, time, k);
     const double model_seconds = time.seconds();
     goodput(live, seen, k);
-    const double seen_over_model = seen.seconds() / model_seconds;
+    const double seen_over_model = model_seconds > 0 ? seen.seconds() / model_seconds : 1.0;
     const bool time_plain = drafted_steps_.steps > 0 && plain_steps_.steps < kPlainEvidence;
     const double drafting = refined / drafted_steps_.scale(seen_over_model), plain = none / plain_steps_.scale();
     if (time_plain || drafting < kMinGain * plain || !repays_setup(live, plain, drafting)) k.assign(live.size(), 0);
@@ -205,9 +205,10 @@ class GoodputImpl {
   };
   // How far off the cost model's predictions were for one kind of step (with drafts, or
   // without): decayed sums of log(seen / predicted) over steps, shrunk toward a prior
-  // ("right", or what the other kind's timing says) by kTimingPriorWeight steps. A step's time is noisy (other programs, the caches), a
-  // model's error steady (work around the forwards it does not see, a measurement taken
-  // on a crowded machine): the mean over recent steps tells the second apart.
+  // ("right", or what plain steps' timing says) by kTimingPriorWeight steps. A step's time
+  // is noisy (other programs, the caches), a model's error steady (work around the forwards
+  // it does not see, a measurement taken on a crowded machine): the mean over recent steps
+  // tells the second apart.
   struct Timing {
     double log_ratio = 0, steps = 0;
     void add(double log_seen_over_predicted) {
