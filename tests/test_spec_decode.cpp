@@ -684,7 +684,9 @@ class TestSpecDecode : public QObject {
         for (const double seen_over_predicted : {1.0, 1.3}) {
           auto p = create_draft_policy("goodput", 2, costs);
           feed(*p, live, 4, {3, 3}, 10);  // untimed: three of four kept
-          for (int s = 0; s < 10; ++s) p->update(live, std::vector<int>{0, 0}, std::vector<int>{0, 0}, seen_over_predicted * plain);
+          for (int s = 0; s < 10; ++s) {
+            p->update(live, std::vector<int>{0, 0}, std::vector<int>{0, 0}, seen_over_predicted * plain);
+          }
           std::vector<int> k;
           p->lengths(live, k);
           drafted.push_back(k[0] + k[1]);

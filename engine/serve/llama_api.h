@@ -94,9 +94,9 @@ struct InfillPrompt {
 // level, `<|repo_name|>myproject` and a `<|file_sep|>filename` line before each file, where
 // the vocabulary has those tokens; else each file after a "--- snippet ---" line), then the
 // family's FIM prompt of input_prefix + prompt and input_suffix (suffix first where the model
-// was trained so, FimTokens::spm, or `spm_infill`: llama.cpp's --spm-infill). Cut as llama.cpp does: the
-// prefix keeps its last 3/4 of the room, the suffix its first 1/4, the extra context its end
-// in what is left. Without FIM tokens and `fallback`: input_prefix + prompt, its end, as a
+// was trained so, FimTokens::spm, or `spm_infill`: llama.cpp's --spm-infill). Cut as
+// llama.cpp does: the prefix keeps its last 3/4 of the room, the suffix its first 1/4, the
+// extra context its end in what is left. Without FIM tokens and `fallback`: input_prefix + prompt, its end, as a
 // plain prompt, which ends at the first line that dedents below the hole or repeats the line
 // after it. Throws infill_not_supported without FIM tokens and without `fallback`.
 InfillPrompt infill_prompt(const Tokenizer& tokenizer, const LlamaRequest& request, int max_tokens, bool fallback,
